@@ -41,6 +41,11 @@ const EVENT_MESSAGES = [
   'OnCallAgentErrorEvent',
 ];
 
+/** Name of a message type in proto-loader's descriptor, such as `DispatchRequest`. */
+function typeName(def: protoLoader.MessageTypeDefinition<object, object> | undefined): unknown {
+  return (def?.type as { name?: string } | undefined)?.name;
+}
+
 function load(): protoLoader.PackageDefinition {
   const files = readdirSync(join(PROTO_ROOT, 'agenthooks', 'v1')).map((f) =>
     join('agenthooks', 'v1', f),
@@ -59,8 +64,8 @@ describe('the .proto contract, read by @grpc/proto-loader', () => {
       expect(method?.path).toBe(`/agenthooks.v1.HookService/${rpc}`);
       const bidi = rpc === 'DispatchStream' || rpc === 'Handle';
       expect([rpc, method?.requestStream, method?.responseStream]).toEqual([rpc, bidi, bidi]);
-      expect(method?.requestType.type.name).toBe(`${rpc}Request`);
-      expect(method?.responseType.type.name).toBe(`${rpc}Response`);
+      expect(typeName(method?.requestType)).toBe(`${rpc}Request`);
+      expect(typeName(method?.responseType)).toBe(`${rpc}Response`);
     }
   });
 
@@ -69,7 +74,10 @@ describe('the .proto contract, read by @grpc/proto-loader', () => {
     for (const name of EVENT_MESSAGES) {
       expect(def[`agenthooks.v1.${name}`], name).toBeDefined();
     }
-    const hookEvent = def['agenthooks.v1.HookEvent'] as protoLoader.MessageTypeDefinition;
+    const hookEvent = def['agenthooks.v1.HookEvent'] as protoLoader.MessageTypeDefinition<
+      object,
+      object
+    >;
     const type = hookEvent.type as { field: { typeName: string; number: number }[] };
     expect(type.field.map((f) => f.typeName)).toEqual(EVENT_MESSAGES);
     expect(type.field.map((f) => f.number)).toEqual(EVENT_MESSAGES.map((_, i) => i + 1));

@@ -1,0 +1,87 @@
+/**
+ * @module Domain errors of agenthooks. Each carries a stable `reason` (the
+ * `google.rpc.ErrorInfo` reason clients match on, UPPER_SNAKE, at most 63
+ * characters) and a `kind` that `src/server/errors.ts` maps to a gRPC status.
+ * Match on `reason`, not on `instanceof`.
+ */
+
+/** The status family of a domain error; the server maps each to one gRPC code. */
+export type ErrorKind =
+  | 'invalid_argument'
+  | 'failed_precondition'
+  | 'not_found'
+  | 'unavailable'
+  | 'unimplemented'
+  | 'cancelled'
+  | 'deadline_exceeded'
+  | 'internal';
+
+/** Options of an {@link AgentHooksError}. */
+export interface AgentHooksErrorOptions {
+  /** Underlying error, kept for logs and never sent to clients. */
+  readonly cause?: unknown;
+  /** `ErrorInfo.metadata`; keys are lowerCamelCase. */
+  readonly metadata?: Record<string, string>;
+}
+
+/**
+ * Base class of every error agenthooks raises on purpose.
+ *
+ * @example
+ * throw new AgentHooksError('unavailable', 'STORE_LOCKED', 'the database is locked', { cause: e });
+ */
+export class AgentHooksError extends Error {
+  override readonly name: string = 'AgentHooksError';
+  readonly kind: ErrorKind;
+  readonly reason: string;
+  readonly metadata: Record<string, string>;
+
+  constructor(
+    kind: ErrorKind,
+    reason: string,
+    message: string,
+    options: AgentHooksErrorOptions = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.kind = kind;
+    this.reason = reason;
+    this.metadata = { ...options.metadata };
+  }
+}
+
+/**
+ * A request field is invalid. `field` is the path of the offending field in
+ * the request, such as `hooks[2].webhook.url`; the message is the upstream
+ * validation message where the reference system has one.
+ */
+export class InvalidArgumentError extends AgentHooksError {
+  override readonly name = 'InvalidArgumentError';
+  readonly field: string;
+
+  constructor(
+    field: string,
+    reason: string,
+    message: string,
+    options: AgentHooksErrorOptions = {},
+  ) {
+    super('invalid_argument', reason, message, {
+      ...options,
+      metadata: { field, ...options.metadata },
+    });
+    this.field = field;
+  }
+}
+
+/** The store cannot be used (locked, read-only, full, corrupt, closed). */
+export class StoreUnavailableError extends AgentHooksError {
+  override readonly name = 'StoreUnavailableError';
+
+  constructor(reason: string, message: string, options: AgentHooksErrorOptions = {}) {
+    super('unavailable', reason, message, options);
+  }
+}
+
+/** Returns true when `e` is an {@link AgentHooksError} with the given reason. */
+export function hasReason(e: unknown, reason: string): boolean {
+  return e instanceof AgentHooksError && e.reason === reason;
+}
