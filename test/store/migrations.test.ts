@@ -1,0 +1,100 @@
+import { existsSync, writeFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { MIGRATIONS, migrate, SCHEMA_VERSION } from '../../src/store/migrations/index.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import { thrownBy, useTempStore, webhookHook } from './helpers.js';
+
+describe('store migrations', () => {
+  const temp = useTempStore();
+
+  it('runs every migration on a fresh file and sets user_version', () => {
+    temp.open();
+    const raw = temp.raw();
+    expect(SCHEMA_VERSION).toBe(MIGRATIONS.length);
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    const tables = raw
+      .prepare(
+        "SELECT name, strict FROM pragma_table_list WHERE schema = 'main' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      )
+      .all();
+    expect(tables).toEqual([
+      { name: 'hooks', strict: 1 },
+      { name: 'operations', strict: 1 },
+    ]);
+    expect(raw.pragma('foreign_key_list(hooks)')).toMatchObject([
+      { table: 'operations', from: 'operation_id', to: 'id', on_delete: 'CASCADE' },
+    ]);
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+  });
+
+  it('creates the parent directory of the database file', () => {
+    const store = temp.open({}, 'nested/deeper/agenthooks.db');
+    expect(store.path).toBe(temp.path('nested/deeper/agenthooks.db'));
+    expect(temp.raw('nested/deeper/agenthooks.db').pragma('user_version', { simple: true })).toBe(
+      SCHEMA_VERSION,
+    );
+  });
+
+  it('keeps the data when a current database is reopened, without migrating again', async () => {
+    const first = openSqliteStore(temp.path());
+    await first.appendHooks('op-1', 'parent-1', [webhookHook('a'), webhookHook('b')]);
+    await first.close();
+
+    const second = temp.open();
+    const listed = await second.listHooks('op-1');
+    expect(listed.hooks.map((h) => h.id)).toEqual(['a', 'b']);
+    expect(listed.parentOperationId).toBe('parent-1');
+    expect(temp.raw().pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+  });
+
+  it('does nothing when migrate() runs on a current database', () => {
+    temp.open();
+    const raw = temp.raw();
+    // Running migration 1 again would fail with "table operations already exists".
+    expect(() => migrate(raw)).not.toThrow();
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+  });
+
+  it('refuses a database newer than the code with STORE_NEWER_THAN_CODE and leaves it untouched', () => {
+    const raw = temp.raw();
+    raw.pragma('user_version = 7');
+
+    const error = thrownBy(() => openSqliteStore(temp.path()));
+
+    expect(error).toMatchObject({
+      name: 'StoreUnavailableError',
+      kind: 'unavailable',
+      reason: 'STORE_NEWER_THAN_CODE',
+      message: `database schema version 7 is newer than this agenthooks supports (${SCHEMA_VERSION}); did you start an older agenthooks?`,
+    });
+    expect(raw.pragma('user_version', { simple: true })).toBe(7);
+    expect(
+      raw.prepare("SELECT count(*) AS n FROM sqlite_schema WHERE type = 'table'").get(),
+    ).toEqual({ n: 0 });
+  });
+
+  it('refuses a file that is not a database with STORE_CORRUPT', () => {
+    writeFileSync(temp.path(), 'this is not an SQLite database, just text. '.repeat(200));
+
+    const error = thrownBy(() => openSqliteStore(temp.path()));
+
+    expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_CORRUPT' });
+    expect((error as Error).cause).toMatchObject({ code: 'SQLITE_NOTADB' });
+  });
+
+  it('throws STORE_UNAVAILABLE when the parent directory cannot be created', () => {
+    writeFileSync(temp.path('a-file'), '');
+
+    const error = thrownBy(() => openSqliteStore(temp.path('a-file/agenthooks.db')));
+
+    expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_UNAVAILABLE' });
+    expect((error as Error).message).toContain('a-file/agenthooks.db');
+  });
+
+  it('rejects out-of-range options with a RangeError before touching the file', () => {
+    expect(() => openSqliteStore(temp.path(), { busyTimeoutMs: -1 })).toThrow(RangeError);
+    expect(() => openSqliteStore(temp.path(), { busyTimeoutMs: 1.5 })).toThrow(RangeError);
+    expect(() => openSqliteStore(temp.path(), { maxSizeBytes: 0 })).toThrow(RangeError);
+    expect(existsSync(temp.path())).toBe(false);
+  });
+});
