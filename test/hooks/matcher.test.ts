@@ -1,0 +1,106 @@
+/** @module Unit tests of hook tool matchers. */
+import { describe, expect, it } from 'vitest';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { compileMatcher, isValidMatcher } from '../../src/hooks/matcher.js';
+import { REASON } from '../../src/hooks/validate.js';
+
+describe('compileMatcher', () => {
+  it.each([
+    ['undefined', undefined],
+    ['empty', ''],
+    ['star', '*'],
+  ])('matches every event with a %s matcher, even events without a tool', (_, source) => {
+    const matches = compileMatcher(source);
+    expect(matches('fs', 'readFile')).toBe(true);
+    expect(matches('lobe-web-browsing', 'search')).toBe(true);
+    expect(matches(undefined, undefined)).toBe(true);
+    expect(matches('fs', undefined)).toBe(true);
+  });
+
+  it('tests an unanchored regular expression against identifier/apiName', () => {
+    const matches = compileMatcher('readFile');
+    expect(matches('fs', 'readFile')).toBe(true);
+    expect(matches('fs', 'readFileSync')).toBe(true);
+    expect(matches('readFile', 'x')).toBe(true);
+    expect(matches('fs', 'writeFile')).toBe(false);
+  });
+
+  it('honours anchors around the combined name', () => {
+    const matches = compileMatcher('^fs/readFile$');
+    expect(matches('fs', 'readFile')).toBe(true);
+    expect(matches('fs', 'readFileSync')).toBe(false);
+    expect(matches('xfs', 'readFile')).toBe(false);
+  });
+
+  it('matches across the slash and supports alternation', () => {
+    const matches = compileMatcher('^fs/|/search$');
+    expect(matches('fs', 'stat')).toBe(true);
+    expect(matches('lobe-web-browsing', 'search')).toBe(true);
+    expect(matches('lobe-web-browsing', 'crawl')).toBe(false);
+  });
+
+  it('is case-sensitive because it compiles without flags', () => {
+    expect(compileMatcher('READFILE')('fs', 'readFile')).toBe(false);
+  });
+
+  it('never matches an event without a string identifier and apiName', () => {
+    const matches = compileMatcher('.*');
+    expect(matches(undefined, undefined)).toBe(false);
+    expect(matches('fs', undefined)).toBe(false);
+    expect(matches(undefined, 'readFile')).toBe(false);
+  });
+
+  it('gives the same answer on repeated calls', () => {
+    const matches = compileMatcher('fs/read');
+    expect([1, 2, 3].map(() => matches('fs', 'readFile'))).toEqual([true, true, true]);
+  });
+
+  it('throws INVALID_MATCHER with the upstream message for an invalid regular expression', () => {
+    let error: unknown;
+    try {
+      compileMatcher('fs/(read');
+    } catch (e: unknown) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(InvalidArgumentError);
+    expect(error).toMatchObject({
+      field: 'matcher',
+      reason: REASON.INVALID_MATCHER,
+      message: 'Invalid hook matcher regular expression',
+    });
+    expect((error as InvalidArgumentError).cause).toBeInstanceOf(SyntaxError);
+  });
+
+  it('reuses a compiled matcher for the same source', () => {
+    expect(compileMatcher('^cache/same$')).toBe(compileMatcher('^cache/same$'));
+    expect(compileMatcher(undefined)).toBe(compileMatcher('*'));
+  });
+
+  it('keeps at most 1,000 compiled matchers, dropping the least recently used', () => {
+    // Fill the cache with fresh entries so that earlier tests do not matter.
+    for (let i = 0; i < 1_000; i++) compileMatcher(`^flush/${i}$`);
+    const used = compileMatcher('^evict/used$');
+    const unused = compileMatcher('^evict/unused$');
+    for (let i = 0; i < 998; i++) compileMatcher(`^evict/${i}$`);
+    // Touch `used`, the oldest entry, so that `unused` becomes the least recently used.
+    expect(compileMatcher('^evict/used$')).toBe(used);
+    compileMatcher('^evict/overflow$');
+    expect(compileMatcher('^evict/used$')).toBe(used);
+    const recompiled = compileMatcher('^evict/unused$');
+    expect(recompiled).not.toBe(unused);
+    expect(recompiled('evict', 'unused')).toBe(true);
+  });
+});
+
+describe('isValidMatcher', () => {
+  it.each(['', '*', 'readFile', '^fs/readFile$', 'a{2}', '.*', '(?<id>fs)/read'])(
+    'accepts %j',
+    (source) => {
+      expect(isValidMatcher(source)).toBe(true);
+    },
+  );
+
+  it.each(['(', 'fs/(read', '[a-', '**', '+x', '(?<a>x)(?<a>y)'])('refuses %j', (source) => {
+    expect(isValidMatcher(source)).toBe(false);
+  });
+});
