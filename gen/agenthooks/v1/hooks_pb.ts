@@ -17,9 +17,11 @@ export const file_agenthooks_v1_hooks: GenFile = /*@__PURE__*/
 
 /**
  * Hook is one caller hook of an operation, as `RegisterHooks` takes it and
- * `ListHooks` returns it. A hook needs a handler, a webhook, or both. Only the
- * webhook part is persisted; the handler flag lives as long as the sidecar
- * process and the operation's registration.
+ * `ListHooks` returns it. A hook needs a handler, a webhook, or both. The
+ * whole configuration is persisted (header templates, never resolved
+ * secrets); the handler itself is the runtime's code, reached only while the
+ * runtime serves the operation over a `Handle` stream, so after a restart a
+ * handler runs again once the runtime reattaches.
  *
  * @generated from message agenthooks.v1.Hook
  */
@@ -61,7 +63,7 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
 
   /**
    * Webhook of the hook; persisted with its header templates, never with
-   * resolved secrets.
+   * resolved secrets. Optional for a handler hook.
    *
    * @generated from field: agenthooks.v1.Webhook webhook = 5;
    */

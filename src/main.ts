@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+/**
+ * @module The `agenthooks` command: `agenthooks serve [options]` runs the
+ * sidecar until SIGTERM or SIGINT, then drains and exits 0.
+ */
+import { readFileSync } from 'node:fs';
+import { parseServeConfig, serveHelp } from './config/config.js';
+import { AgentHooksError } from './errors.js';
+import { createLogger } from './log.js';
+import { startSidecar } from './server/sidecar.js';
+
+const USAGE = `Usage: agenthooks <command>
+
+Commands:
+  serve      run the sidecar (agenthooks serve --help lists its options)
+  --version  print the version
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === '--version' || command === 'version') {
+    const pkg = JSON.parse(
+      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+    ) as { version: string };
+    process.stdout.write(`${pkg.version}\n`);
+    return 0;
+  }
+  if (command !== 'serve') {
+    process.stderr.write(USAGE);
+    return command === undefined || command === '--help' || command === 'help' ? 0 : 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(serveHelp());
+    return 0;
+  }
+  let config: ReturnType<typeof parseServeConfig>;
+  try {
+    config = parseServeConfig(rest, process.env);
+  } catch (e: unknown) {
+    process.stderr.write(`agenthooks: ${(e as Error).message}\n\n${serveHelp()}`);
+    return 2;
+  }
+  const logger = createLogger({ level: config.logLevel });
+  let sidecar: Awaited<ReturnType<typeof startSidecar>>;
+  try {
+    sidecar = await startSidecar(config, logger);
+  } catch (e: unknown) {
+    const reason = e instanceof AgentHooksError ? e.reason : undefined;
+    logger.error('failed to start', { reason, err: e });
+    return 1;
+  }
+  return new Promise<number>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info('signal received', { signal });
+      sidecar.shutdown().then(
+        () => resolve(0),
+        (e: unknown) => {
+          logger.error('shutdown failed', { err: e });
+          resolve(1);
+        },
+      );
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    process.stderr.write(`agenthooks: ${(e as Error).stack ?? String(e)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,80 @@
+/**
+ * @module The one place that turns errors into RPC statuses: domain errors
+ * keep their reason and metadata in a `google.rpc.ErrorInfo` (and a
+ * `BadRequest` for invalid fields); anything else becomes INTERNAL with a
+ * generic message, its cause logged and never sent.
+ */
+import { create, toBinary } from '@bufbuild/protobuf';
+import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { BadRequestSchema, ErrorInfoSchema, StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import { AgentHooksError, type ErrorKind, InvalidArgumentError } from '../errors.js';
+
+/** `ErrorInfo.domain` of every error agenthooks sends. */
+export const ERROR_DOMAIN = 'agenthooks';
+
+/** Reason of an unexpected failure (a bug); its cause stays in the server log. */
+export const INTERNAL_REASON = 'INTERNAL';
+
+const CODE_BY_KIND: Record<ErrorKind, Code> = {
+  invalid_argument: Code.InvalidArgument,
+  failed_precondition: Code.FailedPrecondition,
+  not_found: Code.NotFound,
+  unavailable: Code.Unavailable,
+  unimplemented: Code.Unimplemented,
+  cancelled: Code.Canceled,
+  deadline_exceeded: Code.DeadlineExceeded,
+  internal: Code.Internal,
+};
+
+/**
+ * Returns the ConnectError to answer for `e`. A ConnectError passes through
+ * (it already is a status); an AgentHooksError keeps its code, message and
+ * ErrorInfo; anything else is INTERNAL.
+ */
+export function toConnectError(e: unknown): ConnectError {
+  if (e instanceof ConnectError) return e;
+  if (e instanceof AgentHooksError) {
+    const details: ConstructorParameters<typeof ConnectError>[3] = [
+      {
+        desc: ErrorInfoSchema,
+        value: { reason: e.reason, domain: ERROR_DOMAIN, metadata: e.metadata },
+      },
+    ];
+    if (e instanceof InvalidArgumentError) {
+      details.push({
+        desc: BadRequestSchema,
+        value: { fieldViolations: [{ field: e.field, description: e.message }] },
+      });
+    }
+    return new ConnectError(e.message, CODE_BY_KIND[e.kind], undefined, details, e);
+  }
+  return new ConnectError(
+    'internal error',
+    Code.Internal,
+    undefined,
+    [{ desc: ErrorInfoSchema, value: { reason: INTERNAL_REASON, domain: ERROR_DOMAIN } }],
+    e,
+  );
+}
+
+/** The gRPC status of an error, as `grpc-status-details-bin` carries it. */
+export interface GrpcStatus {
+  /** gRPC status code (the numeric value of Connect's Code). */
+  readonly code: number;
+  /** Status message. */
+  readonly message: string;
+  /** Serialized `google.rpc.Status`, with the error's details. */
+  readonly details: Uint8Array;
+}
+
+/** Renders a ConnectError as a gRPC status with serialized `google.rpc.Status` details. */
+export function toGrpcStatus(err: ConnectError): GrpcStatus {
+  const details = err.details.map((d) => {
+    if ('desc' in d) return anyPack(d.desc, create(d.desc, d.value));
+    // An incoming detail (from a downstream call) already is an encoded Any.
+    return create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value });
+  });
+  const status = create(StatusSchema, { code: err.code, message: err.rawMessage, details });
+  return { code: err.code, message: err.rawMessage, details: toBinary(StatusSchema, status) };
+}

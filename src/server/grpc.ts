@@ -1,0 +1,219 @@
+/**
+ * @module Serves protobuf-es service implementations (Connect's `ServiceImpl`
+ * shape) on a `@grpc/grpc-js` server, with codecs from our descriptors. The
+ * same implementation object is served by connect-node on the HTTP port.
+ *
+ * - Cancellation and deadlines reach the implementation as
+ *   `HandlerContext.signal` and `timeoutMs()`.
+ * - Streams respect backpressure: a response write that the transport cannot
+ *   take waits for `drain`, and requests are read only as the
+ *   implementation consumes them.
+ * - Errors become a gRPC status with `google.rpc.Status` in
+ *   `grpc-status-details-bin`.
+ */
+import type { EventEmitter } from 'node:events';
+import {
+  create,
+  type DescMethod,
+  type DescService,
+  fromBinary,
+  toBinary,
+} from '@bufbuild/protobuf';
+import { Code, ConnectError, createHandlerContext, type HandlerContext } from '@connectrpc/connect';
+import * as grpc from '@grpc/grpc-js';
+import type { Logger } from '../log.js';
+import { toConnectError, toGrpcStatus } from './errors.js';
+
+/** A service implementation: methods by local name, as Connect's router takes them. */
+// biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
+export type AnyServiceImpl = Record<string, (...args: any[]) => any>;
+
+/** Options of {@link addService}. */
+export interface AddServiceOptions {
+  /** Aborts every handler's signal when the server shuts down hard. */
+  readonly shutdownSignal?: AbortSignal;
+  /** Logs failures that are not the client's own cancellation. */
+  readonly logger: Logger;
+  /**
+   * Runs before each call; a thrown error answers the call without running
+   * the implementation (used to refuse calls while draining).
+   */
+  readonly admit?: (method: DescMethod) => void;
+}
+
+/**
+ * Registers every method of `service` on a grpc-js server. Methods missing
+ * from `impl` answer UNIMPLEMENTED.
+ */
+export function addService(
+  server: grpc.Server,
+  service: DescService,
+  impl: AnyServiceImpl,
+  options: AddServiceOptions,
+): void {
+  const definition: Record<string, grpc.MethodDefinition<object, object>> = {};
+  const handlers: grpc.UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    definition[method.localName] = {
+      path: `/${service.typeName}/${method.name}`,
+      requestStream:
+        method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming',
+      responseStream:
+        method.methodKind === 'server_streaming' || method.methodKind === 'bidi_streaming',
+      requestSerialize: (value: object) =>
+        Buffer.from(toBinary(method.input, create(method.input, value as Record<string, unknown>))),
+      requestDeserialize: (bytes: Buffer) => fromBinary(method.input, bytes),
+      responseSerialize: (value: object) =>
+        // `create` returns a message of this type as is; it fills in a plain init object.
+        Buffer.from(
+          toBinary(method.output, create(method.output, value as Record<string, unknown>)),
+        ),
+      responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
+      originalName: method.localName,
+    };
+    const fn = impl[method.localName];
+    handlers[method.localName] = createHandler(service, method, fn, options);
+  }
+  server.addService(definition as grpc.ServiceDefinition, handlers);
+}
+
+type GrpcCall =
+  | grpc.ServerUnaryCall<object, object>
+  | grpc.ServerWritableStream<object, object>
+  | grpc.ServerDuplexStream<object, object>;
+
+function contextFor(
+  service: DescService,
+  method: DescMethod,
+  call: GrpcCall,
+  shutdownSignal: AbortSignal | undefined,
+): HandlerContext & { abort(reason?: unknown): void } {
+  const deadline = call.getDeadline();
+  const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number(deadline);
+  const timeoutMs = Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined;
+  const requestHeader = new Headers();
+  for (const [key, value] of Object.entries(call.metadata.getMap())) {
+    if (typeof value === 'string') requestHeader.set(key, value);
+  }
+  const ctx = createHandlerContext({
+    service,
+    method,
+    protocolName: 'grpc',
+    requestMethod: 'POST',
+    url: `/${service.typeName}/${method.name}`,
+    timeoutMs,
+    shutdownSignal,
+    requestHeader,
+  });
+  // A client cancellation (or a deadline grpc-js enforces) aborts the handler.
+  (call as EventEmitter).once('cancelled', () =>
+    ctx.abort(new ConnectError('client cancelled the call', Code.Canceled)),
+  );
+  return ctx;
+}
+
+function grpcError(e: unknown, method: DescMethod, logger: Logger): Partial<grpc.StatusObject> {
+  const err = toConnectError(e);
+  if (err.code === Code.Internal) {
+    logger.error('rpc failed', { rpc: method.name, err: err.cause ?? err });
+  }
+  const status = toGrpcStatus(err);
+  const metadata = new grpc.Metadata();
+  metadata.set('grpc-status-details-bin', Buffer.from(status.details));
+  return { code: status.code, details: status.message, metadata };
+}
+
+function createHandler(
+  service: DescService,
+  method: DescMethod,
+  fn: AnyServiceImpl[string] | undefined,
+  options: AddServiceOptions,
+): grpc.UntypedHandleCall {
+  const unimplemented = new ConnectError(
+    `${service.typeName}.${method.name} is not implemented`,
+    Code.Unimplemented,
+  );
+  switch (method.methodKind) {
+    case 'unary':
+      return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
+        const ctx = contextFor(service, method, call, options.shutdownSignal);
+        void (async () => {
+          try {
+            options.admit?.(method);
+            if (fn === undefined) throw unimplemented;
+            const response = await fn(call.request, ctx);
+            callback(null, response);
+          } catch (e: unknown) {
+            callback(grpcError(e, method, options.logger));
+          } finally {
+            ctx.abort();
+          }
+        })();
+      };
+    case 'server_streaming':
+      return (call: grpc.ServerWritableStream<object, object>) => {
+        const ctx = contextFor(service, method, call, options.shutdownSignal);
+        void (async () => {
+          try {
+            options.admit?.(method);
+            if (fn === undefined) throw unimplemented;
+            await writeAll(call, fn(call.request, ctx) as AsyncIterable<object>, ctx.signal);
+            call.end();
+          } catch (e: unknown) {
+            call.emit('error', grpcError(e, method, options.logger));
+          } finally {
+            ctx.abort();
+          }
+        })();
+      };
+    case 'bidi_streaming':
+      return (call: grpc.ServerDuplexStream<object, object>) => {
+        const ctx = contextFor(service, method, call, options.shutdownSignal);
+        void (async () => {
+          try {
+            options.admit?.(method);
+            if (fn === undefined) throw unimplemented;
+            // A Readable's default async iterator destroys the stream when the
+            // requests end, which would drop the responses still to be written
+            // and the status; this one leaves the stream to `end()`.
+            const requests = call.iterator({ destroyOnReturn: false });
+            await writeAll(call, fn(requests, ctx) as AsyncIterable<object>, ctx.signal);
+            call.end();
+          } catch (e: unknown) {
+            call.emit('error', grpcError(e, method, options.logger));
+          } finally {
+            ctx.abort();
+          }
+        })();
+      };
+    default:
+      return (
+        call: grpc.ServerReadableStream<object, object>,
+        callback: grpc.sendUnaryData<object>,
+      ) => {
+        void call;
+        callback(grpcError(unimplemented, method, options.logger));
+      };
+  }
+}
+
+/** Writes every response, waiting for `drain` whenever the transport's buffer is full. */
+async function writeAll(
+  call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
+  responses: AsyncIterable<object>,
+  signal: AbortSignal,
+): Promise<void> {
+  for await (const response of responses) {
+    if (call.write(response)) continue;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        call.off('drain', done);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      call.on('drain', done);
+      signal.addEventListener('abort', done);
+    });
+    signal.throwIfAborted();
+  }
+}

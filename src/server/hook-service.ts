@@ -1,0 +1,88 @@
+/**
+ * @module The `agenthooks.v1.HookService` implementation, served by both
+ * transports. It validates requests, calls the hook engine and shapes the
+ * answers; RPCs that are not built yet are absent, which both transports
+ * answer with UNIMPLEMENTED.
+ */
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
+import {
+  type HookEvent,
+  HookEventSchema,
+  OnCompleteEventSchema,
+  OnErrorEventSchema,
+} from '../../gen/agenthooks/v1/events_pb.js';
+import type { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { InvalidArgumentError } from '../errors.js';
+import { type DispatchDeps, dispatchEvent, routeOf } from '../hooks/dispatch.js';
+import { validateOperationId } from '../hooks/validate.js';
+
+/** Terminal reason after which `onError` follows `onComplete`. */
+export const ERROR_REASON = 'error';
+/** Parked reason for which `CompleteOperation` dispatches nothing and keeps handlers (as upstream). */
+export const ASYNC_TOOL_REASON = 'waiting_for_async_tool';
+
+/** Creates the HookService implementation over the hook engine. */
+export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeof HookService>> {
+  return {
+    async registerHooks(request) {
+      const hookCount = await deps.registry.register(
+        request.operationId,
+        request.parentOperationId,
+        request.hooks,
+      );
+      return { hookCount };
+    },
+
+    async unregisterHooks(request) {
+      const hooksPurged = await deps.registry.unregister(request.operationId, request.purge);
+      return { hooksPurged, handlersDropped: 0 };
+    },
+
+    async listHooks(request) {
+      validateOperationId(request.operationId);
+      const { hooks, parentOperationId } = await deps.registry.hooksOf(request.operationId);
+      return { hooks, parentOperationId, handlerAttached: false };
+    },
+
+    async dispatch(request, ctx: HandlerContext) {
+      routeOf(request.event);
+      const outcomes = await dispatchEvent(deps, request.event as HookEvent, ctx.signal);
+      return { outcomes };
+    },
+
+    async completeOperation(request, ctx: HandlerContext) {
+      const onComplete = request.event;
+      if (onComplete === undefined) {
+        throw new InvalidArgumentError(
+          'event',
+          'EVENT_REQUIRED',
+          'an onComplete event is required',
+        );
+      }
+      validateOperationId(onComplete.operationId, 'event.operationId');
+      if (onComplete.reason === ASYNC_TOOL_REASON) {
+        return { outcomes: [], handlersDropped: false };
+      }
+      const outcomes: HookOutcome[] = await dispatchEvent(
+        deps,
+        { $typeName: HookEventSchema.typeName, event: { case: 'onComplete', value: onComplete } },
+        ctx.signal,
+      );
+      if (onComplete.reason === ERROR_REASON) {
+        // The four step and terminal events share field numbers, so the
+        // onComplete fields encode as the onError event.
+        const onError = fromBinary(OnErrorEventSchema, toBinary(OnCompleteEventSchema, onComplete));
+        outcomes.push(
+          ...(await dispatchEvent(
+            deps,
+            { $typeName: HookEventSchema.typeName, event: { case: 'onError', value: onError } },
+            ctx.signal,
+          )),
+        );
+      }
+      return { outcomes, handlersDropped: true };
+    },
+  };
+}

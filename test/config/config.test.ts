@@ -1,0 +1,82 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { OPTIONS, parseServeConfig, serveHelp } from '../../src/config/config.js';
+
+const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
+
+/** Every Markdown table row of the README, as trimmed cells. */
+const README_ROWS = README.split('\n')
+  .filter((line) => line.startsWith('|'))
+  .map((line) =>
+    line
+      .slice(1, -1)
+      .split(' | ')
+      .map((cell) => cell.trim()),
+  );
+
+describe('serve configuration', () => {
+  it('uses the documented defaults with no flags and no variables', () => {
+    const config = parseServeConfig([], {});
+    expect(config.grpcListen.map((a) => a.text)).toEqual(['127.0.0.1:50051']);
+    expect(config.httpListen?.text).toBe('127.0.0.1:8080');
+    expect(config.healthListen).toBeUndefined();
+    expect(config.dbPath).toBe('./data/agenthooks.db');
+    expect(config.shutdownGraceMs).toBe(10_000);
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('reads every option from its variable, and a flag wins over it', () => {
+    const env = {
+      AGENTHOOKS_GRPC_LISTEN: 'unix:/tmp/a.sock, 0.0.0.0:9000',
+      AGENTHOOKS_HEALTH_LISTEN: '0.0.0.0:9001',
+      AGENTHOOKS_HTTP_LISTEN: 'off',
+      AGENTHOOKS_DB: '/var/lib/agenthooks/db',
+      AGENTHOOKS_SHUTDOWN_GRACE: '2.5',
+      AGENTHOOKS_LOG_LEVEL: 'debug',
+    };
+    const fromEnv = parseServeConfig([], env);
+    expect(fromEnv.grpcListen).toEqual([
+      { kind: 'unix', path: '/tmp/a.sock', text: 'unix:/tmp/a.sock' },
+      { kind: 'tcp', host: '0.0.0.0', port: 9000, text: '0.0.0.0:9000' },
+    ]);
+    expect(fromEnv.healthListen).toMatchObject({ host: '0.0.0.0', port: 9001 });
+    expect(fromEnv.httpListen).toBeUndefined();
+    expect(fromEnv.dbPath).toBe('/var/lib/agenthooks/db');
+    expect(fromEnv.shutdownGraceMs).toBe(2500);
+    expect(fromEnv.logLevel).toBe('debug');
+    const flags = parseServeConfig(
+      ['--grpc-listen', '[::1]:7000', '--grpc-listen', 'unix:/x', '--db', 'x.db'],
+      env,
+    );
+    expect(flags.grpcListen.map((a) => a.text)).toEqual(['[::1]:7000', 'unix:/x']);
+    expect(flags.grpcListen[0]).toMatchObject({ host: '::1', port: 7000 });
+    expect(flags.dbPath).toBe('x.db');
+  });
+
+  it.each([
+    [['--grpc-listen', 'nohost'], 'grpc-listen'],
+    [['--grpc-listen', '1.2.3.4:70000'], 'grpc-listen'],
+    [['--http-listen', 'unix:/a'], 'http-listen'],
+    [['--shutdown-grace=-1'], 'shutdown-grace'],
+    [['--log-level', 'loud'], 'log-level'],
+    [['--nope', 'x'], 'args'],
+  ])('refuses %j, naming %s', (args, field) => {
+    expect(() => parseServeConfig(args, {})).toThrow(expect.objectContaining({ field }));
+  });
+
+  it('documents every option in serve --help and in the README table', () => {
+    const help = serveHelp();
+    for (const o of OPTIONS) {
+      expect(help).toContain(`--${o.flag} ${o.value}`);
+      expect(help).toContain(o.env);
+      const row = [
+        `\`--${o.flag} ${o.value}\``,
+        `\`${o.env}\``,
+        o.default === undefined ? 'off' : `\`${o.default}\``,
+        o.help,
+      ];
+      expect(README_ROWS).toContainEqual(row);
+    }
+  });
+});
