@@ -1,0 +1,272 @@
+/**
+ * @module HTTP layer and response parser of control webhooks (hooks with
+ * `responseHandling: toolCall`), upstream contract §3.
+ *
+ * {@link executeControl} sends one `POST` through a {@link WebhookSender} and
+ * reads the answer: a non-2xx status is an `http_error` and its body is never
+ * read; a 204 counts as an empty body; any other 2xx body is read with a hard
+ * cap of {@link RESPONSE_MAX_BYTES}, decoded as strict UTF-8 and handed to
+ * {@link parseControlResponse}. The webhook's timeout covers the headers and
+ * the body. A caller's abort always wins: a decision that arrives after it is
+ * dropped. Results never hold response text, header values or secrets.
+ */
+import { performance } from 'node:perf_hooks';
+import type { JsonObject } from '@bufbuild/protobuf';
+import { Delivery, ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  type DeliveryErrorCode,
+  type DeliveryFailure,
+  deliveryFailure,
+  discardBody,
+  type WebhookResponse,
+  type WebhookSender,
+} from './webhook.js';
+
+/** Largest control response body in bytes (`AGENT_HOOK_RESPONSE_MAX_BYTES`, 64 KiB). */
+export const RESPONSE_MAX_BYTES = 65_536;
+
+/** A 2xx status whose body is treated as empty, unread (contract §3). */
+const NO_CONTENT = 204;
+
+/** Key of the decision in a response object. */
+const DECISION_KEY = 'decision';
+
+/** Key of a deny's optional reason in a response object. */
+const REASON_KEY = 'reason';
+
+/** Strict UTF-8: invalid bytes throw rather than become U+FFFD. A leading BOM is dropped. */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A decimal `content-length` value. */
+const DECIMAL = /^\d+$/;
+
+/** Diagnostic of a body over {@link RESPONSE_MAX_BYTES}. */
+const TOO_LARGE = `over ${RESPONSE_MAX_BYTES} bytes`;
+
+/** Diagnostic of a body that is not UTF-8. */
+const NOT_UTF8 = 'body is not valid UTF-8';
+
+/** Diagnostic of a `decision` that is not a valid allow or deny. */
+const INVALID_DECISION = 'invalid decision';
+
+/** What a control webhook decided about a tool call. */
+export type ControlDecision =
+  | { readonly decision: 'allow' }
+  | { readonly decision: 'deny'; readonly reason?: string };
+
+/**
+ * Outcome of one control webhook. `success` carries a decision; `ignored` is
+ * a notification response (no decision: continue with the next control,
+ * `onError` not consulted); `error` follows the hook's `onError`; `cancelled`
+ * never grants permission. `durationMs` runs from the start of the request.
+ */
+export type ControlResult =
+  | { status: 'success'; decision: ControlDecision; httpStatus: number; durationMs: number }
+  | { status: 'ignored'; httpStatus: number; durationMs: number }
+  | {
+      status: 'error';
+      code: DeliveryErrorCode;
+      message: string;
+      httpStatus?: number;
+      durationMs: number;
+    }
+  | { status: 'cancelled'; durationMs: number };
+
+/** Result of {@link parseControlResponse}. */
+export type ParsedControlResponse =
+  | { status: 'success'; decision: ControlDecision }
+  | { status: 'ignored' }
+  | { status: 'error'; code: 'response_too_large' | 'invalid_response' };
+
+/**
+ * What {@link executeControl} needs of a {@link WebhookSender}: its `post`.
+ * A `WebhookSender` is one.
+ */
+export type ControlSender = Pick<WebhookSender, 'post'>;
+
+/**
+ * Parses a decoded control response body (upstream `parseToolCallHookResponse`).
+ * Pure; never throws.
+ *
+ * - More than {@link RESPONSE_MAX_BYTES} UTF-8 bytes: `response_too_large`.
+ * - Not JSON, JSON that is not an object, or an object without an own
+ *   `decision` key: `ignored` (a notification response).
+ * - `decision` present: `{decision:'allow'}` or `{decision:'deny', reason?: string}`
+ *   is a `success`, other keys dropped (an allow's `reason` too); anything
+ *   else is `invalid_response`. An empty reason stays `''`.
+ *
+ * @example
+ * parseControlResponse('{"decision":"deny","reason":"no"}');
+ * // { status: 'success', decision: { decision: 'deny', reason: 'no' } }
+ * parseControlResponse('{"hookSpecificOutput":{}}'); // { status: 'ignored' }
+ */
+export function parseControlResponse(text: string): ParsedControlResponse {
+  if (Buffer.byteLength(text, 'utf8') > RESPONSE_MAX_BYTES) {
+    return { status: 'error', code: 'response_too_large' };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return { status: 'ignored' };
+  }
+  // JSON.parse makes `__proto__` an own data key, never the prototype, so
+  // Object.hasOwn sees only the keys the receiver sent.
+  if (!isJsonObject(value) || !Object.hasOwn(value, DECISION_KEY)) return { status: 'ignored' };
+  const decision = value[DECISION_KEY];
+  if (decision === 'allow') return { status: 'success', decision: { decision: 'allow' } };
+  if (decision === 'deny') {
+    if (!Object.hasOwn(value, REASON_KEY)) {
+      return { status: 'success', decision: { decision: 'deny' } };
+    }
+    const reason = value[REASON_KEY];
+    if (typeof reason === 'string') return { status: 'success', decision: { decision, reason } };
+  }
+  return { status: 'error', code: 'invalid_response' };
+}
+
+/**
+ * POSTs a control payload and reads the receiver's decision. Never throws.
+ *
+ * Errors: `configuration` (no request sent, also for a webhook that is not a
+ * fetch-delivered `toolCall` hook), `http_error` (any non-2xx, 3xx included;
+ * the body is not read), `response_too_large` (reading stops with the first
+ * chunk that goes past {@link RESPONSE_MAX_BYTES}, or at once for a larger
+ * `content-length`), `invalid_response` (bad UTF-8 or an invalid decision),
+ * `timeout` (headers and body), `network_error` (including a reset mid-body).
+ * An abort of `signal` at any point, even after the body arrived, is
+ * `cancelled`.
+ *
+ * @example
+ * const result = await executeControl(sender, hook.webhook, payload, signal);
+ * if (result.status === 'success' && result.decision.decision === 'deny') block(result.decision.reason);
+ */
+export async function executeControl(
+  sender: ControlSender,
+  webhook: Webhook,
+  payload: JsonObject,
+  signal?: AbortSignal,
+): Promise<ControlResult> {
+  const startedAt = performance.now();
+  if (signal?.aborted === true) return cancelled(startedAt);
+  // A notification's response is never parsed (contract §3), and QStash
+  // cannot carry a response: a control is a direct fetch with toolCall.
+  if (webhook.responseHandling !== ResponseHandling.TOOL_CALL) {
+    return fromFailure(deliveryFailure('configuration', startedAt, 'not a toolCall webhook'));
+  }
+  if (webhook.delivery === Delivery.QSTASH) {
+    return fromFailure(deliveryFailure('configuration', startedAt, 'control cannot use qstash'));
+  }
+  let response: WebhookResponse | DeliveryFailure;
+  try {
+    response = await sender.post(webhook, payload, signal);
+  } catch {
+    // `post` never throws; a sender that does is a transport failure, not an allow.
+    return settle(deliveryFailure('network_error', startedAt), signal);
+  }
+  if (!response.ok) return settle(response, signal);
+  return settle(await readDecision(response, signal), signal);
+}
+
+/** Reads, decodes and parses a 2xx body; the failure keeps the HTTP status. */
+async function readDecision(
+  response: WebhookResponse,
+  signal: AbortSignal | undefined,
+): Promise<ControlResult | DeliveryFailure> {
+  const { status, startedAt } = response;
+  let text: string;
+  if (status === NO_CONTENT) {
+    void discardBody(response.body);
+    text = '';
+  } else {
+    const read = await readBounded(response);
+    if (!(read instanceof Uint8Array)) return read;
+    try {
+      text = UTF8.decode(read);
+    } catch {
+      return deliveryFailure('invalid_response', startedAt, NOT_UTF8, status);
+    }
+  }
+  // A decision that arrives after the caller gave up is dropped (contract §3).
+  if (signal?.aborted === true) return cancelled(startedAt);
+  const parsed = parseControlResponse(text);
+  const durationMs = performance.now() - startedAt;
+  switch (parsed.status) {
+    case 'success':
+      return { status: 'success', decision: parsed.decision, httpStatus: status, durationMs };
+    case 'ignored':
+      return { status: 'ignored', httpStatus: status, durationMs };
+    case 'error':
+      return deliveryFailure(
+        parsed.code,
+        startedAt,
+        parsed.code === 'response_too_large' ? TOO_LARGE : INVALID_DECISION,
+        status,
+      );
+  }
+}
+
+/**
+ * Reads a body of at most {@link RESPONSE_MAX_BYTES} bytes. It stops at the
+ * first chunk that goes past the cap and destroys the body (which closes the
+ * connection), so an endless body is never buffered or read to its end.
+ */
+async function readBounded(response: WebhookResponse): Promise<Uint8Array | DeliveryFailure> {
+  const { body, status, startedAt } = response;
+  const declared = response.headers['content-length'];
+  if (
+    typeof declared === 'string' &&
+    DECIMAL.test(declared) &&
+    Number(declared) > RESPONSE_MAX_BYTES
+  ) {
+    body.destroy();
+    return deliveryFailure('response_too_large', startedAt, TOO_LARGE, status);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Uint8Array>) {
+      size += chunk.byteLength;
+      if (size > RESPONSE_MAX_BYTES) {
+        body.destroy();
+        return deliveryFailure('response_too_large', startedAt, TOO_LARGE, status);
+      }
+      chunks.push(chunk);
+    }
+  } catch (e: unknown) {
+    // The sender maps an abort, its timeout or a socket error to the right code.
+    return { ...response.failure(e), status };
+  }
+  return Buffer.concat(chunks, size);
+}
+
+/** Turns a failure into a result; the caller's abort wins over any outcome. */
+function settle(
+  outcome: ControlResult | DeliveryFailure,
+  signal: AbortSignal | undefined,
+): ControlResult {
+  const result = 'ok' in outcome ? fromFailure(outcome) : outcome;
+  // Cancellation never grants permission, and an error after an abort
+  // would let onError: continue run on: a result nobody waits for is cancelled.
+  if (signal?.aborted === true && result.status !== 'cancelled') {
+    return { status: 'cancelled', durationMs: result.durationMs };
+  }
+  return result;
+}
+
+function fromFailure(failure: DeliveryFailure): ControlResult {
+  const { code, message, status, durationMs } = failure;
+  if (code === 'cancelled') return { status: 'cancelled', durationMs };
+  return status === undefined
+    ? { status: 'error', code, message, durationMs }
+    : { status: 'error', code, message, httpStatus: status, durationMs };
+}
+
+function cancelled(startedAt: number): ControlResult {
+  return { status: 'cancelled', durationMs: performance.now() - startedAt };
+}
+
+/** True for what JSON.parse makes of a `{…}`: a non-null, non-array object. */
+function isJsonObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
