@@ -1,0 +1,400 @@
+/**
+ * @module The sidecar's effective environment: its process environment
+ * overlaid by an optional env file (`--env-file`, typically a mounted
+ * ConfigMap or Secret), and the environment hooks parsed from it. The
+ * snapshot is recomputed on {@link EffectiveEnvironment.reload} only: at
+ * start, when the file changes (watched), and on demand (SIGHUP, wired by
+ * `main`). A configured env file that cannot be used makes the environment
+ * invalid: every hook resolution fails with `INVALID_ENVIRONMENT` until it is
+ * fixed. The previous, good policy is never kept in its place.
+ */
+import { type FSWatcher, readFileSync, watch } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { AgentHooksError } from '../errors.js';
+import {
+  type EnvironmentHooks,
+  environmentHooks,
+  invalidEnvironment,
+} from '../hooks/environment-hooks.js';
+import type { Logger } from '../log.js';
+
+/** Quiet time after the last change event in the env file's directory before the file is read. */
+export const ENV_FILE_DEBOUNCE_MS = 50;
+
+/**
+ * Interval of the fallback check, used while the env file's directory cannot
+ * be watched (it does not exist yet, or the watch failed): each tick tries to
+ * watch the directory again and compares the file with the last read.
+ */
+export const ENV_FILE_POLL_INTERVAL_MS = 1_000;
+
+/** Largest env file read, in bytes; Kubernetes caps a ConfigMap or Secret at 1 MiB. */
+export const MAX_ENV_FILE_BYTES = 1024 * 1024;
+
+/** `ErrorInfo.reason` of a line {@link parseEnvFile} cannot read. */
+export const INVALID_ENV_FILE = 'INVALID_ENV_FILE';
+
+/** Log message of every reload. */
+const RELOADED = 'environment reloaded';
+
+/** A variable name, as the env file takes it. */
+const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Optional `export ` before a variable, as shells write it. */
+const EXPORT_PREFIX = /^export\s+/;
+
+/** The byte order mark some editors write first. */
+const BOM = '\uFEFF';
+
+/** Escapes of a double-quoted value; any other backslash is kept as written. */
+const DOUBLE_QUOTE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', '"': '"', '\\': '\\' };
+
+/** Why the snapshot was recomputed. */
+export type ReloadCause = 'start' | 'file' | 'signal' | 'manual';
+
+/** One computed effective environment. Snapshots are frozen and never change. */
+export interface EnvironmentSnapshot {
+  /** 1 for the first load, then one more per reload. */
+  readonly generation: number;
+  /**
+   * Process environment overlaid by the env file (the file wins). While the
+   * env file cannot be used, the process environment alone.
+   */
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Environment hooks of `env`, or the `INVALID_ENVIRONMENT` error. */
+  readonly hooks: EnvironmentHooks;
+  /** Set when the configured env file is missing, unreadable or unparsable; also `hooks.error`. */
+  readonly fileError?: AgentHooksError;
+}
+
+/** Options of an {@link EffectiveEnvironment}. */
+export interface EffectiveEnvironmentOptions {
+  /** The process environment, read again at each reload (usually `process.env`). */
+  readonly processEnv: Readonly<Record<string, string | undefined>>;
+  /** Env file overlaid on the process environment. Default: none. */
+  readonly envFile?: string;
+  /** Receives one line per reload and watcher problems; never a variable's value. */
+  readonly logger: Logger;
+  /** Reloads when the env file changes. Default true; it never keeps the process alive. */
+  readonly watch?: boolean;
+}
+
+/** What one read of the env file found. */
+type FileRead =
+  | { readonly kind: 'ok'; readonly bytes: Buffer }
+  | { readonly kind: 'missing' }
+  | { readonly kind: 'error'; readonly code: string; readonly cause: unknown };
+
+/**
+ * The sidecar's effective environment and its environment hooks.
+ *
+ * @example
+ * const environment = new EffectiveEnvironment({ processEnv: process.env, envFile, logger });
+ * process.on('SIGHUP', () => environment.reload('signal'));
+ * const deps = { environmentHooks: () => environment.hooksOrThrow(), ... };
+ * // on shutdown:
+ * environment.close();
+ */
+export class EffectiveEnvironment {
+  readonly #processEnv: Readonly<Record<string, string | undefined>>;
+  /** The env file as configured, for messages. */
+  readonly #envFile: string | undefined;
+  /** The env file's absolute path, for reads and watching. */
+  readonly #path: string | undefined;
+  readonly #logger: Logger;
+  #snapshot: EnvironmentSnapshot;
+  /** The last read of the env file, to tell a real change from a directory event. */
+  #lastRead: FileRead | undefined;
+  #watcher: FSWatcher | undefined;
+  #pollTimer: NodeJS.Timeout | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  /**
+   * Loads the environment (generation 1, cause `start`) and, unless `watch`
+   * is false, starts watching the env file's directory. Never throws for an
+   * unusable env file: the snapshot is invalid instead.
+   */
+  constructor(o: EffectiveEnvironmentOptions) {
+    this.#processEnv = o.processEnv;
+    this.#envFile = o.envFile;
+    this.#path = o.envFile === undefined ? undefined : resolve(o.envFile);
+    this.#logger = o.logger;
+    // Watch before the first read, so a change right after it is not missed.
+    if (this.#path !== undefined && o.watch !== false && !this.#watchDirectory(this.#path)) {
+      this.#poll(this.#path);
+    }
+    this.#snapshot = this.#load('start', 0, this.#read());
+  }
+
+  /** Returns the current snapshot; it changes only on reload. */
+  current(): EnvironmentSnapshot {
+    return this.#snapshot;
+  }
+
+  /**
+   * Reads the process environment and the env file again and replaces the
+   * snapshot, whether or not anything changed. Logs one `environment
+   * reloaded` line. Never throws.
+   */
+  reload(cause: ReloadCause): EnvironmentSnapshot {
+    this.#snapshot = this.#load(cause, this.#snapshot.generation, this.#read());
+    return this.#snapshot;
+  }
+
+  /**
+   * Returns the current environment hooks.
+   *
+   * @throws AgentHooksError with reason `INVALID_ENVIRONMENT` while the environment is invalid.
+   */
+  hooksOrThrow(): readonly Hook[] {
+    const { hooks } = this.#snapshot;
+    if (!hooks.ok) throw hooks.error;
+    return hooks.hooks;
+  }
+
+  /** Stops watching the env file. The snapshot stays readable and `reload()` still works. */
+  close(): void {
+    this.#closed = true;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#watcher?.close();
+    this.#watcher = undefined;
+    if (this.#pollTimer !== undefined) clearInterval(this.#pollTimer);
+    this.#pollTimer = undefined;
+  }
+
+  /** Computes a snapshot from the process environment and one read of the env file. */
+  #load(cause: ReloadCause, previous: number, read: FileRead | undefined): EnvironmentSnapshot {
+    this.#lastRead = read;
+    const generation = previous + 1;
+    let fileEnv: Record<string, string> = {};
+    let fileError: AgentHooksError | undefined;
+    if (read !== undefined) {
+      const parsed = this.#parse(read);
+      if (parsed instanceof AgentHooksError) fileError = parsed;
+      else fileEnv = parsed;
+    }
+    const env = Object.freeze({ ...this.#processEnv, ...fileEnv });
+    const hooks: EnvironmentHooks =
+      fileError === undefined ? environmentHooks(env) : { ok: false, error: fileError };
+    const snapshot: EnvironmentSnapshot = Object.freeze(
+      fileError === undefined ? { generation, env, hooks } : { generation, env, hooks, fileError },
+    );
+    this.#logger.info(RELOADED, {
+      generation,
+      cause,
+      valid: hooks.ok,
+      hooks: hooks.ok ? hooks.hooks.length : 0,
+      ...(hooks.ok ? {} : { reason: hooks.error.reason, error: hooks.error.message }),
+    });
+    return snapshot;
+  }
+
+  /** Returns the variables of a read env file, or why it cannot be used. */
+  #parse(read: FileRead): Record<string, string> | AgentHooksError {
+    const name = this.#envFile as string;
+    const metadata = { envFile: name };
+    const fail = (what: string, cause?: unknown, extra: Record<string, string> = {}) =>
+      invalidEnvironment(`Invalid Agent Hook environment: env file ${name} ${what}`, [], {
+        cause,
+        metadata: { ...metadata, ...extra },
+      });
+    switch (read.kind) {
+      case 'missing':
+        return fail('does not exist');
+      case 'error':
+        return fail(`cannot be read (${read.code})`, read.cause);
+      case 'ok':
+        break;
+    }
+    if (read.bytes.length > MAX_ENV_FILE_BYTES) {
+      return fail(`is larger than ${MAX_ENV_FILE_BYTES} bytes`);
+    }
+    let text: string;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(read.bytes);
+    } catch (e: unknown) {
+      return fail('cannot be parsed: not UTF-8', e);
+    }
+    try {
+      return parseEnvFile(text);
+    } catch (e: unknown) {
+      if (!(e instanceof AgentHooksError)) throw e;
+      return fail(`cannot be parsed: ${e.message}`, e, e.metadata);
+    }
+  }
+
+  /** Reads the env file's bytes; `undefined` when no env file is configured. */
+  #read(): FileRead | undefined {
+    if (this.#path === undefined) return undefined;
+    try {
+      return { kind: 'ok', bytes: readFileSync(this.#path) };
+    } catch (e: unknown) {
+      const code = (e as NodeJS.ErrnoException).code ?? 'UNKNOWN';
+      // A missing file or a missing directory on its path.
+      if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
+      return { kind: 'error', code, cause: e };
+    }
+  }
+
+  /**
+   * Watches the env file's directory, not the file: Kubernetes updates a
+   * ConfigMap or Secret volume by swapping a `..data` symlink there, and
+   * editors save by rename, so the file's own inode may never change. Any
+   * event schedules a read; only changed bytes (or existence) reload.
+   * Returns false, after a warning unless `quiet`, when the directory cannot
+   * be watched (most often: it does not exist yet).
+   */
+  #watchDirectory(path: string, quiet = false): boolean {
+    const directory = dirname(path);
+    let watcher: FSWatcher;
+    try {
+      // `persistent: false`: the watch never keeps the process alive.
+      watcher = watch(directory, { persistent: false }, () => this.#schedule());
+    } catch (e: unknown) {
+      if (!quiet) this.#warnPolling('env file directory cannot be watched; polling', e);
+      return false;
+    }
+    watcher.on('error', (e: unknown) => {
+      this.#warnPolling('env file directory watch failed; polling', e);
+      watcher.close();
+      if (this.#watcher === watcher) this.#watcher = undefined;
+      this.#poll(path);
+    });
+    this.#watcher = watcher;
+    return true;
+  }
+
+  #warnPolling(msg: string, e: unknown): void {
+    this.#logger.warn(msg, {
+      envFile: this.#envFile,
+      code: (e as NodeJS.ErrnoException).code,
+      intervalMs: ENV_FILE_POLL_INTERVAL_MS,
+    });
+  }
+
+  /**
+   * Checks the file every {@link ENV_FILE_POLL_INTERVAL_MS} until its
+   * directory can be watched again. Comparing with the last read (not with a
+   * stat baseline taken later) leaves no window in which a change is missed.
+   */
+  #poll(path: string): void {
+    if (this.#pollTimer !== undefined || this.#closed) return;
+    this.#pollTimer = setInterval(() => {
+      if (this.#watchDirectory(path, true)) {
+        clearInterval(this.#pollTimer);
+        this.#pollTimer = undefined;
+      }
+      // After the watch is in place, so a change is seen by one or the other.
+      this.#schedule();
+    }, ENV_FILE_POLL_INTERVAL_MS);
+    this.#pollTimer.unref();
+  }
+
+  /** Coalesces a burst of events into one read, {@link ENV_FILE_DEBOUNCE_MS} after the last. */
+  #schedule(): void {
+    if (this.#closed) return;
+    if (this.#timer !== undefined) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#check(), ENV_FILE_DEBOUNCE_MS);
+    this.#timer.unref();
+  }
+
+  /** Reloads when the env file's bytes or existence changed since the last read. */
+  #check(): void {
+    this.#timer = undefined;
+    if (this.#closed) return;
+    const read = this.#read();
+    if (read !== undefined && this.#lastRead !== undefined && sameRead(read, this.#lastRead)) {
+      this.#logger.debug('env file unchanged', { envFile: this.#envFile });
+      return;
+    }
+    this.#snapshot = this.#load('file', this.#snapshot.generation, read);
+  }
+}
+
+function sameRead(a: FileRead, b: FileRead): boolean {
+  if (a.kind === 'ok' && b.kind === 'ok') return a.bytes.equals(b.bytes);
+  if (a.kind === 'error' && b.kind === 'error') return a.code === b.code;
+  return a.kind === b.kind;
+}
+
+/**
+ * Parses an env file: one `KEY=VALUE` per line, in the subset of shell and
+ * dotenv syntax that Kubernetes users write.
+ * - Blank lines and lines starting with `#` are skipped; `export ` before a
+ *   key is allowed; spaces around `=` are allowed.
+ * - Keys match `^[A-Za-z_][A-Za-z0-9_]*$`.
+ * - `'single quoted'` values are literal; `"double quoted"` values take the
+ *   escapes `\n`, `\"` and `\\` (any other backslash stays as written);
+ *   after the closing quote only spaces or a `#` comment may follow. Quoted
+ *   values end on their line.
+ * - Unquoted values are the rest of the line, trimmed; a `#` in them is kept.
+ * - A later line wins over an earlier one with the same key.
+ *
+ * @throws AgentHooksError with reason `INVALID_ENV_FILE` naming the first bad
+ *   line by number (also `metadata.line`); never its content.
+ * @example
+ * parseEnvFile('# hooks\nexport AGENT_HOOK_WEBHOOK_EVENTS="beforeToolCall"\nA=\' x \'\n');
+ * // { AGENT_HOOK_WEBHOOK_EVENTS: 'beforeToolCall', A: ' x ' }
+ */
+export function parseEnvFile(text: string): Record<string, string> {
+  const vars = new Map<string, string>();
+  const body = text.startsWith(BOM) ? text.slice(BOM.length) : text;
+  for (const [i, raw] of body.split(/\r?\n/).entries()) {
+    const lineNumber = i + 1;
+    const line = raw.trimStart();
+    if (line === '' || line.startsWith('#')) continue;
+    const assignment = line.replace(EXPORT_PREFIX, '');
+    const eq = assignment.indexOf('=');
+    if (eq < 0) throw syntaxError(lineNumber, 'expected KEY=VALUE');
+    const key = assignment.slice(0, eq).trimEnd();
+    if (!ENV_KEY.test(key)) throw syntaxError(lineNumber, 'invalid variable name');
+    vars.set(key, parseValue(assignment.slice(eq + 1).trimStart(), lineNumber));
+  }
+  // `fromEntries` defines own properties, so even a `__proto__` key stays data.
+  return Object.fromEntries(vars);
+}
+
+/** Parses what follows `=`, leading spaces already removed. */
+function parseValue(rest: string, lineNumber: number): string {
+  const quote = rest[0];
+  if (quote === "'") {
+    const end = rest.indexOf("'", 1);
+    if (end < 0) throw syntaxError(lineNumber, 'unterminated single-quoted value');
+    checkAfterQuote(rest.slice(end + 1), lineNumber);
+    return rest.slice(1, end);
+  }
+  if (quote === '"') {
+    let value = '';
+    for (let i = 1; i < rest.length; i++) {
+      const c = rest[i] as string;
+      if (c === '"') {
+        checkAfterQuote(rest.slice(i + 1), lineNumber);
+        return value;
+      }
+      if (c === '\\' && i + 1 < rest.length) {
+        const next = rest[++i] as string;
+        value += DOUBLE_QUOTE_ESCAPES[next] ?? `\\${next}`;
+      } else {
+        value += c;
+      }
+    }
+    throw syntaxError(lineNumber, 'unterminated double-quoted value');
+  }
+  return rest.trimEnd();
+}
+
+function checkAfterQuote(after: string, lineNumber: number): void {
+  const tail = after.trimStart();
+  if (tail !== '' && !tail.startsWith('#')) {
+    throw syntaxError(lineNumber, 'unexpected text after the closing quote');
+  }
+}
+
+function syntaxError(lineNumber: number, what: string): AgentHooksError {
+  return new AgentHooksError('invalid_argument', INVALID_ENV_FILE, `line ${lineNumber}: ${what}`, {
+    metadata: { line: String(lineNumber) },
+  });
+}
