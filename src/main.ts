@@ -60,6 +60,10 @@ async function main(argv: string[]): Promise<number> {
         },
       );
     };
+    process.on('SIGHUP', () => {
+      logger.info('signal received', { signal: 'SIGHUP' });
+      sidecar.reloadEnvironment();
+    });
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });

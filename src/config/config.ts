@@ -55,6 +55,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'SQLite database file (created with its folder if missing)',
   },
   {
+    flag: 'env-file',
+    env: 'AGENTHOOKS_ENV_FILE',
+    value: 'PATH',
+    help: 'KEY=VALUE file (a mounted ConfigMap or Secret) overlaid on the process environment; re-read when it changes and on SIGHUP',
+  },
+  {
     flag: 'shutdown-grace',
     env: 'AGENTHOOKS_SHUTDOWN_GRACE',
     value: 'SECONDS',
@@ -81,6 +87,8 @@ export interface ServeConfig {
   readonly healthListen?: ListenAddress;
   readonly httpListen?: ListenAddress;
   readonly dbPath: string;
+  /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
+  readonly envFile?: string;
   readonly shutdownGraceMs: number;
   readonly logLevel: LogLevel;
 }
@@ -173,6 +181,7 @@ export function parseServeConfig(
     httpListen:
       http === undefined || http === 'off' ? undefined : parseListen(http, 'http-listen', false),
     dbPath,
+    envFile: one('env-file'),
     shutdownGraceMs: grace * 1000,
     logLevel: level,
   });

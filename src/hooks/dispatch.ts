@@ -22,11 +22,16 @@ import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
 import { isControlHook } from './validate.js';
 
-/** What dispatch needs. */
+/** What dispatch and control evaluation need. */
 export interface DispatchDeps {
   readonly registry: HookRegistry;
   readonly sender: WebhookSender;
   readonly logger: Logger;
+  /**
+   * The current environment hooks (`AGENT_HOOK_WEBHOOK_*`), read at each
+   * evaluation; throws INVALID_ENVIRONMENT while the environment is invalid.
+   */
+  readonly environmentHooks: () => readonly Hook[];
 }
 
 /** The routing facts of an event: its case, operation and tool name parts. */
@@ -68,9 +73,36 @@ function caseName(event: HookEvent | undefined): string {
   return event?.event.case ?? '';
 }
 
+/** A notification hook to run, with where it came from. */
+interface Notification {
+  readonly hook: Hook;
+  readonly source: HookSource;
+}
+
 /**
- * Runs the notification hooks of an event, in registration order, and
- * returns one outcome per hook of the event's type that matched.
+ * Returns the notification hooks of an event, in order: the operation's
+ * caller hooks, then the current environment hooks. Both lists are read
+ * before anything is sent.
+ *
+ * @throws AgentHooksError INVALID_ENVIRONMENT, or a store error.
+ */
+async function notificationsOf(deps: DispatchDeps, route: EventRoute): Promise<Notification[]> {
+  const environment = deps.environmentHooks();
+  const { hooks } = await deps.registry.hooksOf(route.operationId);
+  const out: Notification[] = [];
+  for (const hook of hooks) {
+    if (appliesTo(hook, route)) out.push({ hook, source: HookSource.CALLER });
+  }
+  for (const hook of environment) {
+    if (appliesTo(hook, route)) out.push({ hook, source: HookSource.ENVIRONMENT });
+  }
+  return out;
+}
+
+/**
+ * Runs the notification hooks of an event, in registration order and then
+ * the environment hooks, each awaited, and returns one outcome per hook of
+ * the event's type that matched.
  */
 export async function dispatchEvent(
   deps: DispatchDeps,
@@ -78,14 +110,30 @@ export async function dispatchEvent(
   signal: AbortSignal,
 ): Promise<HookOutcome[]> {
   const route = routeOf(event);
-  const { hooks } = await deps.registry.hooksOf(route.operationId);
   const outcomes: HookOutcome[] = [];
-  for (const hook of hooks) {
-    if (!appliesTo(hook, route)) continue;
+  for (const { hook, source } of await notificationsOf(deps, route)) {
     signal.throwIfAborted();
-    outcomes.push(await runNotification(deps, hook, route, event, signal));
+    outcomes.push(await runNotification(deps, hook, source, route, event, signal));
   }
   return outcomes;
+}
+
+/**
+ * Starts the notification webhooks of an event without awaiting them (the
+ * `beforeToolCall` observers of an allowed call). Their failures are logged
+ * only; the hook lists are read before this resolves, so a store or
+ * environment failure still reaches the caller.
+ */
+export async function startNotifications(deps: DispatchDeps, event: HookEvent): Promise<void> {
+  const route = routeOf(event);
+  const notifications = await notificationsOf(deps, route);
+  void (async () => {
+    for (const { hook, source } of notifications) {
+      await runNotification(deps, hook, source, route, event, new AbortController().signal);
+    }
+  })().catch((e: unknown) => {
+    deps.logger.error('notification webhooks failed', { operationId: route.operationId, err: e });
+  });
 }
 
 /** True when a hook is a notification hook of the event's type whose matcher matches. */
@@ -97,6 +145,7 @@ export function appliesTo(hook: Hook, route: EventRoute): boolean {
 async function runNotification(
   deps: DispatchDeps,
   hook: Hook,
+  source: HookSource,
   route: EventRoute,
   event: HookEvent,
   signal: AbortSignal,
@@ -104,8 +153,8 @@ async function runNotification(
   const base = {
     hookId: hook.id,
     hookType: route.type,
-    operationId: route.operationId,
-    source: HookSource.CALLER,
+    operationId: source === HookSource.CALLER ? route.operationId : '',
+    source,
   };
   if (hook.webhook === undefined) {
     // A handler-only hook runs only while a Handle stream serves its operation.
@@ -139,7 +188,8 @@ async function runNotification(
   });
 }
 
-function durationOf(ms: number): Duration {
+/** Converts milliseconds to a `google.protobuf.Duration`. */
+export function durationOf(ms: number): Duration {
   const seconds = Math.floor(ms / 1000);
   return create(DurationSchema, {
     seconds: BigInt(seconds),

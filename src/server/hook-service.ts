@@ -4,18 +4,27 @@
  * answers; RPCs that are not built yet are absent, which both transports
  * answer with UNIMPLEMENTED.
  */
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
+  type BeforeToolCallEvent,
   type HookEvent,
   HookEventSchema,
+  HookType,
   OnCompleteEventSchema,
   OnErrorEventSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import type { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { InvalidArgumentError } from '../errors.js';
-import { type DispatchDeps, dispatchEvent, routeOf } from '../hooks/dispatch.js';
+import { evaluateControls } from '../hooks/control.js';
+import {
+  type DispatchDeps,
+  dispatchEvent,
+  routeOf,
+  startNotifications,
+} from '../hooks/dispatch.js';
+import { resolveChain, validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
 
 /** Terminal reason after which `onError` follows `onComplete`. */
@@ -50,6 +59,48 @@ export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeo
       routeOf(request.event);
       const outcomes = await dispatchEvent(deps, request.event as HookEvent, ctx.signal);
       return { outcomes };
+    },
+
+    async decideToolCall(request, ctx: HandlerContext) {
+      const event = request.event;
+      validateToolCallContext(event?.context, 'event.context');
+      const chain = resolveChain(request.operationChain, event.context);
+      const { decision, outcomes } = await evaluateControls(
+        deps,
+        { type: HookType.BEFORE_TOOL_CALL, event: event as BeforeToolCallEvent },
+        chain,
+        ctx.signal,
+      );
+      if (decision.outcome.case === 'allow') {
+        // Observers of an allowed call are started, not awaited (upstream dispatchBeforeToolCall).
+        await startNotifications(
+          deps,
+          create(HookEventSchema, {
+            event: { case: 'beforeToolCall', value: event as BeforeToolCallEvent },
+          }),
+        );
+      }
+      return { decision, outcomes };
+    },
+
+    async decideToolResult(request, ctx: HandlerContext) {
+      const event = request.event;
+      validateToolCallContext(event?.context, 'event.context');
+      if (event?.result === undefined) {
+        throw new InvalidArgumentError(
+          'event.result',
+          'TOOL_RESULT_REQUIRED',
+          'the tool result is required',
+        );
+      }
+      const chain = resolveChain(request.operationChain, event.context);
+      const { decision, outcomes } = await evaluateControls(
+        deps,
+        { type: HookType.AFTER_TOOL_CALL, event },
+        chain,
+        ctx.signal,
+      );
+      return { decision, outcomes };
     },
 
     async completeOperation(request, ctx: HandlerContext) {

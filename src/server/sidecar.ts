@@ -22,6 +22,7 @@ import {
   ServerReflection as ServerReflectionV1Alpha,
 } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ListenAddress, ServeConfig } from '../config/config.js';
+import { EffectiveEnvironment } from '../config/environment.js';
 import { WebhookSender } from '../delivery/webhook.js';
 import { HookRegistry } from '../hooks/registry.js';
 import type { Logger } from '../log.js';
@@ -51,6 +52,8 @@ export interface Sidecar {
   readonly addresses: BoundAddresses;
   /** Drains and stops; resolves when everything is closed. Safe to call twice. */
   shutdown(): Promise<void>;
+  /** Re-reads the effective environment (SIGHUP); returns the new generation. */
+  reloadEnvironment(): number;
 }
 
 /**
@@ -59,8 +62,14 @@ export interface Sidecar {
  * @throws StoreUnavailableError when the database cannot be opened.
  */
 export async function startSidecar(config: ServeConfig, logger: Logger): Promise<Sidecar> {
+  const environment = new EffectiveEnvironment({
+    processEnv: process.env,
+    envFile: config.envFile,
+    logger,
+  });
   const store: HookStore = openSqliteStore(config.dbPath);
-  const sender = new WebhookSender();
+  // Templates and application URLs resolve from the effective environment at send time.
+  const sender = new WebhookSender({ env: () => environment.current().env });
   const registry = new HookRegistry(store);
   const health = new HealthState([HookService.typeName]);
   const hardStop = new AbortController();
@@ -72,7 +81,12 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
       throw new ConnectError('agenthooks is shutting down', Code.Unavailable, undefined, undefined);
     }
   };
-  const hookService = createHookService({ registry, sender, logger }) as AnyServiceImpl;
+  const hookService = createHookService({
+    registry,
+    sender,
+    logger,
+    environmentHooks: () => environment.hooksOrThrow(),
+  }) as AnyServiceImpl;
   const healthService = createHealthService(health, watchStop.signal) as unknown as AnyServiceImpl;
   const reflection = new ReflectionIndex(
     [
@@ -180,13 +194,14 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
             }),
       ]);
       clearTimeout(timer);
+      environment.close();
       await sender.close();
       await store.close();
       logger.info('stopped');
     })();
     return stopping;
   };
-  return { addresses, shutdown };
+  return { addresses, shutdown, reloadEnvironment: () => environment.reload('signal').generation };
 }
 
 async function bindGrpc(server: grpc.Server, address: ListenAddress): Promise<string> {
