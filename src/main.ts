@@ -1,18 +1,33 @@
 #!/usr/bin/env node
 /**
  * @module The `agenthooks` command: `agenthooks serve [options]` runs the
- * sidecar until SIGTERM or SIGINT, then drains and exits 0.
+ * sidecar until SIGTERM or SIGINT, then drains and exits 0;
+ * `agenthooks users import FILE.jsonl [--db PATH]` fills the user directory
+ * of email enrichment.
  */
 import { readFileSync } from 'node:fs';
+import { setFlagsFromString } from 'node:v8';
 import { parseServeConfig, serveHelp } from './config/config.js';
 import { AgentHooksError } from './errors.js';
 import { createLogger } from './log.js';
 import { startSidecar } from './server/sidecar.js';
+import { runUsersCommand } from './users/import.js';
+
+/**
+ * How far V8's old space may grow past the live heap before a full GC, in
+ * percent. A sidecar shares its pod's memory with the runtime, so it favours
+ * a small, steady heap over a few full GCs more: under a streamed load of
+ * 100,000 events V8's default growth (up to 4x the live size) took RSS up by
+ * about 90 MB, 25% by about 40 MB (the live heap is about 20 MB). A flag
+ * given on the node command line wins.
+ */
+export const HEAP_GROWING_PERCENT = 25;
 
 const USAGE = `Usage: agenthooks <command>
 
 Commands:
   serve      run the sidecar (agenthooks serve --help lists its options)
+  users      import FILE.jsonl: fill the users table that webhook userEmail comes from
   --version  print the version
 `;
 
@@ -24,6 +39,12 @@ async function main(argv: string[]): Promise<number> {
     ) as { version: string };
     process.stdout.write(`${pkg.version}\n`);
     return 0;
+  }
+  if (command === 'users') {
+    return runUsersCommand(rest, process.env, {
+      stdout: (text) => process.stdout.write(text),
+      stderr: (text) => process.stderr.write(text),
+    });
   }
   if (command !== 'serve') {
     process.stderr.write(USAGE);
@@ -39,6 +60,10 @@ async function main(argv: string[]): Promise<number> {
   } catch (e: unknown) {
     process.stderr.write(`agenthooks: ${(e as Error).message}\n\n${serveHelp()}`);
     return 2;
+  }
+  if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) {
+    // Read by V8 at each full GC, so setting it at start-up takes effect.
+    setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   }
   const logger = createLogger({ level: config.logLevel });
   let sidecar: Awaited<ReturnType<typeof startSidecar>>;

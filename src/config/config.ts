@@ -5,8 +5,19 @@
  * README's configuration table.
  */
 import { parseArgs } from 'node:util';
+import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
+
+/** Schemes of a `--users-postgres-url`. */
+const POSTGRES_PROTOCOLS = new Set(['postgres:', 'postgresql:']);
+
+/** Schemes of a `--qstash-url`. */
+const HTTP_PROTOCOLS = new Set(['http:', 'https:']);
+
+/** The one parameter a `--users-postgres-query` must use: the user id. */
+const USER_ID_PARAMETER = '$1';
 
 /** One configuration option: its flag, variable, default and help text. */
 export interface OptionSpec {
@@ -61,6 +72,20 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'KEY=VALUE file (a mounted ConfigMap or Secret) overlaid on the process environment; re-read when it changes and on SIGHUP',
   },
   {
+    flag: 'handler-timeout',
+    env: 'AGENTHOOKS_HANDLER_TIMEOUT',
+    value: 'SECONDS',
+    default: '10',
+    help: 'how long a local handler (Handle stream) has to reply before it counts as failed',
+  },
+  {
+    flag: 'stream-max-in-flight',
+    env: 'AGENTHOOKS_STREAM_MAX_IN_FLIGHT',
+    value: 'N',
+    default: '64',
+    help: 'events in flight per DispatchStream; beyond it the stream stops reading (flow control)',
+  },
+  {
     flag: 'shutdown-grace',
     env: 'AGENTHOOKS_SHUTDOWN_GRACE',
     value: 'SECONDS',
@@ -73,6 +98,26 @@ export const OPTIONS: readonly OptionSpec[] = [
     value: 'LEVEL',
     default: 'info',
     help: `lowest log level written: ${LOG_LEVELS.join(', ')}`,
+  },
+  {
+    flag: 'qstash-url',
+    env: 'QSTASH_URL',
+    value: 'URL',
+    default: DEFAULT_QSTASH_URL,
+    help: 'QStash API base URL of delivery: qstash webhooks (the token is QSTASH_TOKEN, read at each send)',
+  },
+  {
+    flag: 'users-postgres-url',
+    env: 'AGENTHOOKS_USERS_POSTGRES_URL',
+    value: 'URL',
+    help: 'PostgreSQL URL of the user directory that userEmail comes from; off uses the users table of --db',
+  },
+  {
+    flag: 'users-postgres-query',
+    env: 'AGENTHOOKS_USERS_POSTGRES_QUERY',
+    value: 'SQL',
+    default: DEFAULT_USERS_POSTGRES_QUERY,
+    help: 'user directory query: $1 is the user id, the first column of the first row the email',
   },
 ];
 
@@ -90,7 +135,17 @@ export interface ServeConfig {
   /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
   readonly envFile?: string;
   readonly shutdownGraceMs: number;
+  /** Time a local handler has to reply. */
+  readonly handlerTimeoutMs: number;
+  /** Events in flight per DispatchStream. */
+  readonly streamMaxInFlight: number;
   readonly logLevel: LogLevel;
+  /** QStash API base URL of `delivery: qstash` webhooks. */
+  readonly qstashUrl: string;
+  /** PostgreSQL URL of the user directory; absent means the store's `users` table. A secret: never log it. */
+  readonly usersPostgresUrl?: string;
+  /** Query of the PostgreSQL user directory, with `$1` the user id. */
+  readonly usersPostgresQuery: string;
 }
 
 /** Returns the help text of `agenthooks serve`. */
@@ -166,6 +221,22 @@ export function parseServeConfig(
       '--shutdown-grace must be a number of seconds >= 0',
     );
   }
+  const handlerTimeout = Number(one('handler-timeout'));
+  if (!Number.isFinite(handlerTimeout) || handlerTimeout <= 0) {
+    throw new InvalidArgumentError(
+      'handler-timeout',
+      'INVALID_FLAG',
+      '--handler-timeout must be a number of seconds > 0',
+    );
+  }
+  const maxInFlight = Number(one('stream-max-in-flight'));
+  if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+    throw new InvalidArgumentError(
+      'stream-max-in-flight',
+      'INVALID_FLAG',
+      '--stream-max-in-flight must be a whole number >= 1',
+    );
+  }
   const level = one('log-level') as LogLevel;
   if (!LOG_LEVELS.includes(level)) {
     throw new InvalidArgumentError(
@@ -175,6 +246,31 @@ export function parseServeConfig(
     );
   }
   const dbPath = one('db') as string;
+  const qstashUrl = one('qstash-url') as string;
+  if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
+    throw new InvalidArgumentError(
+      'qstash-url',
+      'INVALID_FLAG',
+      '--qstash-url must be an http(s) URL',
+    );
+  }
+  const usersPostgresUrl = one('users-postgres-url');
+  if (usersPostgresUrl !== undefined && !hasProtocol(usersPostgresUrl, POSTGRES_PROTOCOLS)) {
+    // The URL holds a password: the message never quotes it.
+    throw new InvalidArgumentError(
+      'users-postgres-url',
+      'INVALID_FLAG',
+      '--users-postgres-url must be a postgres:// or postgresql:// URL',
+    );
+  }
+  const usersPostgresQuery = one('users-postgres-query') as string;
+  if (!usersPostgresQuery.includes(USER_ID_PARAMETER)) {
+    throw new InvalidArgumentError(
+      'users-postgres-query',
+      'INVALID_FLAG',
+      `--users-postgres-query must use ${USER_ID_PARAMETER} for the user id`,
+    );
+  }
   return Object.freeze({
     grpcListen: Object.freeze(grpcListen),
     healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
@@ -183,8 +279,22 @@ export function parseServeConfig(
     dbPath,
     envFile: one('env-file'),
     shutdownGraceMs: grace * 1000,
+    handlerTimeoutMs: handlerTimeout * 1000,
+    streamMaxInFlight: maxInFlight,
     logLevel: level,
+    qstashUrl,
+    usersPostgresUrl,
+    usersPostgresQuery,
   });
+}
+
+/** True when `text` parses as a URL with one of `protocols`. */
+function hasProtocol(text: string, protocols: ReadonlySet<string>): boolean {
+  try {
+    return protocols.has(new URL(text).protocol);
+  } catch {
+    return false;
+  }
 }
 
 /** Parses `host:port`, `[v6]:port` or (where allowed) `unix:/path`. */

@@ -13,12 +13,27 @@
  * Notifications resolve as soon as the status is known; their body is
  * discarded in the background. Controls use {@link WebhookSender.post} and
  * read the bounded body themselves.
+ *
+ * Notifications with `delivery: qstash` (upstream contract §4.2) are published
+ * through the official `@upstash/qstash` SDK instead, configured explicitly:
+ * no retries, no telemetry, no dev mode (it would download and start a local
+ * server), an explicit `baseUrl` and the token from `QSTASH_TOKEN` in the
+ * effective environment, so that neither `QSTASH_REGION`, `QSTASH_DEV` nor the
+ * process's own variables can change where a message goes. The SDK has no
+ * fetch or dispatcher option: it calls the global `fetch`, which goes through
+ * undici's global dispatcher, where the sender can install its own pooled
+ * `Agent` ({@link WebhookSenderOptions.globalDispatcher}). A failed publish is
+ * followed by one plain fetch unless the hook says `fallback: none`; a missing
+ * token falls back the same way. QStash failures never hold the SDK's
+ * message, QStash's response, a header value or a token.
  */
 import { performance } from 'node:perf_hooks';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { Agent, type Dispatcher } from 'undici';
-import type { Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Client as QStashClient } from '@upstash/qstash';
+import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
+import { Delivery, Fallback, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
+import { type Logger, silentLogger } from '../log.js';
 
 /** Request timeout in seconds when the webhook sets none (upstream default). */
 export const DEFAULT_TIMEOUT_SECONDS = 30;
@@ -72,6 +87,37 @@ const MAX_CAUSE_DEPTH = 5;
 /** `ErrorInfo.reason` of a {@link DeliveryError}, by code. */
 const REASON_PREFIX = 'WEBHOOK_';
 
+/** The SDK's own default QStash API endpoint, used when no `--qstash-url` is set. */
+export const DEFAULT_QSTASH_URL = 'https://qstash.upstash.io';
+
+/** Variable of the effective environment holding the QStash token, read at each send. */
+export const QSTASH_TOKEN_VAR = 'QSTASH_TOKEN';
+
+/** Variable holding the Vercel deployment-protection bypass secret. */
+export const VERCEL_BYPASS_SECRET_VAR = 'VERCEL_AUTOMATION_BYPASS_SECRET';
+
+/** Header carrying {@link VERCEL_BYPASS_SECRET_VAR} to the application's own origin. */
+export const VERCEL_BYPASS_HEADER = 'x-vercel-protection-bypass';
+
+/**
+ * Variables holding the base of application-relative URLs for QStash, in
+ * order: `APP_URL || INTERNAL_APP_URL`, the reverse of fetch (contract §4.2).
+ */
+const QSTASH_BASE_URL_VARS = ['APP_URL', 'INTERNAL_APP_URL'] as const;
+
+/** Diagnostic of a missing QStash token (upstream wording). */
+const QSTASH_NO_TOKEN = `${QSTASH_TOKEN_VAR} not available`;
+
+/** Diagnostic of a QStash token that cannot be sent in a header. */
+const QSTASH_INVALID_TOKEN = `${QSTASH_TOKEN_VAR} has an invalid value`;
+
+/** Diagnostic of a publish that failed without an HTTP status (upstream wording). */
+const QSTASH_PUBLISH_FAILED = 'QStash publish failed';
+
+/** Lowest and highest HTTP status an SDK error may carry to count as `http_error`. */
+const MIN_HTTP_STATUS = 100;
+const MAX_HTTP_STATUS = 599;
+
 /** Why a webhook delivery failed. */
 export type DeliveryErrorCode =
   | 'configuration'
@@ -83,15 +129,37 @@ export type DeliveryErrorCode =
   | 'cancelled';
 
 /**
+ * How a delivered notification went: `fetch` (a plain `POST`), `qstash`
+ * (published to QStash and acknowledged) or `fallback` (the QStash publish
+ * failed and the one plain `POST` that follows it succeeded).
+ */
+export type DeliveryRoute = 'fetch' | 'qstash' | 'fallback';
+
+/**
  * Outcome of one webhook delivery. `durationMs` runs from the start of the
- * request to the result; `status` is set once a response arrived.
+ * request to the result (QStash publish and fallback included); `status` is
+ * the receiver's HTTP status, set once a response arrived: absent for
+ * `route: 'qstash'`, where QStash acknowledged the message and the
+ * destination's answer is QStash's business. A failure's `route` names the
+ * path that produced it (`qstash` with `fallback: none`, `fallback` when the
+ * plain `POST` after a failed publish failed too).
  */
 export type DeliveryResult =
-  | { ok: true; status: number; durationMs: number }
-  | { ok: false; code: DeliveryErrorCode; message: string; status?: number; durationMs: number };
+  | { ok: true; route: DeliveryRoute; status?: number; durationMs: number }
+  | {
+      ok: false;
+      code: DeliveryErrorCode;
+      message: string;
+      status?: number;
+      durationMs: number;
+      route?: DeliveryRoute;
+    };
 
 /** A failed {@link DeliveryResult}. */
 export type DeliveryFailure = Extract<DeliveryResult, { ok: false }>;
+
+/** Outcome of one QStash publish ({@link WebhookSender.publish}). */
+export type PublishResult = { ok: true; durationMs: number } | DeliveryFailure;
 
 /** Reads the effective environment; called at each send, so changes apply at once. */
 export type EnvReader = () => Readonly<Record<string, string | undefined>>;
@@ -103,8 +171,23 @@ export interface WebhookSenderOptions {
    * closed by the sender; a dispatcher passed here is left open by `close()`.
    */
   dispatcher?: Dispatcher;
-  /** Effective environment of templates and relative URLs. Default: `process.env`. */
+  /**
+   * Effective environment of templates, relative URLs and the QStash
+   * variables (`QSTASH_TOKEN`, `APP_URL`, `INTERNAL_APP_URL`,
+   * `VERCEL_AUTOMATION_BYPASS_SECRET`). Default: `process.env`.
+   */
   env?: EnvReader;
+  /** QStash API base URL (`--qstash-url`). Default {@link DEFAULT_QSTASH_URL}. */
+  qstashUrl?: string | undefined;
+  /**
+   * Installs the sender's dispatcher as undici's global dispatcher, so that
+   * the QStash SDK's requests (which use the global `fetch`) share its pooled
+   * connections; `close()` puts the previous one back. Set it for the one
+   * sender of a process. Default false.
+   */
+  globalDispatcher?: boolean;
+  /** Where a QStash failure followed by a fallback is logged. Default: silent. */
+  logger?: Logger;
 }
 
 /**
@@ -292,12 +375,12 @@ export async function postWebhook(
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
 
-  const timeout = AbortSignal.timeout(timeoutMs);
-  const combined = signal === undefined ? timeout : AbortSignal.any([signal, timeout]);
+  const deadline = requestDeadline(timeoutMs, signal);
   const failure = (e: unknown): DeliveryFailure => {
+    deadline.release();
     // The caller's abort wins: a result nobody waits for is `cancelled`.
     if (signal?.aborted === true) return deliveryFailure('cancelled', startedAt);
-    if (timeout.aborted) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
+    if (deadline.timedOut()) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
   try {
@@ -307,12 +390,14 @@ export async function postWebhook(
       method: 'POST',
       headers,
       body,
-      signal: combined,
+      signal: deadline.signal,
       // The webhook's timeout is the one timer; undici's own would cut long ones short.
       headersTimeout: 0,
       bodyTimeout: 0,
     });
     const status = response.statusCode;
+    // The deadline covers the body too; it is released once the body is read or discarded.
+    response.body.once('close', deadline.release);
     if (!isSuccess(status)) {
       (options.discard ?? discardBody)(response.body);
       return deliveryFailure('http_error', startedAt, `HTTP ${status}`, status);
@@ -327,11 +412,21 @@ export async function postWebhook(
  * Sends webhooks over one pooled undici `Agent`: one keep-alive connection
  * pool per origin, shared by every call. Create one per process and `close()`
  * it at shutdown.
+ *
+ * @example
+ * const sender = new WebhookSender({ env: () => environment.current().env, globalDispatcher: true });
+ * const result = await sender.notify(webhook, payload, signal);
  */
 export class WebhookSender {
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
   readonly #env: EnvReader;
+  readonly #logger: Logger;
+  readonly #qstashUrl: string;
+  /** The global dispatcher this sender replaced, put back by `close()`. */
+  readonly #previousGlobal: Dispatcher | undefined;
+  /** The QStash SDK client of the current token, rebuilt when the token changes. */
+  #qstash: { readonly token: string; readonly client: QStashClient } | undefined;
   /** Bodies being discarded; `close()` destroys them rather than wait for them. */
   readonly #discarding = new Set<Dispatcher.ResponseData['body']>();
   #closing: Promise<void> | undefined;
@@ -343,27 +438,148 @@ export class WebhookSender {
     this.#dispatcher = options.dispatcher ?? new Agent();
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#env = options.env ?? (() => process.env);
+    this.#logger = options.logger ?? silentLogger;
+    const qstashUrl = options.qstashUrl;
+    this.#qstashUrl = qstashUrl === undefined || qstashUrl === '' ? DEFAULT_QSTASH_URL : qstashUrl;
+    if (options.globalDispatcher === true) {
+      // Node's own fetch reads the dispatcher undici's setGlobalDispatcher
+      // installs (it sets both the current and the legacy global symbol).
+      this.#previousGlobal = getGlobalDispatcher();
+      setGlobalDispatcher(this.#dispatcher);
+    }
   }
 
   /**
-   * Sends a notification: resolves as soon as the response status is known,
-   * with `ok` for any 2xx and `http_error` for any other status (3xx
-   * included). The body is never read; it is discarded in the background.
-   * Never throws.
+   * Sends a notification. With `delivery: fetch` it resolves as soon as the
+   * response status is known, with `ok` for any 2xx and `http_error` for any
+   * other status (3xx included); the body is never read but discarded in the
+   * background. With `delivery: qstash` it publishes to QStash (see
+   * {@link WebhookSender.publish}) and, when that fails, makes one plain
+   * `POST` unless the hook says `fallback: none`. `route` tells which path
+   * delivered. Never throws.
    */
   async notify(
     webhook: Webhook,
     payload: JsonObject,
     signal?: AbortSignal,
   ): Promise<DeliveryResult> {
-    const response = await this.post(webhook, payload, signal);
-    if (!response.ok) return response;
-    this.#discard(response.body);
-    return {
-      ok: true,
-      status: response.status,
-      durationMs: performance.now() - response.startedAt,
-    };
+    if (webhook.delivery !== Delivery.QSTASH) return this.#fetch(webhook, payload, signal, 'fetch');
+    const startedAt = performance.now();
+    const published = await this.#publish(webhook, payload, signal);
+    if (published.ok) return { ok: true, route: 'qstash', durationMs: published.durationMs };
+    const { failure } = published;
+    if (!published.fallsBack || webhook.fallback === Fallback.NONE) {
+      return { ...failure, route: 'qstash' };
+    }
+    this.#logger.warn('QStash delivery failed, falling back to fetch', {
+      code: failure.code,
+      httpStatus: failure.status,
+      message: failure.message,
+    });
+    const fallback = await this.#fetch(webhook, payload, signal, 'fallback');
+    return { ...fallback, durationMs: performance.now() - startedAt };
+  }
+
+  /**
+   * Publishes a notification to QStash with the SDK's
+   * `publishJSON({url, body, headers, timeout})`, once: the URL resolved
+   * against `APP_URL || INTERNAL_APP_URL`, the hook's resolved headers
+   * (QStash forwards them as `Upstash-Forward-*`) plus
+   * `x-vercel-protection-bypass` when the target has the origin of `APP_URL`
+   * or `INTERNAL_APP_URL`, and the hook's timeout in seconds (default 30) as
+   * QStash's destination timeout. Success means QStash acknowledged the
+   * message. No fallback: {@link WebhookSender.notify} decides that.
+   *
+   * Failures: `configuration` (`QSTASH_TOKEN not available`, or a URL, header
+   * or timeout that cannot be sent; no request made), `http_error` (`QStash
+   * publish failed (HTTP n)`), `network_error` (`QStash publish failed`),
+   * `timeout` (no acknowledgement within the hook's timeout) and `cancelled`.
+   * The SDK request cannot be aborted: on a timeout or an abort the sender
+   * stops waiting and the request ends on its own. Never throws.
+   */
+  async publish(
+    webhook: Webhook,
+    payload: JsonObject,
+    signal?: AbortSignal,
+  ): Promise<PublishResult> {
+    const published = await this.#publish(webhook, payload, signal);
+    return published.ok ? published : published.failure;
+  }
+
+  /**
+   * {@link WebhookSender.publish}, telling whether a failure falls back to
+   * fetch: a missing token and a failed publish do; a cancelled call sends
+   * nothing more, and an unsendable URL, header or timeout is resolved before
+   * QStash is tried (as upstream), so it does not.
+   */
+  async #publish(
+    webhook: Webhook,
+    payload: JsonObject,
+    signal: AbortSignal | undefined,
+  ): Promise<
+    { ok: true; durationMs: number } | { ok: false; failure: DeliveryFailure; fallsBack: boolean }
+  > {
+    const startedAt = performance.now();
+    const final = (failure: DeliveryFailure) => ({ ok: false as const, failure, fallsBack: false });
+    const fallsBack = (failure: DeliveryFailure) => ({
+      ok: false as const,
+      failure,
+      fallsBack: true,
+    });
+    if (signal?.aborted === true) return final(deliveryFailure('cancelled', startedAt));
+    let env: Readonly<Record<string, string | undefined>>;
+    let url: URL;
+    let headers: Record<string, string>;
+    let timeoutMs: number;
+    try {
+      env = this.#env();
+    } catch {
+      return final(deliveryFailure('configuration', startedAt, 'environment is unreadable'));
+    }
+    try {
+      url = resolveWebhookUrl(webhook.url, firstOf(env, QSTASH_BASE_URL_VARS));
+      headers = resolveHeaders(webhook, env);
+      timeoutMs = timeoutMillis(webhook.timeout);
+    } catch (e: unknown) {
+      if (e instanceof DeliveryError) {
+        return final({ ...deliveryFailure(e.code, startedAt), message: e.message });
+      }
+      return final(deliveryFailure('configuration', startedAt));
+    }
+    const token = env[QSTASH_TOKEN_VAR];
+    if (token === undefined || token === '') {
+      return fallsBack(deliveryFailure('configuration', startedAt, QSTASH_NO_TOKEN));
+    }
+    if (INVALID_HEADER_VALUE.test(token)) {
+      // It would go into the Authorization header; the value is never quoted.
+      return fallsBack(deliveryFailure('configuration', startedAt, QSTASH_INVALID_TOKEN));
+    }
+    const bypass = env[VERCEL_BYPASS_SECRET_VAR];
+    if (bypass !== undefined && bypass !== '' && isApplicationOrigin(url, env)) {
+      headers[VERCEL_BYPASS_HEADER] = bypass;
+    }
+
+    const deadline = requestDeadline(timeoutMs, signal);
+    try {
+      const published = this.#qstashClient(token).publishJSON({
+        url: url.href,
+        body: payload,
+        headers,
+        timeout: webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS,
+      });
+      if ((await untilAborted(published, deadline.signal)) === ABORTED) {
+        // The caller's abort wins over the timeout, as for fetch delivery.
+        if (isAborted(signal)) return final(deliveryFailure('cancelled', startedAt));
+        return fallsBack(
+          deliveryFailure('timeout', startedAt, `QStash publish after ${timeoutMs} ms`),
+        );
+      }
+      return { ok: true, durationMs: performance.now() - startedAt };
+    } catch (e: unknown) {
+      return fallsBack(qstashFailure(e, startedAt));
+    } finally {
+      deadline.release();
+    }
   }
 
   /**
@@ -392,8 +608,9 @@ export class WebhookSender {
 
   /**
    * Stops the sender: bodies still being discarded are dropped, requests in
-   * flight finish, and the owned `Agent` closes its connections. Later sends
-   * fail with `network_error`. Calling it again returns the same promise.
+   * flight finish, the global dispatcher it installed is put back, and the
+   * owned `Agent` closes its connections. Later sends fail with
+   * `network_error`. Calling it again returns the same promise.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -403,7 +620,46 @@ export class WebhookSender {
   async #close(): Promise<void> {
     for (const body of this.#discarding) body.destroy();
     this.#discarding.clear();
+    if (this.#previousGlobal !== undefined && getGlobalDispatcher() === this.#dispatcher) {
+      setGlobalDispatcher(this.#previousGlobal);
+    }
     if (this.#ownsDispatcher) await this.#dispatcher.close();
+  }
+
+  /** One plain `POST` whose body is discarded unread. */
+  async #fetch(
+    webhook: Webhook,
+    payload: JsonObject,
+    signal: AbortSignal | undefined,
+    route: 'fetch' | 'fallback',
+  ): Promise<DeliveryResult> {
+    const response = await this.post(webhook, payload, signal);
+    if (!response.ok) return route === 'fetch' ? response : { ...response, route };
+    this.#discard(response.body);
+    return {
+      ok: true,
+      route,
+      status: response.status,
+      durationMs: performance.now() - response.startedAt,
+    };
+  }
+
+  /** The SDK client of `token`, built once per token. */
+  #qstashClient(token: string): QStashClient {
+    if (this.#qstash?.token !== token) {
+      const client = new QStashClient({
+        baseUrl: this.#qstashUrl,
+        token,
+        // agenthooks never retries; the SDK retries network errors 5 times by default.
+        retry: false,
+        enableTelemetry: false,
+        // Dev mode downloads and starts a local QStash server; false also
+        // ignores QSTASH_DEV in the process environment.
+        devMode: false,
+      });
+      this.#qstash = { token, client };
+    }
+    return this.#qstash.client;
   }
 
   /** Discards a body in the background, tracked so that `close()` can drop it. */
@@ -436,11 +692,122 @@ function isSuccess(status: number): boolean {
 
 /** Base of application-relative URLs for fetch delivery: `INTERNAL_APP_URL || APP_URL`. */
 function baseUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
-  for (const name of BASE_URL_VARS) {
+  return firstOf(env, BASE_URL_VARS);
+}
+
+/** The value of the first variable of `names` that is set and not empty. */
+function firstOf(
+  env: Readonly<Record<string, string | undefined>>,
+  names: readonly string[],
+): string | undefined {
+  for (const name of names) {
     const value = env[name];
     if (value !== undefined && value !== '') return value;
   }
   return undefined;
+}
+
+/** True when `url` has the origin of `APP_URL` or of `INTERNAL_APP_URL` (contract §4.2). */
+function isApplicationOrigin(url: URL, env: Readonly<Record<string, string | undefined>>): boolean {
+  return QSTASH_BASE_URL_VARS.some((name) => {
+    const base = env[name];
+    if (base === undefined || base === '') return false;
+    try {
+      return new URL(base).origin === url.origin;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Maps a QStash SDK failure: an error carrying an HTTP status (the SDK's
+ * `QstashError`, rate limits included) is `http_error`, anything else
+ * `network_error`. The SDK's message, which holds QStash's response text, and
+ * its cause are never kept. Matched on the `status` property, not `instanceof`.
+ */
+function qstashFailure(e: unknown, startedAt: number): DeliveryFailure {
+  const status = e instanceof Error ? (e as { status?: unknown }).status : undefined;
+  if (
+    typeof status === 'number' &&
+    Number.isInteger(status) &&
+    status >= MIN_HTTP_STATUS &&
+    status <= MAX_HTTP_STATUS
+  ) {
+    return deliveryFailure(
+      'http_error',
+      startedAt,
+      `${QSTASH_PUBLISH_FAILED} (HTTP ${status})`,
+      status,
+    );
+  }
+  return deliveryFailure('network_error', startedAt, QSTASH_PUBLISH_FAILED);
+}
+
+/** The abort signal of one request: the caller's signal or the hook's timeout, whichever fires first. */
+interface RequestDeadline {
+  readonly signal: AbortSignal;
+  /** True when the timeout fired. */
+  timedOut(): boolean;
+  /** Clears the timer and the listener on the caller's signal; call once the request is over. */
+  release(): void;
+}
+
+/**
+ * Returns a request's deadline. Unlike `AbortSignal.timeout` combined with
+ * `AbortSignal.any`, it holds no timer and no listener on a long-lived
+ * caller signal (a stream's) once released, so finished requests cost
+ * nothing: with a 30 s default timeout, thousands of requests a second would
+ * otherwise keep tens of thousands of timers alive.
+ */
+function requestDeadline(timeoutMs: number, parent: AbortSignal | undefined): RequestDeadline {
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new DOMException('the webhook timed out', 'TimeoutError'));
+  }, timeoutMs);
+  const onParentAbort = () => controller.abort(parent?.reason);
+  if (parent?.aborted === true) onParentAbort();
+  else parent?.addEventListener('abort', onParentAbort, { once: true });
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut,
+    release() {
+      clearTimeout(timer);
+      parent?.removeEventListener('abort', onParentAbort);
+    },
+  };
+}
+
+/** True once `signal` has aborted (a call, so that TypeScript does not narrow it across awaits). */
+function isAborted(signal: AbortSignal | undefined): boolean {
+  return signal?.aborted === true;
+}
+
+/** What {@link untilAborted} resolves to when the signal fires first. */
+const ABORTED: unique symbol = Symbol('aborted');
+
+/**
+ * Settles like `promise`, or resolves to {@link ABORTED} as soon as `signal`
+ * aborts; `promise` keeps running either way and its rejection stays handled.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | typeof ABORTED> {
+  return new Promise<T | typeof ABORTED>((resolve, reject) => {
+    const onAbort = () => resolve(ABORTED);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 /** Milliseconds of a webhook timeout in seconds: `ceil(timeout * 1000)`, default 30 s. */

@@ -15,7 +15,7 @@ import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { migrate } from './migrations/index.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
-import type { HookStore, OperationHooks } from './store.js';
+import type { HookStore, OperationHooks, UserRecord, UserStore } from './store.js';
 
 /** Default of {@link SqliteStoreOptions.busyTimeoutMs}, in milliseconds. */
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
@@ -37,8 +37,8 @@ export interface SqliteStoreOptions {
   readonly maxSizeBytes?: number;
 }
 
-/** A {@link HookStore} backed by one SQLite file. */
-export interface SqliteStore extends HookStore {
+/** A {@link HookStore} and {@link UserStore} backed by one SQLite file. */
+export interface SqliteStore extends HookStore, UserStore {
   /** Path of the database file, as given to {@link openSqliteStore}. */
   readonly path: string;
 }
@@ -135,6 +135,10 @@ class SqliteHookStore implements SqliteStore {
   readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
   readonly #delete: Database.Transaction<(operationId: string, now: number) => number>;
   readonly #probe: Database.Statement<[]>;
+  readonly #selectEmail: Database.Statement<[string], { email: string | null }>;
+  readonly #upsertUsers: Database.Transaction<
+    (users: readonly UserRecord[], now: number) => number
+  >;
 
   constructor(path: string, db: Database.Database) {
     this.path = path;
@@ -167,6 +171,13 @@ class SqliteHookStore implements SqliteStore {
     // A write statement that changes nothing: it still reads the schema and
     // takes the write lock, so it fails on a locked, read-only or damaged file.
     this.#probe = db.prepare<[]>('UPDATE operations SET updated_at = updated_at WHERE 0');
+    this.#selectEmail = db.prepare<[string], { email: string | null }>(
+      'SELECT email FROM users WHERE id = ?',
+    );
+    const upsertUser = db.prepare<[string, string | null, number]>(
+      `INSERT INTO users (id, email, updated_at) VALUES (?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET email = excluded.email, updated_at = excluded.updated_at`,
+    );
 
     // Transactions stay synchronous (better-sqlite3 runs them as one
     // BEGIN..COMMIT and rolls back when the function throws).
@@ -188,6 +199,11 @@ class SqliteHookStore implements SqliteStore {
       const parentId = selectParent.get(operationId)?.parent_id ?? null;
       return { parentId, rows: selectHooks.all(operationId) };
     });
+    // One transaction for a whole import: all users or none.
+    this.#upsertUsers = db.transaction((users: readonly UserRecord[], now: number) => {
+      for (const user of users) upsertUser.run(user.id, user.email, now);
+      return users.length;
+    });
     // The operation row stays (with its parent): only the hooks are purged.
     this.#delete = db.transaction((operationId: string, now: number) => {
       const { changes } = deleteHooks.run(operationId);
@@ -196,6 +212,15 @@ class SqliteHookStore implements SqliteStore {
       }
       return changes;
     });
+  }
+
+  async lookupUserEmail(userId: string): Promise<string | null> {
+    return this.#run('look up a user', () => this.#selectEmail.get(userId)?.email ?? null);
+  }
+
+  async upsertUsers(users: readonly UserRecord[]): Promise<number> {
+    // IMMEDIATE for the same reason as appendHooks: busy_timeout applies up front.
+    return this.#run('import users', () => this.#upsertUsers.immediate(users, Date.now()));
   }
 
   async appendHooks(

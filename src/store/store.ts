@@ -43,6 +43,33 @@ export interface HookStore {
   close(): Promise<void>;
 }
 
+/** One user of the embedded user directory, as `agenthooks users import` writes it. */
+export interface UserRecord {
+  /** User id, as events carry it in `userId`; non-empty. */
+  readonly id: string;
+  /** The user's email address, or null for a user without one. */
+  readonly email: string | null;
+}
+
+/**
+ * The embedded user directory: the `users` table that email enrichment reads
+ * `userEmail` from (upstream contract §5).
+ *
+ * @example
+ * await users.upsertUsers([{ id: 'user_1', email: 'ada@example.com' }]);
+ * await users.lookupUserEmail('user_1'); // 'ada@example.com'
+ */
+export interface UserStore {
+  /** The user's email; null for an unknown user or a user stored without one. */
+  lookupUserEmail(userId: string): Promise<string | null>;
+  /**
+   * Inserts or replaces users, all or nothing, committed before it resolves;
+   * when `users` names an id twice, the last one wins. Resolves to how many
+   * records were written.
+   */
+  upsertUsers(users: readonly UserRecord[]): Promise<number>;
+}
+
 /**
  * Reasons of the `StoreUnavailableError`s a {@link HookStore} raises, whatever
  * the backend; clients and the health check match on them.

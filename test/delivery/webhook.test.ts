@@ -57,7 +57,7 @@ describe('WebhookSender.notify', () => {
   it('POSTs the payload as JSON and reports a 2xx as delivered', async () => {
     const r = await receiver();
     const result = await sender().notify(webhook(`${r.origin}/hooks/in?x=1`), PAYLOAD);
-    expect(result).toMatchObject({ ok: true, status: 200 });
+    expect(result).toMatchObject({ ok: true, route: 'fetch', status: 200 });
     expect(result.durationMs).toBeGreaterThanOrEqual(0);
     expect(r.requests).toHaveLength(1);
     const [request] = r.requests;
@@ -255,14 +255,14 @@ describe('WebhookSender.notify', () => {
     expect(r.connections()).toBe(0);
   });
 
-  it('reuses pooled keep-alive connections across 200 sequential notifications', async () => {
+  it('reuses pooled keep-alive connections across 1,000 sequential notifications', async () => {
     const r = await receiver();
     const s = sender();
     const hook = webhook(r.origin);
-    for (let i = 0; i < 200; i++) {
+    for (let i = 0; i < 1_000; i++) {
       expect((await s.notify(hook, { ...PAYLOAD, i })).ok).toBe(true);
     }
-    expect(r.requests).toHaveLength(200);
+    expect(r.requests).toHaveLength(1_000);
     expect(r.connections()).toBeLessThanOrEqual(4);
   });
 });

@@ -20,6 +20,7 @@ describe('store migrations', () => {
     expect(tables).toEqual([
       { name: 'hooks', strict: 1 },
       { name: 'operations', strict: 1 },
+      { name: 'users', strict: 1 },
     ]);
     expect(raw.pragma('foreign_key_list(hooks)')).toMatchObject([
       { table: 'operations', from: 'operation_id', to: 'id', on_delete: 'CASCADE' },
