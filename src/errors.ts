@@ -4,6 +4,13 @@
  * characters) and a `kind` that `src/server/errors.ts` maps to a gRPC status.
  * Match on `reason`, not on `instanceof`.
  */
+import type { DescMessage, Message } from '@bufbuild/protobuf';
+
+/** A typed detail sent with an error's status, such as the outcomes of hooks that ran. */
+export interface ErrorDetail {
+  readonly desc: DescMessage;
+  readonly value: Message;
+}
 
 /** The status family of a domain error; the server maps each to one gRPC code. */
 export type ErrorKind =
@@ -22,6 +29,8 @@ export interface AgentHooksErrorOptions {
   readonly cause?: unknown;
   /** `ErrorInfo.metadata`; keys are lowerCamelCase. */
   readonly metadata?: Record<string, string>;
+  /** Further typed details sent with the status (protobuf messages), such as partial outcomes. */
+  readonly details?: readonly ErrorDetail[];
 }
 
 /**
@@ -35,6 +44,7 @@ export class AgentHooksError extends Error {
   readonly kind: ErrorKind;
   readonly reason: string;
   readonly metadata: Record<string, string>;
+  readonly details: readonly ErrorDetail[];
 
   constructor(
     kind: ErrorKind,
@@ -46,6 +56,7 @@ export class AgentHooksError extends Error {
     this.kind = kind;
     this.reason = reason;
     this.metadata = { ...options.metadata };
+    this.details = options.details ?? [];
   }
 }
 

@@ -113,22 +113,22 @@ export async function evaluateControls(
   });
   const outcomes: HookOutcome[] = [];
   for (const control of controls) {
-    throwIfCancelled(signal);
-    const payload: JsonObject = buildWebhookPayload(
-      hookEvent,
-      control.hook.id,
-      control.hook.webhook,
-      {
-        control: true,
-      },
-    );
+    if (signal.aborted) throw cancelled(signal);
+    const built = buildWebhookPayload(hookEvent, control.hook.id, control.hook.webhook, {
+      control: true,
+    });
+    // Controls get no body or projection, so the enricher looks up the event's own user.
+    const payload: JsonObject | undefined = deps.enricher
+      ? await deps.enricher.enrich(hookEvent, built, undefined, signal)
+      : built;
+    if (payload === undefined) throw cancelled(signal);
     const result = await executeControl(
       deps.sender,
       control.hook.webhook as NonNullable<Hook['webhook']>,
       payload,
       signal,
     );
-    if (result.status === 'cancelled') throwIfCancelled(signal, true);
+    if (result.status === 'cancelled') throw cancelled(signal);
     outcomes.push(outcomeOf(control, phase.type, result));
     const log = {
       operationId: context.operationId,
@@ -165,16 +165,13 @@ export async function evaluateControls(
   };
 }
 
-/** Throws CANCELLED when the call was cancelled (or `force`, when a control reported it). */
-function throwIfCancelled(signal: AbortSignal, force = false): void {
-  if (!signal.aborted && !force) return;
-  throw new AgentHooksError(
+/** Returns the CANCELLED error of a call whose caller cancelled or whose deadline passed. */
+function cancelled(signal: AbortSignal): AgentHooksError {
+  return new AgentHooksError(
     'cancelled',
     CANCELLED_REASON,
     'the call was cancelled before the controls decided',
-    {
-      cause: signal.reason,
-    },
+    { cause: signal.reason },
   );
 }
 

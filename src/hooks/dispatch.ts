@@ -1,7 +1,12 @@
 /**
  * @module Notification dispatch: the matching non-control hooks of an
- * event's type run in registration order, each awaited; a failed delivery is
- * logged and reported, and the next hook still runs.
+ * event's type run in registration order, each awaited, then the current
+ * environment hooks. While a `Handle` stream serves the operation (local
+ * mode), a hook with the handler flag runs its handler (a hook with both runs
+ * only the handler); otherwise (queue mode) only webhooks run and
+ * handler-only hooks are skipped. A failed delivery or handler is reported
+ * and the next hook still runs; a failed critical webhook (`fallback: none`)
+ * fails the dispatch after every sibling ran.
  */
 import { create } from '@bufbuild/protobuf';
 import { type Duration, DurationSchema } from '@bufbuild/protobuf/wkt';
@@ -11,13 +16,16 @@ import {
   HookOutcomeStatus,
   HookSource,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
-import type { HookEvent, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import type { HookEvent, HookType, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
+import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import type { EmailEnricher } from '../delivery/email.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
-import { InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { type EventCase, eventCase, hookTypeLiteral } from './event-json.js';
+import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
 import { isControlHook } from './validate.js';
@@ -32,6 +40,39 @@ export interface DispatchDeps {
    * evaluation; throws INVALID_ENVIRONMENT while the environment is invalid.
    */
   readonly environmentHooks: () => readonly Hook[];
+  /** The runtime's attached handler streams. */
+  readonly handlers: HandlerHub;
+  /** Adds `userEmail` to payloads (one cache per dispatcher); absent in tests that need no users. */
+  readonly enricher?: EmailEnricher;
+}
+
+/** Reason of a dispatch that failed because a critical webhook (`fallback: none`) failed. */
+export const CRITICAL_HOOK_DELIVERY_FAILED = 'CRITICAL_HOOK_DELIVERY_FAILED';
+
+/**
+ * A critical webhook (`fallback: none`) failed; thrown after every sibling
+ * hook ran, with all their outcomes, so a queue step can retry. The message
+ * is upstream's: `Critical webhook delivery failed: <hookId>`.
+ */
+export class CriticalDeliveryError extends AgentHooksError {
+  override readonly name = 'CriticalDeliveryError';
+  /** Outcomes of every hook that ran, the failed one included. */
+  readonly outcomes: HookOutcome[];
+
+  constructor(hookId: string, outcomes: HookOutcome[]) {
+    super(
+      'unavailable',
+      CRITICAL_HOOK_DELIVERY_FAILED,
+      `Critical webhook delivery failed: ${hookId}`,
+      {
+        metadata: { hookId },
+        details: [
+          { desc: DispatchResponseSchema, value: create(DispatchResponseSchema, { outcomes }) },
+        ],
+      },
+    );
+    this.outcomes = outcomes;
+  }
 }
 
 /** The routing facts of an event: its case, operation and tool name parts. */
@@ -73,36 +114,43 @@ function caseName(event: HookEvent | undefined): string {
   return event?.event.case ?? '';
 }
 
-/** A notification hook to run, with where it came from. */
+/** A notification hook to run, with where it came from and how it runs. */
 interface Notification {
   readonly hook: Hook;
   readonly source: HookSource;
+  /** `handler` in local mode for a hook with the handler flag; `webhook` when it has one; else `skip`. */
+  readonly mode: 'handler' | 'webhook' | 'skip';
 }
 
 /**
  * Returns the notification hooks of an event, in order: the operation's
  * caller hooks, then the current environment hooks. Both lists are read
- * before anything is sent.
+ * before anything runs.
  *
  * @throws AgentHooksError INVALID_ENVIRONMENT, or a store error.
  */
 async function notificationsOf(deps: DispatchDeps, route: EventRoute): Promise<Notification[]> {
   const environment = deps.environmentHooks();
   const { hooks } = await deps.registry.hooksOf(route.operationId);
+  const local = deps.handlers.isAttached(route.operationId);
   const out: Notification[] = [];
   for (const hook of hooks) {
-    if (appliesTo(hook, route)) out.push({ hook, source: HookSource.CALLER });
+    if (!appliesTo(hook, route)) continue;
+    const mode =
+      hook.handler && local ? 'handler' : hook.webhook !== undefined ? 'webhook' : 'skip';
+    out.push({ hook, source: HookSource.CALLER, mode });
   }
   for (const hook of environment) {
-    if (appliesTo(hook, route)) out.push({ hook, source: HookSource.ENVIRONMENT });
+    if (appliesTo(hook, route)) out.push({ hook, source: HookSource.ENVIRONMENT, mode: 'webhook' });
   }
   return out;
 }
 
 /**
- * Runs the notification hooks of an event, in registration order and then
- * the environment hooks, each awaited, and returns one outcome per hook of
- * the event's type that matched.
+ * Runs the notification hooks of an event in order, each awaited, and
+ * returns one outcome per hook of the event's type that matched.
+ *
+ * @throws CriticalDeliveryError after all hooks ran, when a `fallback: none` webhook failed.
  */
 export async function dispatchEvent(
   deps: DispatchDeps,
@@ -111,29 +159,70 @@ export async function dispatchEvent(
 ): Promise<HookOutcome[]> {
   const route = routeOf(event);
   const outcomes: HookOutcome[] = [];
-  for (const { hook, source } of await notificationsOf(deps, route)) {
+  let critical: string | undefined;
+  for (const notification of await notificationsOf(deps, route)) {
     signal.throwIfAborted();
-    outcomes.push(await runNotification(deps, hook, source, route, event, signal));
+    const outcome = await runNotification(deps, notification, route, event, signal);
+    outcomes.push(outcome);
+    if (outcome.critical && critical === undefined) critical = outcome.hookId;
+  }
+  if (critical !== undefined) {
+    deps.logger.error('critical webhook delivery failed', {
+      operationId: route.operationId,
+      hookId: critical,
+      hookType: hookTypeLiteral(route.type as HookType),
+    });
+    throw new CriticalDeliveryError(critical, outcomes);
   }
   return outcomes;
 }
 
+/** What the `beforeToolCall` observers of an allowed call produced. */
+export interface ObserverRun {
+  /** The first mock a local handler supplied, if any. */
+  readonly mock?: { readonly result: ToolResult; readonly hookId: string };
+  /** Outcomes of the handlers that ran, and SKIPPED for webhooks started without being awaited. */
+  readonly outcomes: HookOutcome[];
+}
+
 /**
- * Starts the notification webhooks of an event without awaiting them (the
- * `beforeToolCall` observers of an allowed call). Their failures are logged
- * only; the hook lists are read before this resolves, so a store or
- * environment failure still reaches the caller.
+ * Runs the `beforeToolCall` observers of an allowed call (upstream
+ * `dispatchBeforeToolCall`): the notification webhooks are started without
+ * being awaited (their failures, critical ones included, are only logged),
+ * then the local handlers run in order; the first mock wins and the
+ * remaining handlers are skipped. Mocks exist only in local mode. The hook
+ * lists are read before this resolves, so a store or environment failure
+ * still reaches the caller.
  */
-export async function startNotifications(deps: DispatchDeps, event: HookEvent): Promise<void> {
+export async function runToolCallObservers(
+  deps: DispatchDeps,
+  event: HookEvent,
+  signal: AbortSignal,
+): Promise<ObserverRun> {
   const route = routeOf(event);
   const notifications = await notificationsOf(deps, route);
+  const webhooks = notifications.filter((n) => n.mode === 'webhook');
   void (async () => {
-    for (const { hook, source } of notifications) {
-      await runNotification(deps, hook, source, route, event, new AbortController().signal);
+    for (const n of webhooks) {
+      await runNotification(deps, n, route, event, new AbortController().signal);
     }
   })().catch((e: unknown) => {
     deps.logger.error('notification webhooks failed', { operationId: route.operationId, err: e });
   });
+  const outcomes: HookOutcome[] = webhooks.map((n) =>
+    create(HookOutcomeSchema, { ...outcomeBase(n, route), status: HookOutcomeStatus.SKIPPED }),
+  );
+  for (const n of notifications) {
+    if (n.mode !== 'handler') continue;
+    const started = performance.now();
+    const result = await deps.handlers.call(route.operationId, n.hook.id, event, signal);
+    outcomes.push(handlerOutcome(deps, n, route, result, performance.now() - started));
+    // The first mock wins, even when its handler also reported an error.
+    if (result.kind === 'mock')
+      return { mock: { result: result.result, hookId: n.hook.id }, outcomes };
+    if (result.kind === 'error' && result.code === 'cancelled') signal.throwIfAborted();
+  }
+  return { outcomes };
 }
 
 /** True when a hook is a notification hook of the event's type whose matcher matches. */
@@ -142,26 +231,44 @@ export function appliesTo(hook: Hook, route: EventRoute): boolean {
   return compileMatcher(hook.matcher)(route.identifier, route.apiName);
 }
 
+function outcomeBase(n: Notification, route: EventRoute) {
+  return {
+    hookId: n.hook.id,
+    hookType: route.type,
+    operationId: n.source === HookSource.CALLER ? route.operationId : '',
+    source: n.source,
+  };
+}
+
 async function runNotification(
   deps: DispatchDeps,
-  hook: Hook,
-  source: HookSource,
+  n: Notification,
   route: EventRoute,
   event: HookEvent,
   signal: AbortSignal,
 ): Promise<HookOutcome> {
-  const base = {
-    hookId: hook.id,
-    hookType: route.type,
-    operationId: source === HookSource.CALLER ? route.operationId : '',
-    source,
-  };
-  if (hook.webhook === undefined) {
+  const base = outcomeBase(n, route);
+  if (n.mode === 'skip') {
     // A handler-only hook runs only while a Handle stream serves its operation.
     return create(HookOutcomeSchema, { ...base, status: HookOutcomeStatus.SKIPPED });
   }
-  const payload = buildWebhookPayload(event, hook.id, hook.webhook);
-  const result = await deps.sender.notify(hook.webhook, payload, signal);
+  if (n.mode === 'handler') {
+    const started = performance.now();
+    const result = await deps.handlers.call(route.operationId, n.hook.id, event, signal);
+    return handlerOutcome(deps, n, route, result, performance.now() - started);
+  }
+  const webhook = n.hook.webhook as NonNullable<Hook['webhook']>;
+  const built = buildWebhookPayload(event, n.hook.id, webhook);
+  const payload = deps.enricher ? await deps.enricher.enrich(event, built, webhook, signal) : built;
+  if (payload === undefined) {
+    // The caller went away while the email lookup ran: nothing is sent.
+    return create(HookOutcomeSchema, {
+      ...base,
+      status: HookOutcomeStatus.CANCELLED,
+      errorCode: 'cancelled',
+    });
+  }
+  const result = await deps.sender.notify(webhook, payload, signal);
   const duration = durationOf(result.durationMs);
   if (result.ok) {
     return create(HookOutcomeSchema, {
@@ -171,13 +278,17 @@ async function runNotification(
       duration,
     });
   }
-  deps.logger.warn('webhook delivery failed (non-fatal)', {
-    operationId: route.operationId,
-    hookId: hook.id,
-    hookType: hookTypeLiteral(route.type as HookType),
-    code: result.code,
-    httpStatus: result.status,
-  });
+  const critical = webhook.fallback === Fallback.NONE && result.code !== 'cancelled';
+  deps.logger.warn(
+    critical ? 'critical webhook delivery failed' : 'webhook delivery failed (non-fatal)',
+    {
+      operationId: route.operationId,
+      hookId: n.hook.id,
+      hookType: hookTypeLiteral(route.type as HookType),
+      code: result.code,
+      httpStatus: result.status,
+    },
+  );
   return create(HookOutcomeSchema, {
     ...base,
     status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
@@ -185,6 +296,32 @@ async function runNotification(
     message: result.message,
     httpStatus: result.status ?? 0,
     duration,
+    critical,
+  });
+}
+
+function handlerOutcome(
+  deps: DispatchDeps,
+  n: Notification,
+  route: EventRoute,
+  result: HandlerResult,
+  ms: number,
+): HookOutcome {
+  const base = { ...outcomeBase(n, route), duration: durationOf(ms) };
+  if (result.kind !== 'error') {
+    return create(HookOutcomeSchema, { ...base, status: HookOutcomeStatus.HANDLED });
+  }
+  deps.logger.warn('handler failed', {
+    operationId: route.operationId,
+    hookId: n.hook.id,
+    hookType: hookTypeLiteral(route.type as HookType),
+    code: result.code,
+  });
+  return create(HookOutcomeSchema, {
+    ...base,
+    status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+    errorCode: result.code,
+    message: result.message,
   });
 }
 

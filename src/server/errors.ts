@@ -41,6 +41,9 @@ export function toConnectError(e: unknown): ConnectError {
         value: { reason: e.reason, domain: ERROR_DOMAIN, metadata: e.metadata },
       },
     ];
+    for (const detail of e.details) {
+      details.push({ desc: detail.desc, value: detail.value as never });
+    }
     if (e instanceof InvalidArgumentError) {
       details.push({
         desc: BadRequestSchema,

@@ -4,9 +4,8 @@
  * answers; RPCs that are not built yet are absent, which both transports
  * answer with UNIMPLEMENTED.
  */
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
   type BeforeToolCallEvent,
   type HookEvent,
@@ -15,25 +14,65 @@ import {
   OnCompleteEventSchema,
   OnErrorEventSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
-import type { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { InvalidArgumentError } from '../errors.js';
+import {
+  type DispatchStreamRequest,
+  type DispatchStreamResponse,
+  DispatchStreamResponseSchema,
+  type HandleRequest,
+  type HandleResponse,
+  HandleResponseSchema,
+  type HookService,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { evaluateControls } from '../hooks/control.js';
 import {
+  CriticalDeliveryError,
   type DispatchDeps,
   dispatchEvent,
   routeOf,
-  startNotifications,
+  runToolCallObservers,
 } from '../hooks/dispatch.js';
+import type { HandlerConnection } from '../hooks/handlers.js';
 import { resolveChain, validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
+import { AsyncQueue } from './async-queue.js';
+import { toConnectError } from './errors.js';
 
 /** Terminal reason after which `onError` follows `onComplete`. */
 export const ERROR_REASON = 'error';
 /** Parked reason for which `CompleteOperation` dispatches nothing and keeps handlers (as upstream). */
 export const ASYNC_TOOL_REASON = 'waiting_for_async_tool';
+/** Reason of a `Dispatch` of `beforeToolCall`, which only `DecideToolCall` runs. */
+export const USE_DECIDE_TOOL_CALL = 'USE_DECIDE_TOOL_CALL';
+/** Default bound of events in flight on one `DispatchStream`. */
+export const DEFAULT_STREAM_MAX_IN_FLIGHT = 64;
+
+/** Options of the service beyond the engine. */
+export interface HookServiceOptions {
+  /** Events in flight per `DispatchStream` before it stops reading. */
+  readonly streamMaxInFlight?: number;
+}
 
 /** Creates the HookService implementation over the hook engine. */
-export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeof HookService>> {
+export function createHookService(
+  deps: DispatchDeps,
+  options: HookServiceOptions = {},
+): Partial<ServiceImpl<typeof HookService>> {
+  const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
+
+  /** Validates and dispatches one notification event. */
+  const dispatchOne = (event: HookEvent | undefined, signal: AbortSignal, field = 'event') => {
+    const route = routeOf(event, field);
+    if (route.type === HookType.BEFORE_TOOL_CALL) {
+      throw new InvalidArgumentError(
+        `${field}.beforeToolCall`,
+        USE_DECIDE_TOOL_CALL,
+        'beforeToolCall is dispatched by DecideToolCall, which runs its controls, observers and mocks',
+      );
+    }
+    return dispatchEvent(deps, event as HookEvent, signal);
+  };
+
   return {
     async registerHooks(request) {
       const hookCount = await deps.registry.register(
@@ -45,20 +84,98 @@ export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeo
     },
 
     async unregisterHooks(request) {
+      validateOperationId(request.operationId);
+      const handlersDropped = deps.handlers.dropOperation(request.operationId) ? 1 : 0;
       const hooksPurged = await deps.registry.unregister(request.operationId, request.purge);
-      return { hooksPurged, handlersDropped: 0 };
+      return { hooksPurged, handlersDropped };
     },
 
     async listHooks(request) {
       validateOperationId(request.operationId);
       const { hooks, parentOperationId } = await deps.registry.hooksOf(request.operationId);
-      return { hooks, parentOperationId, handlerAttached: false };
+      return {
+        hooks,
+        parentOperationId,
+        handlerAttached: deps.handlers.isAttached(request.operationId),
+      };
     },
 
     async dispatch(request, ctx: HandlerContext) {
-      routeOf(request.event);
-      const outcomes = await dispatchEvent(deps, request.event as HookEvent, ctx.signal);
-      return { outcomes };
+      return { outcomes: await dispatchOne(request.event, ctx.signal) };
+    },
+
+    async *dispatchStream(requests: AsyncIterable<DispatchStreamRequest>, ctx: HandlerContext) {
+      const acks = new AsyncQueue<DispatchStreamResponse>();
+      // Events of one operation run one after another; operations run in parallel.
+      const tails = new Map<string, Promise<void>>();
+      let inFlight = 0;
+      let freed: (() => void) | undefined;
+      const release = () => {
+        inFlight -= 1;
+        freed?.();
+      };
+      const ackOf = async (request: DispatchStreamRequest): Promise<DispatchStreamResponse> => {
+        try {
+          const outcomes = await dispatchOne(request.event, ctx.signal);
+          return create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes });
+        } catch (e: unknown) {
+          const err = toConnectError(e);
+          return create(DispatchStreamResponseSchema, {
+            eventId: request.eventId,
+            outcomes: e instanceof CriticalDeliveryError ? e.outcomes : [],
+            error: {
+              code: err.code,
+              reason: e instanceof AgentHooksError ? e.reason : 'INTERNAL',
+              message: err.rawMessage,
+              hookId: e instanceof AgentHooksError ? (e.metadata.hookId ?? '') : '',
+            },
+          });
+        }
+      };
+      const reader = (async () => {
+        for await (const request of requests) {
+          // At the bound, stop reading: gRPC flow control then pushes back on the producer.
+          while (inFlight >= maxInFlight) {
+            await new Promise<void>((resolve) => {
+              freed = resolve;
+            });
+            freed = undefined;
+          }
+          inFlight += 1;
+          let key: string;
+          try {
+            key = routeOf(request.event).operationId;
+          } catch {
+            key = ''; // invalid events are acknowledged with their error, in arrival order
+          }
+          const previous = tails.get(key) ?? Promise.resolve();
+          const tail = previous.then(async () => acks.push(await ackOf(request)));
+          tails.set(key, tail);
+          void tail.then(() => {
+            if (tails.get(key) === tail) tails.delete(key);
+          });
+        }
+        await Promise.all(tails.values());
+      })();
+      const onAbort = () => acks.close();
+      ctx.signal.addEventListener('abort', onAbort);
+      reader.then(
+        () => acks.close(),
+        (e: unknown) => {
+          deps.logger.warn('dispatch stream ended with an error', { err: e });
+          acks.close();
+        },
+      );
+      try {
+        for await (const ack of acks) {
+          yield ack;
+          // An event stays in flight until its ack is handed to the transport.
+          release();
+        }
+        await reader;
+      } finally {
+        ctx.signal.removeEventListener('abort', onAbort);
+      }
     },
 
     async decideToolCall(request, ctx: HandlerContext) {
@@ -71,14 +188,17 @@ export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeo
         chain,
         ctx.signal,
       );
-      if (decision.outcome.case === 'allow') {
-        // Observers of an allowed call are started, not awaited (upstream dispatchBeforeToolCall).
-        await startNotifications(
-          deps,
-          create(HookEventSchema, {
-            event: { case: 'beforeToolCall', value: event as BeforeToolCallEvent },
-          }),
-        );
+      if (decision.outcome.case !== 'allow') return { decision, outcomes };
+      const observed = await runToolCallObservers(
+        deps,
+        create(HookEventSchema, {
+          event: { case: 'beforeToolCall', value: event as BeforeToolCallEvent },
+        }),
+        ctx.signal,
+      );
+      outcomes.push(...observed.outcomes);
+      if (observed.mock !== undefined) {
+        return { decision: { outcome: { case: 'mock', value: observed.mock } }, outcomes };
       }
       return { decision, outcomes };
     },
@@ -94,13 +214,7 @@ export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeo
         );
       }
       const chain = resolveChain(request.operationChain, event.context);
-      const { decision, outcomes } = await evaluateControls(
-        deps,
-        { type: HookType.AFTER_TOOL_CALL, event },
-        chain,
-        ctx.signal,
-      );
-      return { decision, outcomes };
+      return evaluateControls(deps, { type: HookType.AFTER_TOOL_CALL, event }, chain, ctx.signal);
     },
 
     async completeOperation(request, ctx: HandlerContext) {
@@ -116,24 +230,92 @@ export function createHookService(deps: DispatchDeps): Partial<ServiceImpl<typeo
       if (onComplete.reason === ASYNC_TOOL_REASON) {
         return { outcomes: [], handlersDropped: false };
       }
-      const outcomes: HookOutcome[] = await dispatchEvent(
-        deps,
-        { $typeName: HookEventSchema.typeName, event: { case: 'onComplete', value: onComplete } },
-        ctx.signal,
-      );
-      if (onComplete.reason === ERROR_REASON) {
-        // The four step and terminal events share field numbers, so the
-        // onComplete fields encode as the onError event.
-        const onError = fromBinary(OnErrorEventSchema, toBinary(OnCompleteEventSchema, onComplete));
-        outcomes.push(
-          ...(await dispatchEvent(
-            deps,
-            { $typeName: HookEventSchema.typeName, event: { case: 'onError', value: onError } },
-            ctx.signal,
-          )),
+      try {
+        const outcomes = await dispatchEvent(
+          deps,
+          create(HookEventSchema, { event: { case: 'onComplete', value: onComplete } }),
+          ctx.signal,
         );
+        if (onComplete.reason === ERROR_REASON) {
+          // The four step and terminal events share field numbers, so the
+          // onComplete fields encode as the onError event.
+          const onError = fromBinary(
+            OnErrorEventSchema,
+            toBinary(OnCompleteEventSchema, onComplete),
+          );
+          outcomes.push(
+            ...(await dispatchEvent(
+              deps,
+              create(HookEventSchema, { event: { case: 'onError', value: onError } }),
+              ctx.signal,
+            )),
+          );
+        }
+        return { outcomes, handlersDropped: true };
+      } finally {
+        // Handlers go with the terminal (or human-approval) state, as upstream's unregister in finally.
+        deps.handlers.dropOperation(onComplete.operationId);
       }
-      return { outcomes, handlersDropped: true };
+    },
+
+    async *handle(requests: AsyncIterable<HandleRequest>, ctx: HandlerContext) {
+      const out = new AsyncQueue<HandleResponse>();
+      const connection: HandlerConnection = { send: (message) => out.push(message) };
+      const send = (message: MessageInitShape<typeof HandleResponseSchema>) =>
+        out.push(create(HandleResponseSchema, message));
+      const onAbort = () => out.close();
+      ctx.signal.addEventListener('abort', onAbort);
+      const reader = (async () => {
+        for await (const request of requests) {
+          const m = request.message;
+          switch (m.case) {
+            case 'attach': {
+              m.value.operationIds.forEach((id, i) => {
+                validateOperationId(id, `attach.operationIds[${i}]`);
+              });
+              if (m.value.operationIds.length === 0) {
+                throw new InvalidArgumentError(
+                  'attach.operationIds',
+                  'OPERATION_ID_REQUIRED',
+                  'attach needs at least one operation id',
+                );
+              }
+              deps.handlers.attach(connection, m.value.operationIds);
+              send({
+                message: { case: 'attached', value: { operationIds: m.value.operationIds } },
+              });
+              break;
+            }
+            case 'detach':
+              deps.handlers.detach(connection, m.value.operationIds);
+              break;
+            case 'reply':
+              deps.handlers.reply(connection, m.value);
+              break;
+            default:
+              throw new InvalidArgumentError(
+                'message',
+                'HANDLE_MESSAGE_REQUIRED',
+                'a Handle message needs attach, detach or reply',
+              );
+          }
+        }
+      })();
+      let failure: unknown;
+      reader.then(
+        () => out.close(),
+        (e: unknown) => {
+          failure = e;
+          out.close();
+        },
+      );
+      try {
+        for await (const message of out) yield message;
+        if (failure !== undefined) throw failure;
+      } finally {
+        ctx.signal.removeEventListener('abort', onAbort);
+        deps.handlers.disconnect(connection);
+      }
     },
   };
 }

@@ -23,11 +23,13 @@ import {
 } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ListenAddress, ServeConfig } from '../config/config.js';
 import { EffectiveEnvironment } from '../config/environment.js';
+import { EmailEnricher } from '../delivery/email.js';
 import { WebhookSender } from '../delivery/webhook.js';
+import { HandlerHub } from '../hooks/handlers.js';
 import { HookRegistry } from '../hooks/registry.js';
 import type { Logger } from '../log.js';
 import { openSqliteStore } from '../store/sqlite.js';
-import type { HookStore } from '../store/store.js';
+import { createUserDirectory } from '../users/directory.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { createHealthService, HealthState, ServingStatus } from './health.js';
 import { createHookService } from './hook-service.js';
@@ -67,9 +69,17 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
     envFile: config.envFile,
     logger,
   });
-  const store: HookStore = openSqliteStore(config.dbPath);
+  const store = openSqliteStore(config.dbPath);
   // Templates and application URLs resolve from the effective environment at send time.
-  const sender = new WebhookSender({ env: () => environment.current().env });
+  // One pooled undici Agent, also set as the global dispatcher so the QStash SDK's fetch uses it.
+  const sender = new WebhookSender({
+    env: () => environment.current().env,
+    qstashUrl: config.qstashUrl,
+    globalDispatcher: true,
+    logger,
+  });
+  const directory = createUserDirectory(config, { users: store, logger });
+  const enricher = new EmailEnricher({ directory, logger });
   const registry = new HookRegistry(store);
   const health = new HealthState([HookService.typeName]);
   const hardStop = new AbortController();
@@ -81,12 +91,18 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
       throw new ConnectError('agenthooks is shutting down', Code.Unavailable, undefined, undefined);
     }
   };
-  const hookService = createHookService({
-    registry,
-    sender,
-    logger,
-    environmentHooks: () => environment.hooksOrThrow(),
-  }) as AnyServiceImpl;
+  const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
+  const hookService = createHookService(
+    {
+      registry,
+      sender,
+      logger,
+      environmentHooks: () => environment.hooksOrThrow(),
+      handlers,
+      enricher,
+    },
+    { streamMaxInFlight: config.streamMaxInFlight },
+  ) as AnyServiceImpl;
   const healthService = createHealthService(health, watchStop.signal) as unknown as AnyServiceImpl;
   const reflection = new ReflectionIndex(
     [
@@ -196,6 +212,7 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
       clearTimeout(timer);
       environment.close();
       await sender.close();
+      await directory.close();
       await store.close();
       logger.info('stopped');
     })();

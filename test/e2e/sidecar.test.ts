@@ -6,7 +6,11 @@ import type * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HookEvent, HookEventSchema, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { DispatchRequestSchema, HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  DecideToolCallRequestSchema,
+  DispatchRequestSchema,
+  HookService,
+} from '../../gen/agenthooks/v1/service_pb.js';
 import { routeOf } from '../../src/hooks/dispatch.js';
 import { type EventFixture, loadEventFixtures } from '../support/fixtures.js';
 import {
@@ -69,16 +73,39 @@ describe('the sidecar process, over gRPC from a proto-loader client', () => {
       const res = await unary(client, 'RegisterHooks', { operationId: route.operationId, hooks });
       expect(res.hookCount).toBeGreaterThanOrEqual(2);
     }
-    for (const f of fixtures) {
-      const res = await unary<{ outcomes: { hookId: string; status: string }[] }>(
-        client,
-        'Dispatch',
-        dispatchRequest(f.event),
-      );
-      expect(res.outcomes.map((o) => [o.hookId, o.status])).toEqual([
-        [`${f.hookType}-1`, 'HOOK_OUTCOME_STATUS_DELIVERED'],
-        [`${f.hookType}-2`, 'HOOK_OUTCOME_STATUS_DELIVERED'],
-      ]);
+    for (const [i, f] of fixtures.entries()) {
+      if (f.hookType === 'beforeToolCall') {
+        // Only DecideToolCall runs beforeToolCall: its observers are started, not awaited.
+        const res = await unary<{
+          decision: { outcome: string };
+          outcomes: { hookId: string; status: string }[];
+        }>(
+          client,
+          'DecideToolCall',
+          toLoaderObject(
+            DecideToolCallRequestSchema,
+            create(DecideToolCallRequestSchema, {
+              event: f.event.event.case === 'beforeToolCall' ? f.event.event.value : undefined,
+            }),
+          ),
+        );
+        expect(res.decision.outcome).toBe('allow');
+        expect(res.outcomes.map((o) => [o.hookId, o.status])).toEqual([
+          ['beforeToolCall-1', 'HOOK_OUTCOME_STATUS_SKIPPED'],
+          ['beforeToolCall-2', 'HOOK_OUTCOME_STATUS_SKIPPED'],
+        ]);
+      } else {
+        const res = await unary<{ outcomes: { hookId: string; status: string }[] }>(
+          client,
+          'Dispatch',
+          dispatchRequest(f.event),
+        );
+        expect(res.outcomes.map((o) => [o.hookId, o.status])).toEqual([
+          [`${f.hookType}-1`, 'HOOK_OUTCOME_STATUS_DELIVERED'],
+          [`${f.hookType}-2`, 'HOOK_OUTCOME_STATUS_DELIVERED'],
+        ]);
+      }
+      await receiver.waitForRequests(start + 2 * (i + 1));
     }
     const got = (await receiver.waitForRequests(start + 32)).slice(start);
     const expected = fixtures.flatMap((f: EventFixture) =>

@@ -1,0 +1,162 @@
+import { readFileSync } from 'node:fs';
+import type * as http from 'node:http';
+import { create } from '@bufbuild/protobuf';
+import type * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { HookEventSchema } from '../../gen/agenthooks/v1/events_pb.js';
+import { DispatchRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  type AnyClient,
+  hookClient,
+  type LoaderObject,
+  toLoaderObject,
+  unary,
+} from '../support/grpc-client.js';
+import { startReceiver } from '../support/receiver.js';
+import { killSidecar, startSidecar } from '../support/sidecar.js';
+
+/** An afterStep event in proto-loader's object form. */
+function afterStep(operationId: string, stepIndex: number): LoaderObject {
+  const event = create(HookEventSchema, {
+    event: { case: 'afterStep', value: { operationId, stepIndex } },
+  });
+  return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
+    .event as LoaderObject;
+}
+
+/** Resident set size of a process, in bytes, read from /proc. */
+function rssOf(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
+  return kb * 1024;
+}
+
+async function registerAll(client: AnyClient, ops: string[], url: string) {
+  for (const op of ops) {
+    await unary(client, 'RegisterHooks', {
+      operationId: op,
+      hooks: [{ id: `hook-${op}`, type: 'HOOK_TYPE_AFTER_STEP', webhook: { url } }],
+    });
+  }
+}
+
+/** Writes events, waiting for `drain` when the stream pushes back, and collects every ack. */
+async function stream(
+  client: AnyClient,
+  events: Iterable<[string, LoaderObject]>,
+  onWrite?: (accepted: boolean, written: number) => void,
+): Promise<LoaderObject[]> {
+  const call = client.DispatchStream() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+  const acks: LoaderObject[] = [];
+  const done = new Promise<void>((resolve, reject) => {
+    call.on('data', (a: LoaderObject) => acks.push(a));
+    call.on('end', resolve);
+    call.on('error', reject);
+  });
+  let written = 0;
+  for (const [eventId, event] of events) {
+    const accepted = call.write({ eventId, event });
+    written += 1;
+    onWrite?.(accepted, written);
+    if (!accepted) await new Promise((resolve) => call.once('drain', resolve));
+  }
+  call.end();
+  await done;
+  return acks;
+}
+
+describe('DispatchStream', () => {
+  it('delivers 10,000 events over 50 operations to the receiver in per-operation order', async () => {
+    const receiver = await startReceiver();
+    const sidecar = await startSidecar();
+    const client = hookClient(sidecar.grpc);
+    try {
+      const ops = Array.from({ length: 50 }, (_, i) => `op-stream-${i}`);
+      await registerAll(client, ops, `${receiver.url}/steps`);
+      function* events(): Generator<[string, LoaderObject]> {
+        for (let step = 0; step < 200; step++) {
+          for (const op of ops) yield [`${op}/${step}`, afterStep(op, step)];
+        }
+      }
+      const acks = await stream(client, events());
+      expect(acks).toHaveLength(10_000);
+      expect(acks.filter((a) => a.error)).toEqual([]);
+      expect(new Set(acks.map((a) => a.eventId)).size).toBe(10_000);
+      const seen = new Map<string, number[]>();
+      for (const r of receiver.requests) {
+        const body = r.json as { operationId: string; stepIndex: number };
+        seen.set(body.operationId, [...(seen.get(body.operationId) ?? []), body.stepIndex]);
+      }
+      expect(receiver.requests).toHaveLength(10_000);
+      for (const op of ops) {
+        expect(seen.get(op)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+      }
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  }, 120_000);
+
+  it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
+    const bound = 16;
+    const receiver = await startReceiver();
+    let concurrent = 0;
+    let maxConcurrent = 0;
+    let stalled = true;
+    const held: http.ServerResponse[] = [];
+    receiver.respond((_req, res) => {
+      concurrent += 1;
+      maxConcurrent = Math.max(maxConcurrent, concurrent);
+      res.on('finish', () => {
+        concurrent -= 1;
+      });
+      if (stalled) held.push(res);
+      else {
+        res.writeHead(204);
+        res.end();
+      }
+    });
+    const sidecar = await startSidecar({ args: ['--stream-max-in-flight', String(bound)] });
+    const client = hookClient(sidecar.grpc);
+    try {
+      const ops = Array.from({ length: 50 }, (_, i) => `op-bound-${i}`);
+      await registerAll(client, ops, `${receiver.url}/stall`);
+      const total = 100_000;
+      function* events(): Generator<[string, LoaderObject]> {
+        for (let i = 0; i < total; i++) {
+          const op = ops[i % ops.length] as string;
+          yield [String(i), afterStep(op, i)];
+        }
+      }
+      let writtenAtFirstPushBack = -1;
+      // Idle, after start-up and registration: the baseline growth is measured against.
+      const rssBefore = rssOf(sidecar.child.pid as number);
+      let rssPeak = 0;
+      const acks = await stream(client, events(), (accepted, written) => {
+        if (!accepted && writtenAtFirstPushBack < 0) {
+          writtenAtFirstPushBack = written;
+          // The producer is pushed back while the receiver holds the first requests.
+          expect(held.length).toBeLessThanOrEqual(bound);
+          stalled = false;
+          for (const res of held.splice(0)) {
+            res.writeHead(204);
+            res.end();
+          }
+        }
+        if (written % 10_000 === 0) rssPeak = Math.max(rssPeak, rssOf(sidecar.child.pid as number));
+      });
+      expect(acks).toHaveLength(total);
+      expect(maxConcurrent).toBeLessThanOrEqual(bound);
+      // Pushed back after the bound plus what gRPC's transport buffers (one HTTP/2
+      // flow-control window of 64 KiB, about 30 bytes an event here).
+      expect(writtenAtFirstPushBack).toBeGreaterThan(0);
+      expect(writtenAtFirstPushBack).toBeLessThanOrEqual(bound + 65_536 / 20);
+      expect(rssPeak - rssBefore).toBeLessThan(50 * 1024 * 1024);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  }, 300_000);
+});
