@@ -146,3 +146,19 @@ export function errorInfoOf(err: grpc.ServiceError): ErrorInfo | undefined {
   }
   return undefined;
 }
+
+/** Writes a plain JSON object as proto-loader's `google.protobuf.Struct` object form. */
+export function toLoaderStruct(value: Record<string, unknown>): LoaderObject {
+  return {
+    fields: Object.fromEntries(Object.entries(value).map(([k, v]) => [k, toLoaderValue(v)])),
+  };
+}
+
+function toLoaderValue(value: unknown): LoaderObject {
+  if (value === null) return { nullValue: 'NULL_VALUE' };
+  if (typeof value === 'number') return { numberValue: value };
+  if (typeof value === 'string') return { stringValue: value };
+  if (typeof value === 'boolean') return { boolValue: value };
+  if (Array.isArray(value)) return { listValue: { values: value.map(toLoaderValue) } };
+  return { structValue: toLoaderStruct(value as Record<string, unknown>) };
+}
