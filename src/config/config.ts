@@ -5,8 +5,10 @@
  * README's configuration table.
  */
 import { parseArgs } from 'node:util';
+import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
+import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
 
@@ -18,6 +20,23 @@ const HTTP_PROTOCOLS = new Set(['http:', 'https:']);
 
 /** The one parameter a `--users-postgres-query` must use: the user id. */
 const USER_ID_PARAMETER = '$1';
+
+/** Default of `--max-message-bytes`: 4 MiB, gRPC's usual receive limit. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+
+/** An environment variable name, as `--caller-env-allowlist` takes it (the `allowedEnvVars` rule). */
+const ENV_VAR_NAME = /^[A-Z_]\w*$/i;
+
+/** A `--socket-mode`: three or four octal digits. */
+const SOCKET_MODE = /^0?[0-7]{3}$/;
+
+/** Values a boolean option's variable takes. */
+const BOOLEAN_VALUES: Readonly<Record<string, boolean>> = {
+  true: true,
+  '1': true,
+  false: false,
+  '0': false,
+};
 
 /** One configuration option: its flag, variable, default and help text. */
 export interface OptionSpec {
@@ -31,6 +50,8 @@ export interface OptionSpec {
   readonly default?: string;
   /** May be given more than once (the variable takes a comma-separated list). */
   readonly multiple?: boolean;
+  /** A switch without a value; its variable takes `true`/`1` or `false`/`0`. */
+  readonly boolean?: boolean;
   /** One-line description. */
   readonly help: string;
 }
@@ -64,6 +85,33 @@ export const OPTIONS: readonly OptionSpec[] = [
     value: 'PATH',
     default: './data/agenthooks.db',
     help: 'SQLite database file (created with its folder if missing)',
+  },
+  {
+    flag: 'db-busy-timeout',
+    env: 'AGENTHOOKS_DB_BUSY_TIMEOUT',
+    value: 'SECONDS',
+    default: '1',
+    help: 'how long a write waits for a database lock before the call fails UNAVAILABLE (STORE_LOCKED); the wait blocks the sidecar',
+  },
+  {
+    flag: 'db-max-size',
+    env: 'AGENTHOOKS_DB_MAX_SIZE',
+    value: 'BYTES',
+    help: 'size cap of the database file; writes past it fail UNAVAILABLE (STORE_FULL)',
+  },
+  {
+    flag: 'store-check-interval',
+    env: 'AGENTHOOKS_STORE_CHECK_INTERVAL',
+    value: 'SECONDS',
+    default: '5',
+    help: 'how often health checks that the store can be written (NOT_SERVING while it cannot)',
+  },
+  {
+    flag: 'retention',
+    env: 'AGENTHOOKS_RETENTION',
+    value: 'DURATION',
+    default: '7d',
+    help: 'how long completed operations and published results are kept (e.g. 7d, 12h, 30m, 90s)',
   },
   {
     flag: 'env-file',
@@ -119,7 +167,95 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: DEFAULT_USERS_POSTGRES_QUERY,
     help: 'user directory query: $1 is the user id, the first column of the first row the email',
   },
+  {
+    flag: 'caller-env-allowlist',
+    env: 'AGENTHOOKS_CALLER_ENV_ALLOWLIST',
+    value: 'NAMES',
+    multiple: true,
+    help: "variables a caller hook's allowedEnvVars may name; none when off (environment hooks are not limited)",
+  },
+  {
+    flag: 'webhook-allow',
+    env: 'AGENTHOOKS_WEBHOOK_ALLOW',
+    value: 'RULES',
+    multiple: true,
+    help: 'hosts (*.suffix too), addresses or CIDRs webhooks may reach even when link-local or cloud metadata',
+  },
+  {
+    flag: 'webhook-deny',
+    env: 'AGENTHOOKS_WEBHOOK_DENY',
+    value: 'RULES',
+    multiple: true,
+    help: 'hosts (*.suffix too), addresses or CIDRs webhooks may never reach; wins over --webhook-allow',
+  },
+  {
+    flag: 'dns-server',
+    env: 'AGENTHOOKS_DNS_SERVER',
+    value: 'HOST:PORT',
+    help: 'DNS server that resolves webhook hosts for the destination check; off uses the system resolver',
+  },
+  {
+    flag: 'auth-token-file',
+    env: 'AGENTHOOKS_AUTH_TOKEN_FILE',
+    value: 'PATH',
+    help: 'file holding the bearer token every RPC but health must send (AGENTHOOKS_AUTH_TOKEN sets it directly)',
+  },
+  {
+    flag: 'reflection-public',
+    env: 'AGENTHOOKS_REFLECTION_PUBLIC',
+    value: '',
+    boolean: true,
+    help: 'serve server reflection without the bearer token',
+  },
+  {
+    flag: 'socket-mode',
+    env: 'AGENTHOOKS_SOCKET_MODE',
+    value: 'MODE',
+    default: '0660',
+    help: 'permissions (octal) of unix: gRPC sockets, set right after bind',
+  },
+  {
+    flag: 'socket-group',
+    env: 'AGENTHOOKS_SOCKET_GROUP',
+    value: 'GROUP',
+    help: 'group of unix: gRPC sockets (a name from /etc/group or a GID); off keeps the process group',
+  },
+  {
+    flag: 'tls-cert',
+    env: 'AGENTHOOKS_TLS_CERT',
+    value: 'PATH',
+    help: 'PEM certificate chain; with --tls-key, TCP gRPC and HTTP listeners serve TLS (not --health-listen)',
+  },
+  {
+    flag: 'tls-key',
+    env: 'AGENTHOOKS_TLS_KEY',
+    value: 'PATH',
+    help: 'PEM private key of --tls-cert',
+  },
+  {
+    flag: 'tls-client-ca',
+    env: 'AGENTHOOKS_TLS_CLIENT_CA',
+    value: 'PATH',
+    help: 'PEM CA certificates; TLS listeners then require a client certificate it signed (mutual TLS)',
+  },
+  {
+    flag: 'max-message-bytes',
+    env: 'AGENTHOOKS_MAX_MESSAGE_BYTES',
+    value: 'BYTES',
+    default: String(DEFAULT_MAX_MESSAGE_BYTES),
+    help: 'largest request message either transport accepts; larger ones answer RESOURCE_EXHAUSTED',
+  },
+  {
+    flag: 'max-hooks-per-operation',
+    env: 'AGENTHOOKS_MAX_HOOKS_PER_OPERATION',
+    value: 'N',
+    default: String(DEFAULT_MAX_HOOKS_PER_OPERATION),
+    help: 'most hooks one operation may have; RegisterHooks past it answers INVALID_ARGUMENT (TOO_MANY_HOOKS)',
+  },
 ];
+
+/** Variable holding the bearer token itself; a secret, so it has no flag (flags show in `ps`). */
+export const AUTH_TOKEN_VAR = 'AGENTHOOKS_AUTH_TOKEN';
 
 /** A listen address. */
 export type ListenAddress =
@@ -134,6 +270,14 @@ export interface ServeConfig {
   readonly dbPath: string;
   /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
   readonly envFile?: string;
+  /** Time a write waits for a database lock. */
+  readonly dbBusyTimeoutMs: number;
+  /** Size cap of the database file, in bytes. */
+  readonly dbMaxSizeBytes?: number;
+  /** Interval of the store health check. */
+  readonly storeCheckIntervalMs: number;
+  /** How long completed operations and published results are kept. */
+  readonly retentionMs: number;
   readonly shutdownGraceMs: number;
   /** Time a local handler has to reply. */
   readonly handlerTimeoutMs: number;
@@ -146,6 +290,48 @@ export interface ServeConfig {
   readonly usersPostgresUrl?: string;
   /** Query of the PostgreSQL user directory, with `$1` the user id. */
   readonly usersPostgresQuery: string;
+  /** Variables a caller hook's `allowedEnvVars` may name (`--caller-env-allowlist`); empty: none. */
+  readonly callerEnvAllowlist: readonly string[];
+  /** Webhook destinations allowed despite the default deny list (`--webhook-allow`). */
+  readonly webhookAllow: readonly string[];
+  /** Webhook destinations always denied (`--webhook-deny`). */
+  readonly webhookDeny: readonly string[];
+  /** DNS server (`host:port`) resolving webhook hosts; absent: the system resolver. */
+  readonly dnsServer?: string;
+  /** File holding the bearer token (`--auth-token-file`). */
+  readonly authTokenFile?: string;
+  /** The bearer token from `AGENTHOOKS_AUTH_TOKEN`. A secret: never log it. */
+  readonly authToken?: string;
+  /** Serve reflection without the token. */
+  readonly reflectionPublic: boolean;
+  /** Permissions of unix sockets. */
+  readonly socketMode: number;
+  /** Group of unix sockets, a name or a GID as given; absent: unchanged. */
+  readonly socketGroup?: string;
+  /** TLS of the TCP gRPC and HTTP listeners; absent: plaintext. */
+  readonly tls?: TlsFiles;
+  /** Largest request message, in bytes. */
+  readonly maxMessageBytes: number;
+  /** Most hooks one operation may have. */
+  readonly maxHooksPerOperation: number;
+}
+
+/** PEM files of the TLS listeners. */
+export interface TlsFiles {
+  readonly certFile: string;
+  readonly keyFile: string;
+  /** CA of client certificates; set means mutual TLS. */
+  readonly clientCaFile?: string;
+}
+
+/**
+ * Returns how an option is written on the command line: `--flag VALUE`, or
+ * `--flag` for a switch.
+ *
+ * @example optionSyntax(OPTIONS[0]) // '--grpc-listen ADDR'
+ */
+export function optionSyntax(o: OptionSpec): string {
+  return o.boolean === true ? `--${o.flag}` : `--${o.flag} ${o.value}`;
 }
 
 /** Returns the help text of `agenthooks serve`. */
@@ -159,7 +345,7 @@ export function serveHelp(): string {
     'Options:',
   ];
   for (const o of OPTIONS) {
-    const name = `--${o.flag} ${o.value}`;
+    const name = optionSyntax(o);
     const def = o.default === undefined ? '' : ` (default ${o.default})`;
     lines.push(`  ${name.padEnd(26)} ${o.help}${def}`);
     lines.push(`  ${''.padEnd(26)} env ${o.env}${o.multiple ? ' (comma-separated)' : ''}`);
@@ -177,18 +363,24 @@ export function parseServeConfig(
   args: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
 ): ServeConfig {
-  const options: Record<string, { type: 'string'; multiple?: boolean }> = {};
-  for (const o of OPTIONS) options[o.flag] = { type: 'string', multiple: o.multiple === true };
-  let values: Record<string, string | string[] | undefined>;
+  const options: Record<string, { type: 'string' | 'boolean'; multiple?: boolean }> = {};
+  for (const o of OPTIONS) {
+    options[o.flag] = {
+      type: o.boolean === true ? 'boolean' : 'string',
+      multiple: o.multiple === true,
+    };
+  }
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     values = parseArgs({ args: [...args], options, allowPositionals: false, strict: true })
-      .values as Record<string, string | string[] | undefined>;
+      .values as Record<string, string | string[] | boolean | undefined>;
   } catch (e: unknown) {
     throw new InvalidArgumentError('args', 'INVALID_FLAG', (e as Error).message, { cause: e });
   }
   const get = (flag: string): string[] => {
     const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
     const v = values[flag];
+    if (typeof v === 'boolean') return [String(v)];
     if (v !== undefined) return Array.isArray(v) ? v : [v];
     const fromEnv = env[spec.env];
     if (fromEnv !== undefined && fromEnv !== '') {
@@ -202,6 +394,20 @@ export function parseServeConfig(
     return spec.default === undefined ? [] : [spec.default];
   };
   const one = (flag: string): string | undefined => get(flag).at(-1);
+  // A list flag may also be given comma-separated, like its variable.
+  const list = (flag: string): string[] =>
+    get(flag)
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter(Boolean);
+  const bool = (flag: string): boolean => {
+    const text = (one(flag) ?? 'false').trim().toLowerCase();
+    const value = BOOLEAN_VALUES[text];
+    if (value === undefined) {
+      throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag} takes true or false`);
+    }
+    return value;
+  };
 
   const grpcListen = get('grpc-listen').map((a) => parseListen(a, 'grpc-listen', true));
   if (grpcListen.length === 0) {
@@ -246,6 +452,21 @@ export function parseServeConfig(
     );
   }
   const dbPath = one('db') as string;
+  const dbBusyTimeoutMs = positiveSeconds(one('db-busy-timeout'), 'db-busy-timeout', true);
+  const maxSize = one('db-max-size');
+  const dbMaxSizeBytes = maxSize === undefined ? undefined : Number(maxSize);
+  if (
+    dbMaxSizeBytes !== undefined &&
+    (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < 65_536)
+  ) {
+    throw new InvalidArgumentError(
+      'db-max-size',
+      'INVALID_FLAG',
+      '--db-max-size must be a whole number of bytes >= 65536',
+    );
+  }
+  const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
+  const retentionMs = parseDuration(one('retention') as string, 'retention');
   const qstashUrl = one('qstash-url') as string;
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(
@@ -271,7 +492,13 @@ export function parseServeConfig(
       `--users-postgres-query must use ${USER_ID_PARAMETER} for the user id`,
     );
   }
+  const security = parseSecurityOptions({ one, list, bool }, env);
   return Object.freeze({
+    ...security,
+    dbBusyTimeoutMs,
+    dbMaxSizeBytes,
+    storeCheckIntervalMs,
+    retentionMs,
     grpcListen: Object.freeze(grpcListen),
     healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
     httpListen:
@@ -316,4 +543,174 @@ export function parseListen(text: string, flag: string, allowUnix: boolean): Lis
     );
   }
   return { kind: 'tcp', host: (m[1] ?? m[2]) as string, port, text };
+}
+
+/** Parses a number of seconds (> 0, or >= 0 when `zero` is allowed) into milliseconds. */
+function positiveSeconds(text: string | undefined, flag: string, zero = false): number {
+  const seconds = Number(text);
+  if (!Number.isFinite(seconds) || seconds < 0 || (!zero && seconds === 0)) {
+    throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag} must be a number of seconds`);
+  }
+  return seconds * 1000;
+}
+
+const DURATION_UNITS_MS: Record<string, number> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+};
+
+/**
+ * Parses a duration such as `7d`, `12h`, `30m`, `90s`, `500ms` or a plain
+ * number of seconds into milliseconds.
+ *
+ * @throws InvalidArgumentError naming the flag.
+ */
+export function parseDuration(text: string, flag: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  const value = Number(m?.[1]);
+  if (m === null || !(value > 0)) {
+    throw new InvalidArgumentError(
+      flag,
+      'INVALID_FLAG',
+      `--${flag} must be a duration such as 7d, 12h, 30m or 90s`,
+    );
+  }
+  return value * (DURATION_UNITS_MS[m[2] ?? 's'] as number);
+}
+
+/** Readers of option values, as {@link parseServeConfig} builds them. */
+interface OptionReaders {
+  /** The last value of a flag, its variable or its default. */
+  one(flag: string): string | undefined;
+  /** Every value of a list flag, comma-separated values split. */
+  list(flag: string): string[];
+  /** A switch. */
+  bool(flag: string): boolean;
+}
+
+/** The options of issue "safe by default": secrets, destinations, authentication and limits. */
+type SecurityOptions = Pick<
+  ServeConfig,
+  | 'callerEnvAllowlist'
+  | 'webhookAllow'
+  | 'webhookDeny'
+  | 'dnsServer'
+  | 'authTokenFile'
+  | 'authToken'
+  | 'reflectionPublic'
+  | 'socketMode'
+  | 'socketGroup'
+  | 'tls'
+  | 'maxMessageBytes'
+  | 'maxHooksPerOperation'
+>;
+
+/** Parses and checks the security options. */
+function parseSecurityOptions(
+  { one, list, bool }: OptionReaders,
+  env: Readonly<Record<string, string | undefined>>,
+): SecurityOptions {
+  const callerEnvAllowlist = list('caller-env-allowlist');
+  const badName = callerEnvAllowlist.find((name) => !ENV_VAR_NAME.test(name));
+  if (badName !== undefined) {
+    throw new InvalidArgumentError(
+      'caller-env-allowlist',
+      'INVALID_FLAG',
+      `--caller-env-allowlist: ${badName} is not a variable name`,
+    );
+  }
+  const webhookAllow = list('webhook-allow');
+  const webhookDeny = list('webhook-deny');
+  for (const [flag, rules] of [
+    ['webhook-allow', webhookAllow],
+    ['webhook-deny', webhookDeny],
+  ] as const) {
+    try {
+      new DestinationPolicy({ [flag === 'webhook-allow' ? 'allow' : 'deny']: rules });
+    } catch (e: unknown) {
+      throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag}: ${(e as Error).message}`, {
+        cause: e,
+      });
+    }
+  }
+  const dnsServer = one('dns-server');
+  if (dnsServer !== undefined) parseListen(dnsServer, 'dns-server', false);
+
+  const authTokenFile = one('auth-token-file');
+  const authToken = env[AUTH_TOKEN_VAR] === '' ? undefined : env[AUTH_TOKEN_VAR];
+  if (authTokenFile !== undefined && authToken !== undefined) {
+    throw new InvalidArgumentError(
+      'auth-token-file',
+      'INVALID_FLAG',
+      `set either --auth-token-file or ${AUTH_TOKEN_VAR}, not both`,
+    );
+  }
+  if (authToken !== undefined && authToken.trim() === '') {
+    // The message never quotes the token.
+    throw new InvalidArgumentError(AUTH_TOKEN_VAR, 'INVALID_FLAG', `${AUTH_TOKEN_VAR} is blank`);
+  }
+
+  const modeText = one('socket-mode') as string;
+  if (!SOCKET_MODE.test(modeText)) {
+    throw new InvalidArgumentError(
+      'socket-mode',
+      'INVALID_FLAG',
+      '--socket-mode must be an octal mode such as 0660',
+    );
+  }
+
+  const certFile = one('tls-cert');
+  const keyFile = one('tls-key');
+  const clientCaFile = one('tls-client-ca');
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new InvalidArgumentError(
+      certFile === undefined ? 'tls-cert' : 'tls-key',
+      'INVALID_FLAG',
+      '--tls-cert and --tls-key go together',
+    );
+  }
+  if (clientCaFile !== undefined && certFile === undefined) {
+    throw new InvalidArgumentError(
+      'tls-client-ca',
+      'INVALID_FLAG',
+      '--tls-client-ca needs --tls-cert and --tls-key',
+    );
+  }
+
+  const maxMessageBytes = Number(one('max-message-bytes'));
+  if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1) {
+    throw new InvalidArgumentError(
+      'max-message-bytes',
+      'INVALID_FLAG',
+      '--max-message-bytes must be a whole number >= 1',
+    );
+  }
+  const maxHooksPerOperation = Number(one('max-hooks-per-operation'));
+  if (!Number.isSafeInteger(maxHooksPerOperation) || maxHooksPerOperation < 1) {
+    throw new InvalidArgumentError(
+      'max-hooks-per-operation',
+      'INVALID_FLAG',
+      '--max-hooks-per-operation must be a whole number >= 1',
+    );
+  }
+  return {
+    callerEnvAllowlist: Object.freeze(callerEnvAllowlist),
+    webhookAllow: Object.freeze(webhookAllow),
+    webhookDeny: Object.freeze(webhookDeny),
+    dnsServer,
+    authTokenFile,
+    authToken,
+    reflectionPublic: bool('reflection-public'),
+    socketMode: Number.parseInt(modeText, 8),
+    socketGroup: one('socket-group'),
+    tls:
+      certFile === undefined || keyFile === undefined
+        ? undefined
+        : Object.freeze({ certFile, keyFile, clientCaFile }),
+    maxMessageBytes,
+    maxHooksPerOperation,
+  };
 }

@@ -1,7 +1,10 @@
 /**
  * @module Direct HTTP delivery of webhooks (`delivery: fetch`, upstream
  * contract §4.1) over one pooled undici `Agent`: keep-alive connections,
- * pooled per origin, shared by every hook.
+ * pooled per origin, shared by every hook. Every connection the sender's
+ * own `Agent` opens goes through the destination check of
+ * `destination.ts`, on the address actually connected to; a refused one is a
+ * `destination_denied` failure.
  *
  * A delivery is one `POST` of `JSON.stringify(payload)` with
  * `content-type: application/json` and the hook's resolved headers. Redirects
@@ -34,6 +37,12 @@ import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from
 import { Delivery, Fallback, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
 import { type Logger, silentLogger } from '../log.js';
+import {
+  createGuardedConnector,
+  DestinationPolicy,
+  destinationDeniedError,
+  type Resolver,
+} from './destination.js';
 
 /** Request timeout in seconds when the webhook sets none (upstream default). */
 export const DEFAULT_TIMEOUT_SECONDS = 30;
@@ -126,7 +135,8 @@ export type DeliveryErrorCode =
   | 'timeout'
   | 'response_too_large'
   | 'invalid_response'
-  | 'cancelled';
+  | 'cancelled'
+  | 'destination_denied';
 
 /**
  * How a delivered notification went: `fetch` (a plain `POST`), `qstash`
@@ -188,6 +198,18 @@ export interface WebhookSenderOptions {
   globalDispatcher?: boolean;
   /** Where a QStash failure followed by a fallback is logged. Default: silent. */
   logger?: Logger;
+  /**
+   * Where the sender's own `Agent` may connect (`--webhook-allow`,
+   * `--webhook-deny`); a refused connection is a `destination_denied`
+   * failure. Default: link-local and cloud metadata addresses are refused.
+   * Not used with `dispatcher`.
+   */
+  destinations?: DestinationPolicy;
+  /**
+   * Resolves webhook host names before the destination check
+   * (`--dns-server`). Default: the system resolver. Not used with `dispatcher`.
+   */
+  resolver?: Resolver;
 }
 
 /**
@@ -346,7 +368,8 @@ export function discardBody(body: Dispatcher.ResponseData['body']): Promise<void
  * Sends one webhook `POST` and returns the 2xx response with its body unread,
  * or a failure: `configuration` (no request sent), `http_error` for any other
  * status (3xx included; its body goes to `options.discard`), `timeout`,
- * `cancelled` or `network_error`. Nothing is retried and redirects are not
+ * `cancelled`, `destination_denied` (the dispatcher refused the address
+ * before connecting) or `network_error`. Nothing is retried and redirects are not
  * followed. Never throws.
  *
  * The request is aborted, body included, when the webhook's timeout elapses
@@ -381,6 +404,10 @@ export async function postWebhook(
     // The caller's abort wins: a result nobody waits for is `cancelled`.
     if (signal?.aborted === true) return deliveryFailure('cancelled', startedAt);
     if (deadline.timedOut()) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
+    const denied = destinationDeniedError(e);
+    if (denied !== undefined) {
+      return deliveryFailure('destination_denied', startedAt, denied.diagnostic);
+    }
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
   try {
@@ -434,8 +461,16 @@ export class WebhookSender {
   /** Creates a sender; see {@link WebhookSenderOptions} for the defaults. */
   constructor(options: WebhookSenderOptions = {}) {
     // Agent defaults: keep-alive connections, one pool per origin, no
-    // redirects (undici follows them only through an interceptor).
-    this.#dispatcher = options.dispatcher ?? new Agent();
+    // redirects (undici follows them only through an interceptor). Every
+    // connection goes through the destination check, on the resolved address.
+    this.#dispatcher =
+      options.dispatcher ??
+      new Agent({
+        connect: createGuardedConnector(
+          options.destinations ?? new DestinationPolicy(),
+          options.resolver,
+        ),
+      });
     this.#ownsDispatcher = options.dispatcher === undefined;
     this.#env = options.env ?? (() => process.env);
     this.#logger = options.logger ?? silentLogger;

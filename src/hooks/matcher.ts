@@ -1,10 +1,15 @@
 /**
- * @module Tool matchers of hooks. A matcher is an unanchored JavaScript
- * regular expression, compiled without flags, tested against
+ * @module Tool matchers of hooks. A matcher is an unanchored regular
+ * expression in JavaScript syntax, compiled without flags, tested against
  * `${identifier}/${apiName}` of a tool event; an absent, empty or `*` matcher
- * matches every event (upstream contract §6, "Matcher").
+ * matches every event (upstream contract §6, "Matcher"). Unlike the
+ * reference system, matchers run on a linear-time engine (RE2, see
+ * `linear-regexp.ts`), so no matcher can stall the sidecar; a pattern that
+ * engine cannot run (backreferences, lookaround) is refused with
+ * `MATCHER_NOT_LINEAR`.
  */
-import { hasReason, InvalidArgumentError } from '../errors.js';
+import { InvalidArgumentError } from '../errors.js';
+import { compileLinearRegExp, type LinearRegExp, NotLinearError } from './linear-regexp.js';
 
 /**
  * Tells whether a hook applies to a tool event, from the event's `identifier`
@@ -18,6 +23,11 @@ const MATCHER_CACHE_SIZE = 1_000;
 /** Same reason and message as `REASON.INVALID_MATCHER` in `validate.ts`. */
 const INVALID_MATCHER_REASON = 'INVALID_MATCHER';
 const INVALID_MATCHER_MESSAGE = 'Invalid hook matcher regular expression';
+
+/** Same reason as `REASON.MATCHER_NOT_LINEAR` in `validate.ts`. */
+const MATCHER_NOT_LINEAR_REASON = 'MATCHER_NOT_LINEAR';
+const MATCHER_NOT_LINEAR_MESSAGE =
+  'Hook matcher cannot run on the linear-time engine (backreferences and lookaround are not supported)';
 
 const cache = new Map<string, ToolMatcher>();
 
@@ -56,16 +66,23 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     return cached;
   }
 
-  let regexp: RegExp;
+  let regexp: LinearRegExp;
   try {
-    regexp = new RegExp(matcher);
+    regexp = compileLinearRegExp(matcher);
   } catch (e: unknown) {
+    if (e instanceof NotLinearError) {
+      throw new InvalidArgumentError(
+        'matcher',
+        MATCHER_NOT_LINEAR_REASON,
+        MATCHER_NOT_LINEAR_MESSAGE,
+        { cause: e },
+      );
+    }
     throw new InvalidArgumentError('matcher', INVALID_MATCHER_REASON, INVALID_MATCHER_MESSAGE, {
       cause: e,
     });
   }
-  // No `g` or `y` flag, so `test` keeps no `lastIndex` state and one RegExp
-  // can be shared by every caller.
+  // A search keeps no state between calls, so one compiled matcher is shared by every caller.
   const compiled: ToolMatcher = function matchTool(identifier, apiName) {
     if (typeof identifier !== 'string' || typeof apiName !== 'string') return false;
     return regexp.test(`${identifier}/${apiName}`);
@@ -80,20 +97,34 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
 }
 
 /**
- * Returns true when `matcher` is accepted: `''`, `'*'`, or a source that
- * compiles as a JavaScript regular expression without flags.
+ * Checks a matcher the way registration does: `''`, `'*'`, or a source that
+ * compiles as a JavaScript regular expression without flags and runs on the
+ * linear-time engine.
+ *
+ * @throws InvalidArgumentError with field `matcher` and reason
+ *   `INVALID_MATCHER` or `MATCHER_NOT_LINEAR` (see {@link compileMatcher}).
+ * @example
+ * checkMatcher('^fs/'); // ok
+ * checkMatcher('(a)\\1'); // throws MATCHER_NOT_LINEAR
+ */
+export function checkMatcher(matcher: string): void {
+  compileMatcher(matcher);
+}
+
+/**
+ * Returns true when `matcher` is accepted by {@link checkMatcher}.
  *
  * @example
  * isValidMatcher('*'); // true
  * isValidMatcher('fs/(read'); // false
+ * isValidMatcher('(?=fs)'); // false: lookaround cannot run in linear time
  */
 export function isValidMatcher(matcher: string): boolean {
-  if (isWildcard(matcher)) return true;
   try {
-    compileMatcher(matcher);
+    checkMatcher(matcher);
     return true;
   } catch (e: unknown) {
-    if (hasReason(e, INVALID_MATCHER_REASON)) return false;
+    if (e instanceof InvalidArgumentError) return false;
     throw e;
   }
 }

@@ -1,31 +1,58 @@
 /**
- * @module The caller hooks of each operation: validated as a batch,
+ * @module The caller hooks of each operation: validated as a batch against
+ * the reference rules and the operator's policy, bounded per operation,
  * committed to the store before a registration answers, and read back
  * through a bounded cache. Store failures propagate; they are never read as
  * "no hooks".
  */
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { InvalidArgumentError } from '../errors.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
-import { validateHooks, validateOperationId } from './validate.js';
+import { REASON, type ValidationOptions, validateHooks, validateOperationId } from './validate.js';
 
 /** Operations whose hooks are kept in memory; older entries are read again from the store. */
 export const HOOK_CACHE_OPERATIONS = 10_000;
+
+/** Default of `--max-hooks-per-operation`. */
+export const DEFAULT_MAX_HOOKS_PER_OPERATION = 1_000;
+
+/** Options of a {@link HookRegistry}: the operator's policy for caller hooks. */
+export interface RegistryOptions extends ValidationOptions {
+  /** Most hooks one operation may have, existing and new together. Default 1,000. */
+  readonly maxHooksPerOperation?: number;
+}
 
 /** Registers, lists and drops caller hooks, with the store as the source of truth. */
 export class HookRegistry {
   readonly #store: HookStore;
   readonly #cache = new Map<string, OperationHooks>();
+  readonly #validation: ValidationOptions;
+  readonly #maxHooks: number;
+  /** The registration in progress per operation, so that count checks and appends do not interleave. */
+  readonly #registering = new Map<string, Promise<unknown>>();
 
-  /** Creates a registry over a store. */
-  constructor(store: HookStore) {
+  /**
+   * Creates a registry over a store. Without options it is strict: no
+   * variable may be named in `allowedEnvVars`, and the default limits apply.
+   */
+  constructor(store: HookStore, options: RegistryOptions = {}) {
     this.#store = store;
+    const { maxHooksPerOperation, ...validation } = options;
+    this.#validation = {
+      ...validation,
+      callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
+    };
+    this.#maxHooks = maxHooksPerOperation ?? DEFAULT_MAX_HOOKS_PER_OPERATION;
   }
 
   /**
    * Validates the whole batch, then appends it after the operation's hooks,
    * committed before this resolves. Resolves to the operation's hook count.
+   * Registrations of one operation run one after another on this sidecar,
+   * so the hook limit holds for concurrent calls.
    *
-   * @throws InvalidArgumentError naming the first invalid field; nothing is stored then.
+   * @throws InvalidArgumentError naming the first invalid field, or
+   *   `TOO_MANY_HOOKS` when the operation would exceed the limit; nothing is stored then.
    * @throws StoreUnavailableError when the store cannot commit.
    */
   async register(
@@ -34,13 +61,43 @@ export class HookRegistry {
     hooks: readonly Hook[],
   ): Promise<number> {
     validateOperationId(operationId);
-    validateHooks(hooks);
+    validateHooks(hooks, 'hooks', this.#validation);
+    if (hooks.length > this.#maxHooks) throw this.#tooMany(0, hooks.length);
+    const previous = this.#registering.get(operationId) ?? Promise.resolve();
+    const run = previous.then(
+      () => this.#append(operationId, parentOperationId, hooks),
+      () => this.#append(operationId, parentOperationId, hooks),
+    );
+    this.#registering.set(operationId, run);
+    try {
+      return await run;
+    } finally {
+      if (this.#registering.get(operationId) === run) this.#registering.delete(operationId);
+    }
+  }
+
+  /** Checks the operation's hook count, then appends; the caller serialises per operation. */
+  async #append(
+    operationId: string,
+    parentOperationId: string | undefined,
+    hooks: readonly Hook[],
+  ): Promise<number> {
     this.#cache.delete(operationId);
+    const existing = (await this.#store.listHooks(operationId)).hooks.length;
+    if (existing + hooks.length > this.#maxHooks) throw this.#tooMany(existing, hooks.length);
     try {
       return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks);
     } finally {
       this.#cache.delete(operationId);
     }
+  }
+
+  #tooMany(existing: number, adding: number): InvalidArgumentError {
+    return new InvalidArgumentError(
+      'hooks',
+      REASON.TOO_MANY_HOOKS,
+      `An operation can have at most ${this.#maxHooks} hooks (it has ${existing}, this request adds ${adding})`,
+    );
   }
 
   /** Returns the operation's hooks in registration order; empty for an unknown operation. */
@@ -59,6 +116,11 @@ export class HookRegistry {
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
     return loaded;
+  }
+
+  /** Forgets the cached hooks of operations (after they expired). */
+  forget(operationIds: readonly string[]): void {
+    for (const id of operationIds) this.#cache.delete(id);
   }
 
   /** Forgets the cached hooks of an operation; with `purge`, deletes its stored hooks too. */

@@ -6,6 +6,11 @@
  * Each failure is an {@link InvalidArgumentError} naming the offending field
  * by its JSON (camelCase) path, such as `hooks[2].webhook.url`, with a stable
  * reason from {@link REASON}.
+ *
+ * On top of the reference rules, agenthooks applies the operator's policy
+ * ({@link ValidationOptions}): which variables `allowedEnvVars` may name,
+ * which destinations a webhook URL may have, and size limits on matchers and
+ * headers. Matchers must also run on the linear-time engine.
  */
 import type { DescEnum } from '@bufbuild/protobuf';
 import { HookType, HookTypeSchema } from '../../gen/agenthooks/v1/events_pb.js';
@@ -20,8 +25,9 @@ import {
   ResponseHandlingSchema,
   type Webhook,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
+import type { DestinationPolicy } from '../delivery/destination.js';
 import { InvalidArgumentError } from '../errors.js';
-import { isValidMatcher } from './matcher.js';
+import { checkMatcher } from './matcher.js';
 
 /**
  * `ErrorInfo.reason` of every validation failure. Reasons are stable; clients
@@ -43,8 +49,14 @@ export const REASON = {
   MATCHER_NOT_ALLOWED: 'MATCHER_NOT_ALLOWED',
   /** The matcher does not compile as a JavaScript regular expression. */
   INVALID_MATCHER: 'INVALID_MATCHER',
+  /** The matcher is valid JavaScript but needs backtracking (a backreference or lookaround). */
+  MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
+  /** The matcher is longer than the limit (default 1,024 characters). */
+  MATCHER_TOO_LONG: 'MATCHER_TOO_LONG',
   /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
   INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
+  /** The webhook URL's host is a denied address or name (link-local, cloud metadata, `--webhook-deny`). */
+  WEBHOOK_DESTINATION_DENIED: 'WEBHOOK_DESTINATION_DENIED',
   /** The webhook timeout is not in (0, 2147483.647] seconds. */
   INVALID_WEBHOOK_TIMEOUT: 'INVALID_WEBHOOK_TIMEOUT',
   /** A webhook header name is not an HTTP token. */
@@ -53,8 +65,16 @@ export const REASON = {
   FORBIDDEN_HEADER: 'FORBIDDEN_HEADER',
   /** A webhook header value contains CR, LF or NUL. */
   INVALID_HEADER_VALUE: 'INVALID_HEADER_VALUE',
+  /** The webhook has more headers than the limit (default 64). */
+  TOO_MANY_HEADERS: 'TOO_MANY_HEADERS',
+  /** A header's name and value together are larger than the limit (default 8 KiB, UTF-8). */
+  HEADER_TOO_LARGE: 'HEADER_TOO_LARGE',
   /** An `allowedEnvVars` entry is not an environment variable name. */
   INVALID_ENV_VAR_NAME: 'INVALID_ENV_VAR_NAME',
+  /** An `allowedEnvVars` entry is not in the operator's `--caller-env-allowlist`. */
+  ENV_VAR_NOT_ALLOWED: 'ENV_VAR_NOT_ALLOWED',
+  /** The operation would have more hooks than `--max-hooks-per-operation`. */
+  TOO_MANY_HOOKS: 'TOO_MANY_HOOKS',
   /** A control hook uses QStash delivery. */
   CONTROL_REQUIRES_FETCH: 'CONTROL_REQUIRES_FETCH',
   /** A control hook sets `eventFields` or `body`. */
@@ -88,6 +108,10 @@ const MESSAGE = {
   INVALID_HEADER_NAME: 'Invalid webhook header name',
   INVALID_HEADER_VALUE: 'Webhook header values cannot contain CR, LF or NUL',
   INVALID_ENV_VAR_NAME: 'Invalid allowedEnvVars entry',
+  ENV_VAR_NOT_ALLOWED:
+    'allowedEnvVars may only name variables the operator allows (--caller-env-allowlist)',
+  WEBHOOK_DESTINATION_DENIED:
+    'Webhook URL points at a denied destination (link-local, cloud metadata or --webhook-deny)',
   CONTROL_REQUIRES_FETCH: 'toolCall response handling requires fetch delivery',
   CONTROL_PAYLOAD_OVERRIDE: 'Control hooks cannot filter or override the event payload',
   CONTROL_TYPE_NOT_ALLOWED: 'toolCall response handling requires beforeToolCall or afterToolCall',
@@ -104,6 +128,45 @@ export const RESERVED_HOOK_ID_PREFIX = 'server-env-webhook:';
 
 /** Largest webhook timeout in seconds: the largest `setTimeout` delay, 2^31 - 1 ms. */
 const MAX_WEBHOOK_TIMEOUT_SECONDS = 2_147_483.647;
+
+/** Size limits on one caller hook, beyond the reference system's rules. */
+export interface HookLimits {
+  /** Longest matcher, in UTF-16 code units (JavaScript string length). */
+  readonly maxMatcherLength: number;
+  /** Most headers one webhook may set. */
+  readonly maxHeaders: number;
+  /** Largest header, its name and value together, in UTF-8 bytes. */
+  readonly maxHeaderBytes: number;
+}
+
+/** Default {@link HookLimits}: 1,024-character matchers, 64 headers of at most 8 KiB each. */
+export const DEFAULT_HOOK_LIMITS: HookLimits = Object.freeze({
+  maxMatcherLength: 1_024,
+  maxHeaders: 64,
+  maxHeaderBytes: 8_192,
+});
+
+/**
+ * The operator's policy for caller hooks, applied on top of the reference
+ * rules. Environment hooks are the operator's own and are not checked
+ * against it.
+ */
+export interface ValidationOptions {
+  /**
+   * Variables a caller's `allowedEnvVars` may name (`--caller-env-allowlist`).
+   * Absent: any name (the reference behaviour); the registry passes an empty
+   * set by default, so that no variable is allowed.
+   */
+  readonly callerEnvAllowlist?: ReadonlySet<string>;
+  /**
+   * Checked against the host of an absolute webhook URL: a denied IP literal
+   * or host name is refused up front. Absent: not checked here (the sender
+   * still checks every connection).
+   */
+  readonly destinations?: DestinationPolicy;
+  /** Size limits; a missing field takes its {@link DEFAULT_HOOK_LIMITS} value. */
+  readonly limits?: Partial<HookLimits>;
+}
 
 /** Hook types that take a matcher (upstream `agentHook.ts`). */
 const MATCHER_TYPES: ReadonlySet<HookType> = new Set([
@@ -198,26 +261,36 @@ export function validateOperationId(id: string, field = 'operationId'): void {
  * for the rules.
  *
  * @param path JSON path of the list in the request, used in `field`.
+ * @param options The operator's policy; see {@link ValidationOptions}.
  * @throws InvalidArgumentError naming the offending field, such as `hooks[2].webhook.url`.
  * @example
  * validateHooks(request.hooks); // throws for hooks[2] if only that one is invalid
+ * validateHooks(request.hooks, 'hooks', { callerEnvAllowlist: new Set(['HOOK_TOKEN']) });
  */
-export function validateHooks(hooks: readonly Hook[], path = 'hooks'): void {
-  for (const [i, hook] of hooks.entries()) validateHook(hook, `${path}[${i}]`);
+export function validateHooks(
+  hooks: readonly Hook[],
+  path = 'hooks',
+  options: ValidationOptions = {},
+): void {
+  for (const [i, hook] of hooks.entries()) validateHook(hook, `${path}[${i}]`, options);
 }
 
 /**
  * Checks one hook, with the rules in this order: `id`, `type`, a handler or
- * webhook, `matcher`, webhook `url`, `timeout`, `headers`, `allowedEnvVars`,
- * the control rules (`toolCall` response handling), `onError: block`, and
- * finally undefined enum numbers.
+ * webhook, `matcher` (tool events only, length, syntax, linear-time),
+ * webhook `url` (then its destination), `timeout`, `headers` (count, then
+ * each name, value and size), `allowedEnvVars` (every name, then the
+ * allowlist), the control rules (`toolCall` response handling),
+ * `onError: block`, and finally undefined enum numbers.
  *
  * @param path JSON path of the hook in the request, used in `field`.
+ * @param options The operator's policy; see {@link ValidationOptions}.
  * @throws InvalidArgumentError naming the first offending field.
  * @example
  * validateHook(restoredHook, 'hook'); // field is e.g. 'hook.webhook.url'
  */
-export function validateHook(hook: Hook, path = 'hook'): void {
+export function validateHook(hook: Hook, path = 'hook', options: ValidationOptions = {}): void {
+  const limits = { ...DEFAULT_HOOK_LIMITS, ...options.limits };
   if (hook.id === '') {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_REQUIRED, MESSAGE.HOOK_ID_REQUIRED);
   }
@@ -243,19 +316,32 @@ export function validateHook(hook: Hook, path = 'hook'): void {
         MESSAGE.MATCHER_NOT_ALLOWED,
       );
     }
-    if (!isValidMatcher(hook.matcher)) {
+    if (hook.matcher.length > limits.maxMatcherLength) {
       throw new InvalidArgumentError(
         `${path}.matcher`,
-        REASON.INVALID_MATCHER,
-        MESSAGE.INVALID_MATCHER,
+        REASON.MATCHER_TOO_LONG,
+        `Hook matcher is longer than ${limits.maxMatcherLength} characters`,
       );
     }
+    try {
+      checkMatcher(hook.matcher);
+    } catch (e: unknown) {
+      if (!(e instanceof InvalidArgumentError)) throw e;
+      // Same reason and message, with the field's full path.
+      throw new InvalidArgumentError(`${path}.matcher`, e.reason, e.message, { cause: e.cause });
+    }
   }
-  if (hook.webhook !== undefined) validateWebhook(hook, hook.webhook, path);
+  if (hook.webhook !== undefined) validateWebhook(hook, hook.webhook, path, options, limits);
 }
 
 /** Checks the webhook part of `hook`; `hookPath` is the hook's JSON path. */
-function validateWebhook(hook: Hook, webhook: Webhook, hookPath: string): void {
+function validateWebhook(
+  hook: Hook,
+  webhook: Webhook,
+  hookPath: string,
+  options: ValidationOptions,
+  limits: HookLimits,
+): void {
   const path = `${hookPath}.webhook`;
   if (!isValidWebhookUrl(webhook.url)) {
     throw new InvalidArgumentError(
@@ -263,6 +349,17 @@ function validateWebhook(hook: Hook, webhook: Webhook, hookPath: string): void {
       REASON.INVALID_WEBHOOK_URL,
       MESSAGE.INVALID_WEBHOOK_URL,
     );
+  }
+  // An application-relative URL's host is only known at send time, where the sender checks it.
+  if (options.destinations !== undefined && !webhook.url.startsWith('/')) {
+    const host = new URL(webhook.url).hostname;
+    if (!options.destinations.check(host).allowed) {
+      throw new InvalidArgumentError(
+        `${path}.url`,
+        REASON.WEBHOOK_DESTINATION_DENIED,
+        MESSAGE.WEBHOOK_DESTINATION_DENIED,
+      );
+    }
   }
 
   const timeout = webhook.timeout;
@@ -277,7 +374,15 @@ function validateWebhook(hook: Hook, webhook: Webhook, hookPath: string): void {
     );
   }
 
-  for (const [name, value] of Object.entries(webhook.headers)) {
+  const headers = Object.entries(webhook.headers);
+  if (headers.length > limits.maxHeaders) {
+    throw new InvalidArgumentError(
+      `${path}.headers`,
+      REASON.TOO_MANY_HEADERS,
+      `A webhook can set at most ${limits.maxHeaders} headers`,
+    );
+  }
+  for (const [name, value] of headers) {
     const field = `${path}.headers[${JSON.stringify(name)}]`;
     if (!HEADER_NAME.test(name)) {
       throw new InvalidArgumentError(
@@ -301,6 +406,16 @@ function validateWebhook(hook: Hook, webhook: Webhook, hookPath: string): void {
         MESSAGE.INVALID_HEADER_VALUE,
       );
     }
+    if (
+      Buffer.byteLength(name, 'utf8') + Buffer.byteLength(value, 'utf8') >
+      limits.maxHeaderBytes
+    ) {
+      throw new InvalidArgumentError(
+        field,
+        REASON.HEADER_TOO_LARGE,
+        `A webhook header's name and value can be at most ${limits.maxHeaderBytes} bytes`,
+      );
+    }
   }
 
   webhook.allowedEnvVars.forEach((name, i) => {
@@ -312,6 +427,20 @@ function validateWebhook(hook: Hook, webhook: Webhook, hookPath: string): void {
       );
     }
   });
+  // The operator's allowlist comes after the reference rule, so a malformed
+  // name is reported as such wherever it is in the list.
+  const allowlist = options.callerEnvAllowlist;
+  if (allowlist !== undefined) {
+    webhook.allowedEnvVars.forEach((name, i) => {
+      if (!allowlist.has(name)) {
+        throw new InvalidArgumentError(
+          `${path}.allowedEnvVars[${i}]`,
+          REASON.ENV_VAR_NOT_ALLOWED,
+          MESSAGE.ENV_VAR_NOT_ALLOWED,
+        );
+      }
+    });
+  }
 
   const control = webhook.responseHandling === ResponseHandling.TOOL_CALL;
   if (control) {

@@ -35,10 +35,11 @@ export interface AddServiceOptions {
   /** Logs failures that are not the client's own cancellation. */
   readonly logger: Logger;
   /**
-   * Runs before each call; a thrown error answers the call without running
-   * the implementation (used to refuse calls while draining).
+   * Runs before each call with its request headers (the gRPC metadata); a
+   * thrown error answers the call without running the implementation (used
+   * to check the bearer token and to refuse calls while draining).
    */
-  readonly admit?: (method: DescMethod) => void;
+  readonly admit?: (method: DescMethod, requestHeader: Headers) => void;
 }
 
 /**
@@ -139,7 +140,7 @@ function createHandler(
         const ctx = contextFor(service, method, call, options.shutdownSignal);
         void (async () => {
           try {
-            options.admit?.(method);
+            options.admit?.(method, ctx.requestHeader);
             if (fn === undefined) throw unimplemented;
             const response = await fn(call.request, ctx);
             callback(null, response);
@@ -155,7 +156,7 @@ function createHandler(
         const ctx = contextFor(service, method, call, options.shutdownSignal);
         void (async () => {
           try {
-            options.admit?.(method);
+            options.admit?.(method, ctx.requestHeader);
             if (fn === undefined) throw unimplemented;
             await writeAll(call, fn(call.request, ctx) as AsyncIterable<object>, ctx.signal);
             call.end();
@@ -171,7 +172,7 @@ function createHandler(
         const ctx = contextFor(service, method, call, options.shutdownSignal);
         void (async () => {
           try {
-            options.admit?.(method);
+            options.admit?.(method, ctx.requestHeader);
             if (fn === undefined) throw unimplemented;
             // A Readable's default async iterator destroys the stream when the
             // requests end, which would drop the responses still to be written

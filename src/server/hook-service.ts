@@ -5,6 +5,7 @@
  * answer with UNIMPLEMENTED.
  */
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import {
   type BeforeToolCallEvent,
@@ -27,13 +28,13 @@ import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { evaluateControls } from '../hooks/control.js';
 import {
   CriticalDeliveryError,
-  type DispatchDeps,
   dispatchEvent,
   routeOf,
   runToolCallObservers,
 } from '../hooks/dispatch.js';
 import type { HandlerConnection } from '../hooks/handlers.js';
-import { resolveChain, validateToolCallContext } from '../hooks/tool-call.js';
+import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
+import { validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
 import { AsyncQueue } from './async-queue.js';
 import { toConnectError } from './errors.js';
@@ -42,6 +43,8 @@ import { toConnectError } from './errors.js';
 export const ERROR_REASON = 'error';
 /** Parked reason for which `CompleteOperation` dispatches nothing and keeps handlers (as upstream). */
 export const ASYNC_TOOL_REASON = 'waiting_for_async_tool';
+/** Prefix of the reasons of a parked (not terminal) operation, such as `waiting_for_human`. */
+export const PARKED_REASON_PREFIX = 'waiting_for';
 /** Reason of a `Dispatch` of `beforeToolCall`, which only `DecideToolCall` runs. */
 export const USE_DECIDE_TOOL_CALL = 'USE_DECIDE_TOOL_CALL';
 /** Default bound of events in flight on one `DispatchStream`. */
@@ -55,10 +58,11 @@ export interface HookServiceOptions {
 
 /** Creates the HookService implementation over the hook engine. */
 export function createHookService(
-  deps: DispatchDeps,
+  deps: ParkDeps,
   options: HookServiceOptions = {},
 ): Partial<ServiceImpl<typeof HookService>> {
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
+  const publisher = new DeferredPublisher();
 
   /** Validates and dispatches one notification event. */
   const dispatchOne = (event: HookEvent | undefined, signal: AbortSignal, field = 'event') => {
@@ -181,7 +185,7 @@ export function createHookService(
     async decideToolCall(request, ctx: HandlerContext) {
       const event = request.event;
       validateToolCallContext(event?.context, 'event.context');
-      const chain = resolveChain(request.operationChain, event.context);
+      const chain = await decisionChain(deps, request.operationChain, event.context);
       const { decision, outcomes } = await evaluateControls(
         deps,
         { type: HookType.BEFORE_TOOL_CALL, event: event as BeforeToolCallEvent },
@@ -213,8 +217,55 @@ export function createHookService(
           'the tool result is required',
         );
       }
-      const chain = resolveChain(request.operationChain, event.context);
+      const chain = await decisionChain(deps, request.operationChain, event.context);
       return evaluateControls(deps, { type: HookType.AFTER_TOOL_CALL, event }, chain, ctx.signal);
+    },
+
+    async parkToolCall(request) {
+      const { record, created } = await parkToolCall(
+        deps,
+        request.context,
+        request.operationChain,
+        request.kind,
+      );
+      return {
+        created,
+        record: {
+          context: record.context,
+          operationChain: [...record.chain],
+          kind: record.kind,
+          parkedAt: timestampFromMs(record.parkedAt),
+          finalResult: record.finalResult,
+        },
+      };
+    },
+
+    async publishDeferredResult(request, ctx: HandlerContext) {
+      if (request.toolCallId === '') {
+        throw new InvalidArgumentError(
+          'toolCallId',
+          'TOOL_CALL_ID_REQUIRED',
+          'toolCallId is required',
+        );
+      }
+      if (request.result === undefined) {
+        throw new InvalidArgumentError(
+          'result',
+          'TOOL_RESULT_REQUIRED',
+          'the tool result is required',
+        );
+      }
+      request.operationChain.forEach((id, i) => {
+        validateOperationId(id, `operationChain[${i}]`);
+      });
+      const { finalResult, published } = await publisher.publish(
+        deps,
+        request.toolCallId,
+        request.result,
+        request.operationChain,
+        ctx.signal,
+      );
+      return { finalResult, published };
     },
 
     async completeOperation(request, ctx: HandlerContext) {
@@ -229,6 +280,10 @@ export function createHookService(
       validateOperationId(onComplete.operationId, 'event.operationId');
       if (onComplete.reason === ASYNC_TOOL_REASON) {
         return { outcomes: [], handlersDropped: false };
+      }
+      if (!onComplete.reason.startsWith(PARKED_REASON_PREFIX)) {
+        // A terminal state starts the retention clock; a parked one (waiting_for_human) does not.
+        await deps.parks.markOperationCompleted(onComplete.operationId, deps.now());
       }
       try {
         const outcomes = await dispatchEvent(

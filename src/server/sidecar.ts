@@ -2,10 +2,14 @@
  * @module Wires a running sidecar: store, hook engine, the grpc-js listeners
  * (HookService, health, reflection), the health-only listener and the
  * HTTP/1.1 listener (Connect protocol, gRPC-Web, `/healthz`); and shuts it
- * down in order.
+ * down in order. Security is wired here too: the bearer token (every service
+ * but health; reflection unless public), TLS on TCP listeners, the mode and
+ * group of unix sockets, message size limits, and the caller-hook policy
+ * (variable allowlist, webhook destinations, hooks per operation).
  */
 import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import * as http from 'node:http';
+import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { file_google_protobuf_descriptor } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, type ConnectRouter, type Interceptor } from '@connectrpc/connect';
@@ -23,13 +27,17 @@ import {
 } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ListenAddress, ServeConfig } from '../config/config.js';
 import { EffectiveEnvironment } from '../config/environment.js';
+import { createDnsResolver, DestinationPolicy } from '../delivery/destination.js';
 import { EmailEnricher } from '../delivery/email.js';
 import { WebhookSender } from '../delivery/webhook.js';
+import { StoreUnavailableError } from '../errors.js';
 import { HandlerHub } from '../hooks/handlers.js';
 import { HookRegistry } from '../hooks/registry.js';
 import type { Logger } from '../log.js';
+import { startRetention } from '../store/retention.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import { createUserDirectory } from '../users/directory.js';
+import { createTokenCheck, readAuthToken } from './auth.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { createHealthService, HealthState, ServingStatus } from './health.js';
 import { createHookService } from './hook-service.js';
@@ -38,6 +46,14 @@ import {
   createReflectionService,
   ReflectionIndex,
 } from './reflection.js';
+import { StoreHealthMonitor } from './store-health.js';
+import {
+  bindUnixSocket,
+  grpcServerCredentials,
+  readTlsMaterial,
+  resolveGroup,
+  type TlsMaterial,
+} from './transport-security.js';
 
 /** Reason of a call refused because the sidecar is shutting down. */
 export const SHUTTING_DOWN_REASON = 'SHUTTING_DOWN';
@@ -64,12 +80,26 @@ export interface Sidecar {
  * @throws StoreUnavailableError when the database cannot be opened.
  */
 export async function startSidecar(config: ServeConfig, logger: Logger): Promise<Sidecar> {
+  // Security material first, so a bad token, certificate or group fails before anything opens.
+  const checkToken = createTokenCheck(readAuthToken(config));
+  const tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls);
+  const socket: UnixSocketOptions = {
+    mode: config.socketMode,
+    gid: config.socketGroup === undefined ? undefined : resolveGroup(config.socketGroup),
+  };
+  const destinations = new DestinationPolicy({
+    allow: config.webhookAllow,
+    deny: config.webhookDeny,
+  });
   const environment = new EffectiveEnvironment({
     processEnv: process.env,
     envFile: config.envFile,
     logger,
   });
-  const store = openSqliteStore(config.dbPath);
+  const store = openSqliteStore(config.dbPath, {
+    busyTimeoutMs: config.dbBusyTimeoutMs,
+    maxSizeBytes: config.dbMaxSizeBytes,
+  });
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent, also set as the global dispatcher so the QStash SDK's fetch uses it.
   const sender = new WebhookSender({
@@ -77,32 +107,70 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
     qstashUrl: config.qstashUrl,
     globalDispatcher: true,
     logger,
+    // Every connection is checked on the address it goes to (link-local and metadata refused).
+    destinations,
+    resolver: config.dnsServer === undefined ? undefined : createDnsResolver(config.dnsServer),
   });
   const directory = createUserDirectory(config, { users: store, logger });
   const enricher = new EmailEnricher({ directory, logger });
-  const registry = new HookRegistry(store);
+  const registry = new HookRegistry(store, {
+    callerEnvAllowlist: new Set(config.callerEnvAllowlist),
+    destinations,
+    maxHooksPerOperation: config.maxHooksPerOperation,
+  });
   const health = new HealthState([HookService.typeName]);
   const hardStop = new AbortController();
   const watchStop = new AbortController();
   let draining = false;
 
-  const admit = () => {
+  const admit = (_method: unknown, requestHeader: Headers) => {
+    // The token first: an unauthenticated caller learns nothing, not even that we are draining.
+    checkToken(requestHeader);
     if (draining) {
       throw new ConnectError('agenthooks is shutting down', Code.Unavailable, undefined, undefined);
     }
   };
   const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
-  const hookService = createHookService(
-    {
-      registry,
-      sender,
-      logger,
-      environmentHooks: () => environment.hooksOrThrow(),
-      handlers,
-      enricher,
+  // Health follows the store: NOT_SERVING while it cannot be written (checked on an
+  // interval, and at once after a call failed with a store error).
+  const storeHealth = new StoreHealthMonitor({
+    ping: () => store.ping(),
+    intervalMs: config.storeCheckIntervalMs,
+    logger,
+    onChange: (healthy) => {
+      if (!draining) health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
-    { streamMaxInFlight: config.streamMaxInFlight },
-  ) as AnyServiceImpl;
+  });
+  const retention = startRetention({
+    store,
+    retentionMs: config.retentionMs,
+    intervalMs: Math.min(RETENTION_SWEEP_INTERVAL_MS, Math.max(100, config.retentionMs / 4)),
+    batchSize: RETENTION_BATCH_SIZE,
+    onExpired: (operations) => {
+      registry.forget(operations);
+      logger.info('operations expired', { operations: operations.length });
+    },
+    onError: (e) => {
+      logger.warn('retention sweep failed', { err: e });
+      void storeHealth.check();
+    },
+  });
+  const hookService = watchStoreErrors(
+    createHookService(
+      {
+        registry,
+        sender,
+        logger,
+        environmentHooks: () => environment.hooksOrThrow(),
+        handlers,
+        enricher,
+        parks: store,
+        now: Date.now,
+      },
+      { streamMaxInFlight: config.streamMaxInFlight },
+    ) as AnyServiceImpl,
+    () => void storeHealth.check(),
+  );
   const healthService = createHealthService(health, watchStop.signal) as unknown as AnyServiceImpl;
   const reflection = new ReflectionIndex(
     [
@@ -120,32 +188,43 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
     ],
   );
 
-  const grpcServer = new grpc.Server();
+  const serverOptions: grpc.ServerOptions = {
+    'grpc.max_receive_message_length': config.maxMessageBytes,
+  };
+  const grpcServer = new grpc.Server(serverOptions);
   const common = { shutdownSignal: hardStop.signal, logger };
+  // Health stays open for kubelet probes; reflection needs the token unless --reflection-public.
+  const reflectionOptions = {
+    ...common,
+    admit: config.reflectionPublic
+      ? undefined
+      : (_method: unknown, requestHeader: Headers) => checkToken(requestHeader),
+  };
   addService(grpcServer, HookService, hookService, { ...common, admit });
   addService(grpcServer, Health, healthService, common);
   addService(
     grpcServer,
     ServerReflectionV1,
     createReflectionService(reflection) as AnyServiceImpl,
-    common,
+    reflectionOptions,
   );
   addService(
     grpcServer,
     ServerReflectionV1Alpha,
     createReflectionAlphaService(reflection) as AnyServiceImpl,
-    common,
+    reflectionOptions,
   );
   const servers: grpc.Server[] = [grpcServer];
   const grpcAddresses: string[] = [];
   for (const address of config.grpcListen) {
-    grpcAddresses.push(await bindGrpc(grpcServer, address));
+    grpcAddresses.push(await bindGrpc(grpcServer, address, { tls, socket }));
   }
   let healthAddress: string | undefined;
   if (config.healthListen !== undefined) {
-    const healthServer = new grpc.Server();
+    const healthServer = new grpc.Server(serverOptions);
     addService(healthServer, Health, healthService, common);
-    healthAddress = await bindGrpc(healthServer, config.healthListen);
+    // Plaintext: kubelet's gRPC probes speak neither TLS nor a token.
+    healthAddress = await bindGrpc(healthServer, config.healthListen, { socket });
     servers.push(healthServer);
   }
 
@@ -153,7 +232,7 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
   let httpAddress: string | undefined;
   if (config.httpListen !== undefined) {
     const refuseWhileDraining: Interceptor = (next) => async (req) => {
-      if (req.service.typeName === HookService.typeName) admit();
+      if (req.service.typeName === HookService.typeName) admit(undefined, req.header);
       return next(req);
     };
     const handler = connectNodeAdapter({
@@ -162,6 +241,7 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
         router.service(Health, healthService);
       },
       interceptors: [refuseWhileDraining],
+      readMaxBytes: config.maxMessageBytes,
       shutdownSignal: hardStop.signal,
       fallback(req, res) {
         if (req.url === '/healthz') {
@@ -174,7 +254,19 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
         res.end('not found\n');
       },
     });
-    httpServer = http.createServer(handler);
+    httpServer =
+      tls === undefined
+        ? http.createServer(handler)
+        : https.createServer(
+            {
+              cert: tls.cert,
+              key: tls.key,
+              ca: tls.clientCa,
+              requestCert: tls.clientCa !== undefined,
+              rejectUnauthorized: tls.clientCa !== undefined,
+            },
+            handler,
+          );
     httpAddress = await listenHttp(httpServer, config.httpListen);
   }
 
@@ -210,6 +302,8 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
             }),
       ]);
       clearTimeout(timer);
+      retention.stop();
+      storeHealth.stop();
       environment.close();
       await sender.close();
       await directory.close();
@@ -221,7 +315,52 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
   return { addresses, shutdown, reloadEnvironment: () => environment.reload('signal').generation };
 }
 
-async function bindGrpc(server: grpc.Server, address: ListenAddress): Promise<string> {
+/** Interval of the retention sweep, in milliseconds (shorter when the retention itself is short). */
+export const RETENTION_SWEEP_INTERVAL_MS = 60_000;
+/** Rows removed per retention transaction, so a sweep never stalls calls. */
+export const RETENTION_BATCH_SIZE = 200;
+
+/**
+ * Wraps the unary methods of a service so that a store failure triggers a
+ * store health check at once (health then turns NOT_SERVING without waiting
+ * for the interval). The error itself still reaches the caller.
+ */
+function watchStoreErrors(impl: AnyServiceImpl, onStoreError: () => void): AnyServiceImpl {
+  const wrapped: AnyServiceImpl = {};
+  for (const [name, method] of Object.entries(impl)) {
+    if (method.constructor.name !== 'AsyncFunction') {
+      wrapped[name] = method;
+      continue;
+    }
+    wrapped[name] = async (...args: unknown[]) => {
+      try {
+        return await method(...args);
+      } catch (e: unknown) {
+        if (e instanceof StoreUnavailableError) onStoreError();
+        throw e;
+      }
+    };
+  }
+  return wrapped;
+}
+
+/** Mode and group of unix sockets. */
+interface UnixSocketOptions {
+  readonly mode: number;
+  readonly gid?: number | undefined;
+}
+
+/** How a gRPC listener is secured: TLS for TCP addresses, mode and group for unix sockets. */
+interface BindSecurity {
+  readonly tls?: TlsMaterial | undefined;
+  readonly socket: UnixSocketOptions;
+}
+
+async function bindGrpc(
+  server: grpc.Server,
+  address: ListenAddress,
+  security: BindSecurity,
+): Promise<string> {
   let target: string;
   if (address.kind === 'unix') {
     removeStaleSocket(address.path);
@@ -231,12 +370,19 @@ async function bindGrpc(server: grpc.Server, address: ListenAddress): Promise<st
       ? `[${address.host}]:${address.port}`
       : `${address.host}:${address.port}`;
   }
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(target, grpc.ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
-    );
-  });
-  if (address.kind === 'unix') return target;
+  const credentials =
+    address.kind === 'unix'
+      ? grpc.ServerCredentials.createInsecure()
+      : grpcServerCredentials(security.tls);
+  const bind = () =>
+    new Promise<number>((resolve, reject) => {
+      server.bindAsync(target, credentials, (err, p) => (err ? reject(err) : resolve(p)));
+    });
+  if (address.kind === 'unix') {
+    await bindUnixSocket(address.path, security.socket.mode, security.socket.gid, bind);
+    return target;
+  }
+  const port = await bind();
   return target.replace(/:\d+$/, `:${port}`);
 }
 

@@ -1,44 +1,103 @@
 /**
- * @module The embedded {@link HookStore}: one SQLite file through
- * better-sqlite3, in WAL mode with `STRICT` tables and numbered migrations
- * (see `./migrations/`). Every SQLite specific stays in `src/store/`.
+ * @module The embedded store: one SQLite file through better-sqlite3, in WAL
+ * mode with `STRICT` tables and numbered migrations (see `./migrations/`). It
+ * implements every store interface of `./store.ts`; every SQLite specific
+ * stays in `src/store/`.
  *
  * better-sqlite3 is synchronous, so each method does its work in one
- * synchronous transaction and the `Promise` only carries the result; calls
- * are serialised on the event loop and never interleave inside a transaction.
+ * synchronous statement or transaction and the `Promise` only carries the
+ * result; calls are serialised on the event loop and never interleave inside
+ * a transaction. A lock held by another connection blocks the event loop for
+ * up to `busyTimeoutMs` before the call fails with `STORE_LOCKED`, so keep
+ * that timeout short.
+ *
+ * Recovery without a restart: a write that fails because the store is
+ * locked or full fails closed, and the next write succeeds once the lock is
+ * released or space is freed. A connection can also get stuck: SQLite opens a
+ * file it may not write read-only and keeps it so after the permissions are
+ * fixed, and a damaged or replaced file keeps failing on the old handle. For
+ * those (`STORE_READ_ONLY`, `STORE_CORRUPT`, `STORE_UNAVAILABLE`), `ping()`,
+ * and only `ping()`, opens a new connection to the existing file (same
+ * settings, migrations only if the schema is behind), checks that it can
+ * write, and swaps it in; until then the old connection keeps serving reads.
+ * The health check pings periodically, so the store recovers when the
+ * operator fixes the fault, while ordinary calls fail fast.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
-import Database from 'better-sqlite3';
+import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
-import { migrate } from './migrations/index.js';
+import {
+  assertEpochMs,
+  decodeResult,
+  encodeResult,
+  fromParkedCallRow,
+  toParkedCallRow,
+} from './parked-codec.js';
+import {
+  type ConnectionSettings,
+  type HookRow,
+  openConnection,
+  type SqliteConnection,
+  type StoredHookRow,
+} from './sqlite-connection.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
-import type { HookStore, OperationHooks, UserRecord, UserStore } from './store.js';
+import {
+  type ExpireResult,
+  type HookStore,
+  type NewParkedCall,
+  type OperationHooks,
+  type OperationState,
+  operationExpiredError,
+  type ParkedCallRecord,
+  type ParkOutcome,
+  type ParkStore,
+  type PublishOutcome,
+  parkedCallNotFoundError,
+  type RetentionStore,
+  type StoreErrorReason,
+  type UserRecord,
+  type UserStore,
+} from './store.js';
 
 /** Default of {@link SqliteStoreOptions.busyTimeoutMs}, in milliseconds. */
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
+
+/**
+ * Failures that a new connection can cure once the cause is gone: a file
+ * opened read-only stays read-only on its connection, and a replaced or
+ * damaged file keeps failing on the old handle. A lock or a full file is
+ * cured in place, without reopening.
+ */
+const REOPEN_REASONS: ReadonlySet<string> = new Set<StoreErrorReason>([
+  'STORE_READ_ONLY',
+  'STORE_CORRUPT',
+  'STORE_UNAVAILABLE',
+]);
 
 /** Options of {@link openSqliteStore}. */
 export interface SqliteStoreOptions {
   /**
    * How long a call waits for another connection's lock before it fails with
-   * `STORE_LOCKED`, in milliseconds (`PRAGMA busy_timeout`). A non-negative
-   * integer; default {@link DEFAULT_BUSY_TIMEOUT_MS}.
+   * `STORE_LOCKED`, in milliseconds (`PRAGMA busy_timeout`). The wait blocks
+   * the event loop. A non-negative integer; default {@link DEFAULT_BUSY_TIMEOUT_MS}.
    */
   readonly busyTimeoutMs?: number;
   /**
    * Largest size the database file may grow to, in bytes, rounded down to
    * whole pages (`PRAGMA max_page_count`); a write past it fails with
-   * `STORE_FULL`. A positive integer; default none (SQLite's own limit). It
-   * cannot shrink a file that is already larger.
+   * `STORE_FULL`. The limit belongs to the connection, not the file, so it
+   * is set again on every reopened connection, and another process opening
+   * the same file has its own. A positive integer; default none (SQLite's
+   * own limit). It cannot shrink a file that is already larger.
    */
   readonly maxSizeBytes?: number;
 }
 
-/** A {@link HookStore} and {@link UserStore} backed by one SQLite file. */
-export interface SqliteStore extends HookStore, UserStore {
+/** Every store interface, backed by one SQLite file. */
+export interface SqliteStore extends HookStore, UserStore, ParkStore, RetentionStore {
   /** Path of the database file, as given to {@link openSqliteStore}. */
   readonly path: string;
 }
@@ -46,13 +105,15 @@ export interface SqliteStore extends HookStore, UserStore {
 /**
  * Opens (creating it and its parent directory when missing) the SQLite
  * database at `path`, configures the connection and runs the migrations it
- * needs.
+ * needs. A file the process may read but not write opens read-only: reads
+ * work, writes and `ping()` fail with `STORE_READ_ONLY` until the permissions
+ * are fixed and `ping()` reopens it.
  *
  * @throws StoreUnavailableError when the file cannot be opened or migrated,
  *   with reason `STORE_NEWER_THAN_CODE` when a newer agenthooks wrote it.
  * @throws RangeError when an option is out of range.
  * @example
- * const store = openSqliteStore('/var/lib/agenthooks/agenthooks.db', { busyTimeoutMs: 2000 });
+ * const store = openSqliteStore('/var/lib/agenthooks/agenthooks.db', { busyTimeoutMs: 200 });
  */
 export function openSqliteStore(path: string, options: SqliteStoreOptions = {}): SqliteStore {
   const busyTimeoutMs = options.busyTimeoutMs ?? DEFAULT_BUSY_TIMEOUT_MS;
@@ -63,164 +124,38 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   if (maxSizeBytes !== undefined && (!Number.isSafeInteger(maxSizeBytes) || maxSizeBytes <= 0)) {
     throw new RangeError(`maxSizeBytes must be a positive integer, got ${maxSizeBytes}`);
   }
-  let db: Database.Database | undefined;
+  const settings: ConnectionSettings = {
+    busyTimeoutMs,
+    ...(maxSizeBytes === undefined ? {} : { maxSizeBytes }),
+    create: true,
+  };
   try {
     mkdirSync(dirname(path), { recursive: true });
-    db = new Database(path);
-    configure(db, busyTimeoutMs, maxSizeBytes);
-    migrate(db);
-    return new SqliteHookStore(path, db);
+    return new SqliteStoreImpl(path, settings, openConnection(path, settings));
   } catch (e: unknown) {
-    const error = storeErrorFromSqlite(e, `open the store at ${path}`);
-    db?.close();
-    throw error;
+    throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
 }
 
-/** Sets up a fresh connection; order matters, see each comment. */
-function configure(
-  db: Database.Database,
-  busyTimeoutMs: number,
-  maxSizeBytes: number | undefined,
-): void {
-  // Waits this long for another connection's lock instead of failing at once
-  // with SQLITE_BUSY. Set first, so that the pragmas below wait as well.
-  db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-  // Write-ahead log: readers and the writer do not block each other, and a
-  // commit is one append to the -wal file (better-sqlite3 docs/performance.md).
-  // The mode is stored in the file, so this only switches a new database.
-  db.pragma('journal_mode = WAL');
-  // In WAL mode, NORMAL syncs at checkpoints rather than at every commit: a
-  // commit survives a crash of this process (SIGKILL included); only an OS
-  // crash or power loss can undo the last commits (https://sqlite.org/pragma.html#pragma_synchronous).
-  db.pragma('synchronous = NORMAL');
-  // SQLite leaves foreign keys off unless each connection asks; the cascade
-  // from operations to hooks needs them.
-  db.pragma('foreign_keys = ON');
-  if (maxSizeBytes !== undefined) {
-    // A per-connection limit, not stored in the file; a write that would grow
-    // the file past it fails with SQLITE_FULL.
-    const pageSize = db.pragma('page_size', { simple: true }) as number;
-    db.pragma(`max_page_count = ${Math.max(1, Math.floor(maxSizeBytes / pageSize))}`);
-  }
-}
-
-/** A hook ready to insert: its canonical proto3 JSON and the two columns copied from it. */
-interface HookRow {
-  readonly hookId: string;
-  readonly hookType: number;
-  readonly config: string;
-}
-
-/** A `hooks` row as read back. */
-interface StoredHookRow {
-  readonly seq: number;
-  readonly hook_id: string;
-  readonly hook_type: number;
-  readonly config: string;
-}
-
-/** What one read transaction of {@link SqliteHookStore.listHooks} sees. */
-interface StoredOperation {
-  readonly parentId: string | null;
-  readonly rows: StoredHookRow[];
-}
-
-class SqliteHookStore implements SqliteStore {
+class SqliteStoreImpl implements SqliteStore {
   readonly path: string;
-  readonly #db: Database.Database;
-  readonly #append: Database.Transaction<
-    (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => number
-  >;
-  readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
-  readonly #delete: Database.Transaction<(operationId: string, now: number) => number>;
-  readonly #probe: Database.Statement<[]>;
-  readonly #selectEmail: Database.Statement<[string], { email: string | null }>;
-  readonly #upsertUsers: Database.Transaction<
-    (users: readonly UserRecord[], now: number) => number
-  >;
+  readonly #settings: ConnectionSettings;
+  #connection: SqliteConnection;
+  #closed = false;
 
-  constructor(path: string, db: Database.Database) {
+  constructor(path: string, settings: ConnectionSettings, connection: SqliteConnection) {
     this.path = path;
-    this.#db = db;
-
-    // Every statement is prepared once, here, for the life of the connection.
-    // The first non-empty parent wins: an existing parent_id is never replaced.
-    const upsertOperation = db.prepare<[string, string | null, number, number]>(
-      `INSERT INTO operations (id, parent_id, created_at, updated_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET
-         parent_id = coalesce(operations.parent_id, excluded.parent_id),
-         updated_at = excluded.updated_at`,
-    );
-    const countHooks = db.prepare<[string], { count: number; last: number }>(
-      'SELECT count(*) AS count, coalesce(max(seq), 0) AS last FROM hooks WHERE operation_id = ?',
-    );
-    const insertHook = db.prepare<[string, number, string, number, string]>(
-      'INSERT INTO hooks (operation_id, seq, hook_id, hook_type, config) VALUES (?, ?, ?, ?, ?)',
-    );
-    const selectParent = db.prepare<[string], { parent_id: string | null }>(
-      'SELECT parent_id FROM operations WHERE id = ?',
-    );
-    const selectHooks = db.prepare<[string], StoredHookRow>(
-      'SELECT seq, hook_id, hook_type, config FROM hooks WHERE operation_id = ? ORDER BY seq',
-    );
-    const deleteHooks = db.prepare<[string]>('DELETE FROM hooks WHERE operation_id = ?');
-    const touchOperation = db.prepare<[number, string]>(
-      'UPDATE operations SET updated_at = ? WHERE id = ?',
-    );
-    // A write statement that changes nothing: it still reads the schema and
-    // takes the write lock, so it fails on a locked, read-only or damaged file.
-    this.#probe = db.prepare<[]>('UPDATE operations SET updated_at = updated_at WHERE 0');
-    this.#selectEmail = db.prepare<[string], { email: string | null }>(
-      'SELECT email FROM users WHERE id = ?',
-    );
-    const upsertUser = db.prepare<[string, string | null, number]>(
-      `INSERT INTO users (id, email, updated_at) VALUES (?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET email = excluded.email, updated_at = excluded.updated_at`,
-    );
-
-    // Transactions stay synchronous (better-sqlite3 runs them as one
-    // BEGIN..COMMIT and rolls back when the function throws).
-    this.#append = db.transaction(
-      (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => {
-        upsertOperation.run(operationId, parentId, now, now);
-        const existing = countHooks.get(operationId) ?? { count: 0, last: 0 };
-        let seq = existing.last;
-        for (const row of rows) {
-          seq += 1;
-          insertHook.run(operationId, seq, row.hookId, row.hookType, row.config);
-        }
-        return existing.count + rows.length;
-      },
-    );
-    // One read transaction, so that the parent and the hooks come from the
-    // same snapshot.
-    this.#list = db.transaction((operationId: string): StoredOperation => {
-      const parentId = selectParent.get(operationId)?.parent_id ?? null;
-      return { parentId, rows: selectHooks.all(operationId) };
-    });
-    // One transaction for a whole import: all users or none.
-    this.#upsertUsers = db.transaction((users: readonly UserRecord[], now: number) => {
-      for (const user of users) upsertUser.run(user.id, user.email, now);
-      return users.length;
-    });
-    // The operation row stays (with its parent): only the hooks are purged.
-    this.#delete = db.transaction((operationId: string, now: number) => {
-      const { changes } = deleteHooks.run(operationId);
-      if (changes > 0) {
-        touchOperation.run(now, operationId);
-      }
-      return changes;
-    });
+    // A reopened connection must find the file: never create an empty one.
+    this.#settings = { ...settings, create: false };
+    this.#connection = connection;
   }
 
   async lookupUserEmail(userId: string): Promise<string | null> {
-    return this.#run('look up a user', () => this.#selectEmail.get(userId)?.email ?? null);
+    return this.#run('look up a user', (c) => c.lookupUserEmail(userId));
   }
 
   async upsertUsers(users: readonly UserRecord[]): Promise<number> {
-    // IMMEDIATE for the same reason as appendHooks: busy_timeout applies up front.
-    return this.#run('import users', () => this.#upsertUsers.immediate(users, Date.now()));
+    return this.#run('import users', (c) => c.upsertUsers(users, Date.now()));
   }
 
   async appendHooks(
@@ -228,54 +163,154 @@ class SqliteHookStore implements SqliteStore {
     parentOperationId: string | undefined,
     hooks: readonly Hook[],
   ): Promise<number> {
-    return this.#run('append hooks', () => {
-      const rows = hooks.map(toHookRow);
-      const parentId =
-        parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-      // IMMEDIATE takes the write lock up front, where busy_timeout applies.
-      // A deferred transaction that has already read does not wait at its
-      // first write (SQLite skips the busy handler there, and in WAL mode
-      // fails with SQLITE_BUSY_SNAPSHOT if another commit came in between).
-      return this.#append.immediate(operationId, parentId, rows, Date.now());
-    });
+    const rows = hooks.map(toHookRow);
+    const parentId =
+      parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
+    return this.#run('append hooks', (c) => c.appendHooks(operationId, parentId, rows, Date.now()));
   }
 
   async listHooks(operationId: string): Promise<OperationHooks> {
-    const { parentId, rows } = this.#run('list hooks', () => this.#list.deferred(operationId));
+    const { status, parentId, rows } = this.#run('list hooks', (c) => c.listHooks(operationId));
+    if (status === 'expired') {
+      throw operationExpiredError(operationId);
+    }
     const hooks = rows.map((row) => fromHookRow(operationId, row));
     return parentId === null ? { hooks } : { hooks, parentOperationId: parentId };
   }
 
   async deleteHooks(operationId: string): Promise<number> {
-    return this.#run('delete hooks', () => this.#delete.immediate(operationId, Date.now()));
+    return this.#run('delete hooks', (c) => c.deleteHooks(operationId, Date.now()));
+  }
+
+  async parkCall(record: NewParkedCall): Promise<ParkOutcome> {
+    const row = toParkedCallRow(record);
+    // The call's own operation first, then the chain; each once.
+    const operationIds = [...new Set([record.operationId, ...record.chain])];
+    const existing = this.#run('park a tool call', (c) => c.parkCall(row, operationIds));
+    if (existing !== undefined) {
+      return { record: fromParkedCallRow(existing), created: false };
+    }
+    const { toolCallId, operationId, chain, kind, context, parkedAt } = record;
+    return {
+      record: { toolCallId, operationId, chain: [...chain], kind, context, parkedAt },
+      created: true,
+    };
+  }
+
+  async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
+    const row = this.#run('read a parked call', (c) => c.getParkedCall(toolCallId));
+    return row === undefined ? undefined : fromParkedCallRow(row);
+  }
+
+  async publishResult(
+    toolCallId: string,
+    result: ToolResult,
+    publishedAt: number,
+  ): Promise<PublishOutcome> {
+    assertEpochMs('publishedAt', publishedAt);
+    const bytes = encodeResult(result);
+    const outcome = this.#run('publish a deferred result', (c) =>
+      c.publish(toolCallId, bytes, publishedAt),
+    );
+    if (outcome === undefined) {
+      throw parkedCallNotFoundError(toolCallId);
+    }
+    if (outcome.published) {
+      return { published: true, finalResult: result };
+    }
+    return { published: false, finalResult: decodeResult(toolCallId, outcome.stored) };
+  }
+
+  async operationState(operationIds: readonly string[]): Promise<Map<string, OperationState>> {
+    const statuses =
+      operationIds.length === 0
+        ? new Map<string, OperationState>()
+        : this.#run('read operation states', (c) => c.operationStatuses(operationIds));
+    return new Map(operationIds.map((id) => [id, statuses.get(id) ?? 'unknown']));
+  }
+
+  async markOperationCompleted(operationId: string, at: number): Promise<void> {
+    assertEpochMs('at', at);
+    this.#run('complete an operation', (c) => c.markCompleted(operationId, at));
+  }
+
+  async expireBefore(cutoff: number, batchSize: number): Promise<ExpireResult> {
+    assertEpochMs('cutoff', cutoff);
+    if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
+      throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+    }
+    return this.#run('expire old records', (c) => c.expire(cutoff, batchSize, Date.now()));
   }
 
   async ping(): Promise<void> {
-    this.#run('check the store', () => this.#probe.run());
+    let failure: AgentHooksError;
+    try {
+      this.#connection.probe();
+      return;
+    } catch (e: unknown) {
+      failure = this.#error(e, 'check the store');
+    }
+    if (this.#closed || !REOPEN_REASONS.has(failure.reason)) {
+      throw failure;
+    }
+    this.#reopen();
   }
 
   async close(): Promise<void> {
-    if (!this.#db.open) {
+    if (this.#closed) {
       return;
     }
+    this.#closed = true;
     try {
-      // Lets SQLite refresh the planner statistics this connection found
-      // missing; recommended before closing (https://sqlite.org/lang_analyze.html).
-      this.#db.pragma('optimize');
+      this.#connection.close();
     } catch (e: unknown) {
-      throw storeErrorFromSqlite(e, 'optimize the store before closing', this.#db);
-    } finally {
-      this.#db.close();
+      throw storeErrorFromSqlite(e, 'optimize the store before closing');
     }
   }
 
-  /** Runs `fn` and turns whatever it throws into a domain error. */
-  #run<T>(action: string, fn: () => T): T {
+  /**
+   * Opens a new connection to the file and swaps it in if it can write; the
+   * old one is closed then. When the new one cannot write either, it is
+   * closed and the old one stays, still serving reads.
+   */
+  #reopen(): void {
+    let fresh: SqliteConnection | undefined;
     try {
-      return fn();
+      fresh = openConnection(this.path, this.#settings);
+      fresh.probe();
     } catch (e: unknown) {
-      throw storeErrorFromSqlite(e, action, this.#db);
+      const error = storeErrorFromSqlite(e, 'reopen the store');
+      closeQuietly(fresh);
+      throw error;
     }
+    const stale = this.#connection;
+    this.#connection = fresh;
+    closeQuietly(stale);
+  }
+
+  /** Runs `fn` on the current connection and turns whatever it throws into a domain error. */
+  #run<T>(action: string, fn: (connection: SqliteConnection) => T): T {
+    try {
+      return fn(this.#connection);
+    } catch (e: unknown) {
+      throw this.#error(e, action);
+    }
+  }
+
+  #error(e: unknown, action: string): AgentHooksError {
+    return storeErrorFromSqlite(e, action, this.#connection.db);
+  }
+}
+
+/** Closes a connection that is being replaced; its failure changes nothing for the caller. */
+function closeQuietly(connection: SqliteConnection | undefined): void {
+  if (connection === undefined || !connection.db.open) {
+    return;
+  }
+  try {
+    connection.close();
+  } catch (_e: unknown) {
+    // close() closed the handle even though `PRAGMA optimize` failed.
   }
 }
 

@@ -1,11 +1,15 @@
 /**
- * @module The store interface of agenthooks: where an operation's caller hooks
- * are persisted. It is asynchronous so that a shared PostgreSQL store can sit
- * behind it later; the embedded SQLite store is in `./sqlite.ts`. Every method
- * rejects with an `AgentHooksError` (a `StoreUnavailableError` when the store
- * cannot be used); a failure is never answered as "no hooks".
+ * @module The store interfaces of agenthooks: where an operation's caller hooks,
+ * its lifecycle and its parked tool calls are persisted. They are asynchronous
+ * so that a shared PostgreSQL store can sit behind them later; the embedded
+ * SQLite store is in `./sqlite.ts`. Every method rejects with an
+ * `AgentHooksError` (a `StoreUnavailableError` when the store cannot be used);
+ * a failure is never answered as "no hooks" or "not parked".
  */
+import type { ToolCallContext, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import type { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
+import { AgentHooksError } from '../errors.js';
 
 /** An operation's persisted hooks and its parent, as {@link HookStore.listHooks} returns them. */
 export interface OperationHooks {
@@ -27,17 +31,33 @@ export interface HookStore {
    * Appends hooks after the operation's existing ones, all or nothing, committed before it
    * resolves; creates the operation row if needed; keeps the first non-empty
    * parentOperationId. Resolves to the operation's hook count after the append.
+   *
+   * @throws AgentHooksError `OPERATION_EXPIRED` when the operation is a
+   *   retention tombstone: hooks added to it would never apply.
    */
   appendHooks(
     operationId: string,
     parentOperationId: string | undefined,
     hooks: readonly Hook[],
   ): Promise<number>;
-  /** The operation's hooks in registration order (empty for an unknown operation). */
+  /**
+   * The operation's hooks in registration order (empty for an unknown
+   * operation). The hooks and the operation's state are read in one snapshot.
+   *
+   * @throws AgentHooksError `OPERATION_EXPIRED` when retention expired the
+   *   operation: its hooks are gone, and "no hooks" would be a wrong answer.
+   */
   listHooks(operationId: string): Promise<OperationHooks>;
   /** Deletes the operation's hooks (purge); resolves to how many were deleted. */
   deleteHooks(operationId: string): Promise<number>;
-  /** Cheap check that the store can be read and written (for health). */
+  /**
+   * Checks that the store can be written now (for health): takes the write
+   * lock and writes a probe that needs a fresh page, then rolls it back, so it
+   * fails with `STORE_LOCKED`, `STORE_READ_ONLY`, `STORE_FULL`,
+   * `STORE_CORRUPT` or `STORE_UNAVAILABLE` exactly when a write would. A
+   * backend may repair its connection here (the SQLite store reopens a
+   * connection stuck read-only or broken); other methods never do.
+   */
   ping(): Promise<void>;
   /** Closes the store; every later call rejects with `STORE_CLOSED`. Closing twice is a no-op. */
   close(): Promise<void>;
@@ -89,3 +109,213 @@ export type StoreErrorReason =
   | 'STORE_UNAVAILABLE'
   | 'STORE_CLOSED'
   | 'STORE_NEWER_THAN_CODE';
+
+/** Why a tool-call context or result stored with a parked call cannot be used. */
+export const TOOL_CALL_CONTEXT_UNAVAILABLE = 'TOOL_CALL_CONTEXT_UNAVAILABLE';
+/** Message of {@link TOOL_CALL_CONTEXT_UNAVAILABLE}, as upstream words it. */
+export const TOOL_CALL_CONTEXT_UNAVAILABLE_MESSAGE =
+  'Cannot evaluate afterToolCall: tool call context is unavailable';
+/** Reason of a publication for a tool call that has no parked record. */
+export const PARKED_CALL_NOT_FOUND = 'PARKED_CALL_NOT_FOUND';
+/** Reason of a write or read for an operation that retention has expired. */
+export const OPERATION_EXPIRED = 'OPERATION_EXPIRED';
+
+/**
+ * Returns the error for a parked call whose stored context, result or chain
+ * does not decode: `failed_precondition`, {@link TOOL_CALL_CONTEXT_UNAVAILABLE},
+ * with the decoding failure as `cause`.
+ *
+ * @example throw toolCallContextUnavailableError('call-1', e);
+ */
+export function toolCallContextUnavailableError(
+  toolCallId: string,
+  cause: unknown,
+): AgentHooksError {
+  return new AgentHooksError(
+    'failed_precondition',
+    TOOL_CALL_CONTEXT_UNAVAILABLE,
+    TOOL_CALL_CONTEXT_UNAVAILABLE_MESSAGE,
+    { cause, metadata: { toolCallId } },
+  );
+}
+
+/**
+ * Returns the error for a publication without a parked record:
+ * `not_found`, {@link PARKED_CALL_NOT_FOUND}.
+ *
+ * @example throw parkedCallNotFoundError('call-1');
+ */
+export function parkedCallNotFoundError(toolCallId: string): AgentHooksError {
+  return new AgentHooksError(
+    'not_found',
+    PARKED_CALL_NOT_FOUND,
+    'no parked call has this tool call id',
+    { metadata: { toolCallId } },
+  );
+}
+
+/**
+ * Returns the error for an operation that retention has expired:
+ * `failed_precondition`, {@link OPERATION_EXPIRED}.
+ *
+ * @example throw operationExpiredError('op-1');
+ */
+export function operationExpiredError(operationId: string): AgentHooksError {
+  return new AgentHooksError(
+    'failed_precondition',
+    OPERATION_EXPIRED,
+    `operation ${operationId} has expired; its hooks are gone, so no decision can be made`,
+    { metadata: { operationId } },
+  );
+}
+
+/**
+ * The durable record of a parked tool call (`ParkToolCall`): what a later
+ * decision or publication needs on any restarted sidecar.
+ */
+export interface ParkedCallRecord {
+  /** The call's native tool call id; the record's key. */
+  readonly toolCallId: string;
+  /** The operation that made the call. */
+  readonly operationId: string;
+  /** Operations whose caller hooks apply, oldest first (the call's operation first). */
+  readonly chain: readonly string[];
+  /** Why the call is parked; never `PARK_KIND_UNSPECIFIED`. */
+  readonly kind: ParkKind;
+  /** The call's context as it was when parked. */
+  readonly context: ToolCallContext;
+  /** When the call was parked, in epoch milliseconds. */
+  readonly parkedAt: number;
+  /** The first final result published into the placeholder; absent while the call waits. */
+  readonly finalResult?: ToolResult;
+  /** When {@link ParkedCallRecord.finalResult} was published, in epoch milliseconds. */
+  readonly publishedAt?: number;
+}
+
+/** A record to park: a {@link ParkedCallRecord} without a result yet. */
+export type NewParkedCall = Omit<ParkedCallRecord, 'finalResult' | 'publishedAt'>;
+
+/** Answer of {@link ParkStore.parkCall}. */
+export interface ParkOutcome {
+  /** The stored record: the first one when the call was already parked. */
+  readonly record: ParkedCallRecord;
+  /** True when this call created the record. */
+  readonly created: boolean;
+}
+
+/** Answer of {@link ParkStore.publishResult}. */
+export interface PublishOutcome {
+  /** True for the one call that wrote the placeholder. */
+  readonly published: boolean;
+  /** The result in the placeholder: this call's, or the first one published. */
+  readonly finalResult: ToolResult;
+}
+
+/**
+ * Where an operation is in its life, as retention sees it.
+ * - `active`: known, not completed.
+ * - `completed`: completed; its hooks stay until retention expires it.
+ * - `expired`: a tombstone; its hooks are gone and a decision must fail closed.
+ * - `unknown`: the store has no row for it (no hooks, no park, no completion).
+ */
+export type OperationState = 'active' | 'completed' | 'expired' | 'unknown';
+
+/**
+ * The lifecycle of operations: completion starts the retention clock, and a
+ * decision checks that no operation of its chain has expired.
+ *
+ * @example
+ * await ops.markOperationCompleted('op-1', Date.now());
+ * (await ops.operationState(['op-1', 'op-2'])).get('op-2'); // 'unknown'
+ */
+export interface OperationLifecycleStore {
+  /**
+   * Marks the operation completed at `at` (epoch milliseconds), creating its
+   * row when missing; a later completion moves `completed_at` forward. An
+   * expired operation stays expired. Committed before it resolves.
+   *
+   * @throws RangeError when `at` is not a safe integer.
+   */
+  markOperationCompleted(operationId: string, at: number): Promise<void>;
+  /**
+   * The state of each operation, read in one snapshot; every id given is a
+   * key of the map (`unknown` when the store has no row for it).
+   */
+  operationState(operationIds: readonly string[]): Promise<Map<string, OperationState>>;
+}
+
+/**
+ * Persists parked tool calls and their deferred-result placeholders, and
+ * (through {@link OperationLifecycleStore}) the state of their operations.
+ *
+ * @example
+ * const { record, created } = await parks.parkCall({ toolCallId, operationId, chain, kind, context, parkedAt: Date.now() });
+ * const { published, finalResult } = await parks.publishResult(toolCallId, result, Date.now());
+ */
+export interface ParkStore extends OperationLifecycleStore {
+  /**
+   * Inserts the record unless one exists for its tool call id, committed
+   * before it resolves; creates the operation rows of the chain (and of
+   * `operationId`) when missing. Resolves to the stored record (the first
+   * one) and whether this call created it.
+   *
+   * @throws AgentHooksError `OPERATION_EXPIRED` when a new record names an
+   *   expired operation (nothing is written).
+   * @throws RangeError when the record is malformed: an empty id or chain
+   *   entry, an unspecified kind, a context of another tool call id, or a
+   *   time that is not a safe integer.
+   */
+  parkCall(record: NewParkedCall): Promise<ParkOutcome>;
+  /**
+   * The record, or undefined when the call was never parked (or its published
+   * record was removed by retention).
+   *
+   * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` (failed_precondition,
+   *   message `Cannot evaluate afterToolCall: tool call context is unavailable`)
+   *   when the stored context, result or chain does not decode.
+   */
+  getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined>;
+  /**
+   * Publishes `result` into the empty placeholder, atomically: of all the
+   * calls for one tool call id, across processes sharing the store, exactly
+   * one resolves `{ published: true }`; the others resolve
+   * `{ published: false }` with the first result. Committed before it resolves.
+   *
+   * @throws AgentHooksError `PARKED_CALL_NOT_FOUND` (not_found) when no record exists.
+   * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` when the first
+   *   result is stored but does not decode.
+   */
+  publishResult(
+    toolCallId: string,
+    result: ToolResult,
+    publishedAt: number,
+  ): Promise<PublishOutcome>;
+}
+
+/** Answer of one {@link RetentionStore.expireBefore} batch. */
+export interface ExpireResult {
+  /** Operations that became tombstones in this batch (drop them from caches). */
+  readonly operations: string[];
+  /** How many published parked calls this batch deleted. */
+  readonly parkedCalls: number;
+}
+
+/**
+ * Removes what retention no longer needs to keep.
+ *
+ * @example
+ * const { operations } = await retention.expireBefore(Date.now() - SEVEN_DAYS_MS, 100);
+ */
+export interface RetentionStore {
+  /**
+   * Removes one small batch, in its own short write transaction: at most
+   * `batchSize` completed operations with `completed_at < cutoff` and no
+   * parked call still waiting on them (their hooks are deleted and the row
+   * stays as an `expired` tombstone), and at most `batchSize` parked calls
+   * published before `cutoff`. Call it again while a batch comes back full.
+   *
+   * @throws RangeError when `cutoff` is not a safe integer or `batchSize` is
+   *   not a positive integer.
+   */
+  expireBefore(cutoff: number, batchSize: number): Promise<ExpireResult>;
+}

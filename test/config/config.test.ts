@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OPTIONS, parseServeConfig, serveHelp } from '../../src/config/config.js';
+import { OPTIONS, optionSyntax, parseServeConfig, serveHelp } from '../../src/config/config.js';
 
 const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
 
@@ -68,10 +68,10 @@ describe('serve configuration', () => {
   it('documents every option in serve --help and in the README table', () => {
     const help = serveHelp();
     for (const o of OPTIONS) {
-      expect(help).toContain(`--${o.flag} ${o.value}`);
+      expect(help).toContain(optionSyntax(o));
       expect(help).toContain(o.env);
       const row = [
-        `\`--${o.flag} ${o.value}\``,
+        `\`${optionSyntax(o)}\``,
         `\`${o.env}\``,
         o.default === undefined ? 'off' : `\`${o.default}\``,
         o.help,

@@ -475,7 +475,10 @@ describe('header templates of controls', () => {
     const db = tempDbPath();
     const envFile = join(dirname(db), 'hooks.env');
     writeFileSync(envFile, 'POLICY_TOKEN=from-env-file\n');
-    const sidecar = await startSidecar({ db, args: ['--env-file', envFile] });
+    const sidecar = await startSidecar({
+      db,
+      args: ['--env-file', envFile, '--caller-env-allowlist', 'POLICY_TOKEN,MISSING_TOKEN'],
+    });
     const client = hookClient(sidecar.grpc);
     try {
       const control = (id: string, header: string) => ({

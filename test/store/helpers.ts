@@ -8,18 +8,27 @@ import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach } from 'vitest';
-import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  Executor,
+  HookType,
+  type ToolCallContext,
+  ToolCallContextSchema,
+  type ToolResult,
+  ToolResultSchema,
+} from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type Hook,
   HookSchema,
   OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
 import {
   openSqliteStore,
   type SqliteStore,
   type SqliteStoreOptions,
 } from '../../src/store/sqlite.js';
+import type { NewParkedCall } from '../../src/store/store.js';
 
 /** What {@link useTempStore} hands each test. */
 export interface TempStore {
@@ -109,4 +118,48 @@ export function thrownBy(fn: () => unknown): unknown {
     return e;
   }
   throw new Error('expected the call to throw');
+}
+
+/** Builds the context of a server tool call made by `operationId`, with a few arguments. */
+export function toolCallContext(toolCallId: string, operationId = 'op-1'): ToolCallContext {
+  return create(ToolCallContextSchema, {
+    toolCallId,
+    assistantMessageId: 'msg-1',
+    identifier: 'github',
+    apiName: 'create_issue',
+    args: { title: 'Flaky test', labels: ['ci'], priority: 2 },
+    callIndex: 1,
+    stepIndex: 2,
+    operationId,
+    executor: Executor.SERVER,
+    threadId: 'thread-1',
+  });
+}
+
+/** Builds a tool result with the given content. */
+export function toolResult(content: string, success = true): ToolResult {
+  return create(ToolResultSchema, {
+    content,
+    success,
+    state: { type: 'done' },
+    error: { kind: { case: 'stringValue', value: success ? '' : 'tool_failed' } },
+    executionTime: 12.5,
+  });
+}
+
+/** Builds a record to park: a deferred call of `chain[0]` (default `op-1`) parked at `parkedAt`. */
+export function parkedCall(
+  toolCallId: string,
+  chain: readonly string[] = ['op-1'],
+  parkedAt = 1_000,
+): NewParkedCall {
+  const operationId = chain[0] ?? 'op-1';
+  return {
+    toolCallId,
+    operationId,
+    chain,
+    kind: ParkKind.DEFERRED,
+    context: toolCallContext(toolCallId, operationId),
+    parkedAt,
+  };
 }

@@ -1,8 +1,9 @@
 import { existsSync, writeFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS, migrate, SCHEMA_VERSION } from '../../src/store/migrations/index.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
-import { thrownBy, useTempStore, webhookHook } from './helpers.js';
+import { parkedCall, thrownBy, useTempStore, webhookHook } from './helpers.js';
 
 describe('store migrations', () => {
   const temp = useTempStore();
@@ -20,12 +21,90 @@ describe('store migrations', () => {
     expect(tables).toEqual([
       { name: 'hooks', strict: 1 },
       { name: 'operations', strict: 1 },
+      { name: 'parked_call_operations', strict: 1 },
+      { name: 'parked_calls', strict: 1 },
+      { name: 'probe', strict: 1 },
       { name: 'users', strict: 1 },
     ]);
     expect(raw.pragma('foreign_key_list(hooks)')).toMatchObject([
       { table: 'operations', from: 'operation_id', to: 'id', on_delete: 'CASCADE' },
     ]);
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+  });
+
+  it('creates the parked-call tables, lifecycle columns and partial indexes of version 3', () => {
+    temp.open();
+    const raw = temp.raw();
+
+    expect(
+      raw
+        .prepare(
+          "SELECT name, type, dflt_value FROM pragma_table_info('operations') WHERE cid >= 4",
+        )
+        .all(),
+    ).toEqual([
+      { name: 'status', type: 'TEXT', dflt_value: "'active'" },
+      { name: 'completed_at', type: 'INTEGER', dflt_value: null },
+    ]);
+    expect(raw.pragma('foreign_key_list(parked_calls)')).toMatchObject([
+      { table: 'operations', from: 'operation_id', to: 'id' },
+    ]);
+    expect(
+      (
+        raw.pragma('foreign_key_list(parked_call_operations)') as {
+          table: string;
+          on_delete: string;
+        }[]
+      )
+        .map((fk) => [fk.table, fk.on_delete])
+        .sort(),
+    ).toEqual([
+      ['operations', 'NO ACTION'],
+      ['parked_calls', 'CASCADE'],
+    ]);
+    expect(
+      raw
+        .prepare(
+          "SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND sql LIKE '%WHERE%' ORDER BY name",
+        )
+        .all(),
+    ).toEqual([
+      {
+        name: 'operations_completed_at',
+        sql: expect.stringContaining("WHERE status = 'completed'"),
+      },
+      {
+        name: 'parked_calls_published_at',
+        sql: expect.stringContaining('WHERE published_at IS NOT NULL'),
+      },
+    ]);
+    raw.prepare("INSERT INTO operations (id, created_at, updated_at) VALUES ('x', 0, 0)").run();
+    expect(() => raw.prepare("UPDATE operations SET status = 'paused'").run()).toThrow(/CHECK/);
+  });
+
+  it('upgrades a version 2 database in place: operations become active, hooks stay', async () => {
+    const raw = new Database(temp.path());
+    raw.transaction(() => {
+      MIGRATIONS[0]?.(raw);
+      MIGRATIONS[1]?.(raw);
+      raw.pragma('user_version = 2');
+    })();
+    raw
+      .prepare('INSERT INTO operations (id, parent_id, created_at, updated_at) VALUES (?, ?, ?, ?)')
+      .run('op-1', 'parent-1', 1, 1);
+    raw
+      .prepare(
+        'INSERT INTO hooks (operation_id, seq, hook_id, hook_type, config) VALUES (?, 1, ?, ?, ?)',
+      )
+      .run('op-1', 'a', 0, '{"id":"a"}');
+    raw.close();
+
+    const store = temp.open();
+
+    expect(temp.raw().pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect((await store.operationState(['op-1'])).get('op-1')).toBe('active');
+    expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+    expect((await store.parkCall(parkedCall('call-1', ['op-1']))).created).toBe(true);
   });
 
   it('creates the parent directory of the database file', () => {

@@ -23,7 +23,7 @@ describe('users table (migration 002)', () => {
       { name: 'email', type: 'TEXT', notnull: 0, pk: 0 },
       { name: 'updated_at', type: 'INTEGER', notnull: 1, pk: 0 },
     ]);
-    expect(SCHEMA_VERSION).toBe(2);
+    expect(SCHEMA_VERSION).toBeGreaterThanOrEqual(2);
   });
 
   it('upgrades a version 1 database in place, keeping its hooks', async () => {
@@ -38,7 +38,7 @@ describe('users table (migration 002)', () => {
     raw.close();
 
     const store = temp.open();
-    expect(temp.raw().pragma('user_version', { simple: true })).toBe(2);
+    expect(temp.raw().pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(await store.appendHooks('op-1', undefined, [webhookHook('a')])).toBe(1);
     expect(await store.upsertUsers([{ id: 'u1', email: 'ada@example.com' }])).toBe(1);
     expect(await store.lookupUserEmail('u1')).toBe('ada@example.com');

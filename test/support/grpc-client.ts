@@ -78,6 +78,46 @@ export function reflectionClient(address: string, version: 'v1' | 'v1alpha' = 'v
   );
 }
 
+/** How a test client connects: its channel credentials and a bearer token. */
+export interface ClientSecurity {
+  /** Channel credentials; default plaintext. */
+  readonly credentials?: grpc.ChannelCredentials;
+  /** Sent as `authorization: Bearer <token>` with every call. */
+  readonly token?: string;
+}
+
+/**
+ * Creates a client of `service` (such as `agenthooks.v1.HookService`) with
+ * the given credentials, sending the token on every call through an interceptor.
+ */
+export function securedClient(
+  service: string,
+  address: string,
+  security: ClientSecurity = {},
+): AnyClient {
+  const Client = clientClass(service) as unknown as new (
+    address: string,
+    creds: grpc.ChannelCredentials,
+    options: grpc.ClientOptions,
+  ) => AnyClient;
+  const { token } = security;
+  const interceptors: grpc.Interceptor[] =
+    token === undefined
+      ? []
+      : [
+          (options, nextCall) =>
+            new grpc.InterceptingCall(nextCall(options), {
+              start(metadata, listener, next) {
+                metadata.set('authorization', `Bearer ${token}`);
+                next(metadata, listener);
+              },
+            }),
+        ];
+  return new Client(address, security.credentials ?? grpc.credentials.createInsecure(), {
+    interceptors,
+  });
+}
+
 /** Calls a unary method and resolves with its response, or rejects with the ServiceError. */
 export function unary<T = Record<string, unknown>>(
   client: AnyClient,

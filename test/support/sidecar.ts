@@ -22,6 +22,8 @@ export interface SidecarOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Whether to listen on HTTP too (on a free port). Default true. */
   readonly http?: boolean;
+  /** Runs the sidecar as this user through `runuser` (CI runs as root). */
+  readonly user?: string;
 }
 
 /** A running sidecar process. */
@@ -59,7 +61,11 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
   const args = [MAIN_JS, 'serve', '--grpc-listen', '127.0.0.1:0', '--db', db];
   args.push('--http-listen', options.http === false ? 'off' : '127.0.0.1:0');
   args.push(...(options.args ?? []));
-  const child = spawn(process.execPath, args, {
+  const [command, argv] =
+    options.user === undefined
+      ? [process.execPath, args]
+      : ['runuser', ['-u', options.user, '--', process.execPath, ...args]];
+  const child = spawn(command, argv, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -212,7 +212,9 @@ export type HookOutcome = Message<"agenthooks.v1.HookOutcome"> & {
    * Failure code when `status` is FAILED (and for controls, the error that
    * `onError` acted on): `timeout`, `http_error`, `network_error`,
    * `response_too_large`, `invalid_response`, `configuration`, `cancelled`,
-   * `handler_error`, `handler_timeout` or `handler_detached`.
+   * `destination_denied` (the webhook's address is link-local, cloud metadata
+   * or denied by the operator; refused before connecting), `handler_error`,
+   * `handler_timeout` or `handler_detached`.
    *
    * @generated from field: string error_code = 6;
    */

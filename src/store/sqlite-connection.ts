@@ -1,0 +1,451 @@
+/**
+ * @module One configured better-sqlite3 connection of the SQLite store, with
+ * its prepared statements and synchronous transactions. `./sqlite.ts` holds
+ * one connection at a time and replaces it when `ping()` finds it stuck
+ * (read-only, corrupt, unavailable). Methods throw what better-sqlite3 throws;
+ * `./sqlite.ts` maps it to domain errors.
+ */
+import Database from 'better-sqlite3';
+import { migrate } from './migrations/index.js';
+import type { ParkedCallRow } from './parked-codec.js';
+import { operationExpiredError, type UserRecord } from './store.js';
+
+/** How a connection is configured; the same for every (re)opened connection. */
+export interface ConnectionSettings {
+  /** `PRAGMA busy_timeout`, in milliseconds. */
+  readonly busyTimeoutMs: number;
+  /** Size limit of the file in bytes (`PRAGMA max_page_count`), if any. */
+  readonly maxSizeBytes?: number;
+  /**
+   * True to create the file when it is missing (the first open); false when
+   * reopening, so that a file that vanished is an error rather than a new,
+   * empty database that would answer "no hooks".
+   */
+  readonly create: boolean;
+}
+
+/** A hook ready to insert: its canonical proto3 JSON and the two columns copied from it. */
+export interface HookRow {
+  readonly hookId: string;
+  readonly hookType: number;
+  readonly config: string;
+}
+
+/** A `hooks` row as read back. */
+export interface StoredHookRow {
+  readonly seq: number;
+  readonly hook_id: string;
+  readonly hook_type: number;
+  readonly config: string;
+}
+
+/** The value of `operations.status`. */
+export type OperationStatus = 'active' | 'completed' | 'expired';
+
+/** What one read transaction of {@link SqliteConnection.listHooks} sees. */
+export interface StoredOperation {
+  /** The operation's status; undefined for an unknown operation. */
+  readonly status: OperationStatus | undefined;
+  readonly parentId: string | null;
+  readonly rows: StoredHookRow[];
+}
+
+/** What {@link SqliteConnection.publish} found. */
+export type PublishRowOutcome =
+  | { readonly published: true }
+  | { readonly published: false; readonly stored: Uint8Array }
+  | undefined;
+
+/** What one {@link SqliteConnection.expire} batch removed. */
+export interface ExpiredRows {
+  readonly operations: string[];
+  readonly parkedCalls: number;
+}
+
+/**
+ * Opens and configures a connection, and runs the migrations the file needs
+ * (none when it is current, so a current file opens without a write).
+ *
+ * @throws whatever better-sqlite3 or the migrations throw; the half-opened
+ *   connection is closed first.
+ */
+export function openConnection(path: string, settings: ConnectionSettings): SqliteConnection {
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { fileMustExist: !settings.create });
+    const pageSize = configure(db, settings);
+    migrate(db);
+    return new SqliteConnection(db, pageSize);
+  } catch (e: unknown) {
+    db?.close();
+    throw e;
+  }
+}
+
+/** Sets up a fresh connection and returns its page size; order matters, see each comment. */
+function configure(db: Database.Database, settings: ConnectionSettings): number {
+  // Waits this long for another connection's lock instead of failing at once
+  // with SQLITE_BUSY. Set first, so that the pragmas below wait as well.
+  db.pragma(`busy_timeout = ${settings.busyTimeoutMs}`);
+  // Write-ahead log: readers and the writer do not block each other, and a
+  // commit is one append to the -wal file (better-sqlite3 docs/performance.md).
+  // The mode is stored in the file, so this only switches a new database.
+  db.pragma('journal_mode = WAL');
+  // In WAL mode, NORMAL syncs at checkpoints rather than at every commit: a
+  // commit survives a crash of this process (SIGKILL included); only an OS
+  // crash or power loss can undo the last commits (https://sqlite.org/pragma.html#pragma_synchronous).
+  db.pragma('synchronous = NORMAL');
+  // SQLite leaves foreign keys off unless each connection asks; the cascades
+  // from operations to hooks and from parked calls to their links need them.
+  db.pragma('foreign_keys = ON');
+  const pageSize = db.pragma('page_size', { simple: true }) as number;
+  if (settings.maxSizeBytes !== undefined) {
+    // A per-connection limit, not stored in the file, so every reopened
+    // connection sets it again; a write that would grow the file past it
+    // fails with SQLITE_FULL.
+    db.pragma(`max_page_count = ${Math.max(1, Math.floor(settings.maxSizeBytes / pageSize))}`);
+  }
+  return pageSize;
+}
+
+/** Columns of `parked_calls`, in the order the statements below name them. */
+const PARKED_CALL_COLUMNS =
+  'tool_call_id, operation_id, chain, kind, context, parked_at, final_result, published_at';
+
+/** Parameters of the two retention statements. */
+interface RetentionBatch {
+  readonly cutoff: number;
+  readonly limit: number;
+}
+
+/**
+ * Selects one batch of operations to expire: completed before `@cutoff`, no
+ * waiting parked call linked to them, oldest first, at most `@limit`. It
+ * walks the partial index `operations_completed_at` in order and stops at the
+ * limit; the NOT EXISTS looks the links up by their primary key (operation
+ * id first) and each linked call by its primary key. Exported for the
+ * query-plan test.
+ */
+export const SELECT_EXPIRABLE_SQL = `SELECT o.id FROM operations AS o
+  WHERE o.status = 'completed' AND o.completed_at < @cutoff
+    AND NOT EXISTS (
+      SELECT 1 FROM parked_call_operations AS l
+      JOIN parked_calls AS p ON p.tool_call_id = l.tool_call_id
+      WHERE l.operation_id = o.id AND p.final_result IS NULL)
+  ORDER BY o.completed_at
+  LIMIT @limit`;
+
+/**
+ * Deletes one batch of parked calls published before `@cutoff`, oldest
+ * first, at most `@limit`, found through the partial index
+ * `parked_calls_published_at`; their links go with them (ON DELETE CASCADE).
+ * Exported for the query-plan test.
+ */
+export const DELETE_PUBLISHED_SQL = `DELETE FROM parked_calls WHERE tool_call_id IN (
+  SELECT tool_call_id FROM parked_calls
+  WHERE published_at IS NOT NULL AND published_at < @cutoff
+  ORDER BY published_at
+  LIMIT @limit)`;
+
+/**
+ * One open connection and everything prepared on it. Every method is one
+ * synchronous statement or transaction; better-sqlite3 rolls a transaction
+ * back when its function throws.
+ */
+export class SqliteConnection {
+  /** The better-sqlite3 connection; error mapping asks it whether it is still `open`. */
+  readonly db: Database.Database;
+  readonly #pageSize: number;
+  readonly #append: Database.Transaction<
+    (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => number
+  >;
+  readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
+  readonly #delete: Database.Transaction<(operationId: string, now: number) => number>;
+  readonly #begin: Database.Statement<[]>;
+  readonly #insertProbe: Database.Statement<[number]>;
+  readonly #rollback: Database.Statement<[]>;
+  readonly #selectEmail: Database.Statement<[string], { email: string | null }>;
+  readonly #upsertUsers: Database.Transaction<
+    (users: readonly UserRecord[], now: number) => number
+  >;
+  readonly #park: Database.Transaction<
+    (row: ParkedCallRow, operationIds: readonly string[]) => ParkedCallRow | undefined
+  >;
+  readonly #selectParked: Database.Statement<[string], ParkedCallRow>;
+  readonly #publish: Database.Transaction<
+    (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
+  >;
+  readonly #complete: Database.Statement<[{ id: string; at: number }]>;
+  readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
+  readonly #expire: Database.Transaction<(batch: RetentionBatch, now: number) => ExpiredRows>;
+
+  constructor(db: Database.Database, pageSize: number) {
+    this.db = db;
+    this.#pageSize = pageSize;
+
+    // Every statement is prepared once, here, for the life of the connection.
+    const selectStatus = db.prepare<[string], { status: OperationStatus }>(
+      'SELECT status FROM operations WHERE id = ?',
+    );
+    // The first non-empty parent wins: an existing parent_id is never replaced.
+    const upsertOperation = db.prepare<[string, string | null, number, number]>(
+      `INSERT INTO operations (id, parent_id, created_at, updated_at) VALUES (?, ?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET
+         parent_id = coalesce(operations.parent_id, excluded.parent_id),
+         updated_at = excluded.updated_at`,
+    );
+    const countHooks = db.prepare<[string], { count: number; last: number }>(
+      'SELECT count(*) AS count, coalesce(max(seq), 0) AS last FROM hooks WHERE operation_id = ?',
+    );
+    const insertHook = db.prepare<[string, number, string, number, string]>(
+      'INSERT INTO hooks (operation_id, seq, hook_id, hook_type, config) VALUES (?, ?, ?, ?, ?)',
+    );
+    const selectOperation = db.prepare<
+      [string],
+      { parent_id: string | null; status: OperationStatus }
+    >('SELECT parent_id, status FROM operations WHERE id = ?');
+    const selectHooks = db.prepare<[string], StoredHookRow>(
+      'SELECT seq, hook_id, hook_type, config FROM hooks WHERE operation_id = ? ORDER BY seq',
+    );
+    const deleteHooks = db.prepare<[string]>('DELETE FROM hooks WHERE operation_id = ?');
+    const touchOperation = db.prepare<[number, string]>(
+      'UPDATE operations SET updated_at = ? WHERE id = ?',
+    );
+    // The write probe of ping(): takes the write lock (BEGIN IMMEDIATE), then
+    // inserts a blob of one page, which needs at least one page that is not
+    // in use (an overflow page), then rolls back. It therefore fails exactly
+    // when a write that adds a page would: locked, read-only, full, damaged.
+    this.#begin = db.prepare<[]>('BEGIN IMMEDIATE');
+    this.#insertProbe = db.prepare<[number]>('INSERT INTO probe (data) VALUES (zeroblob(?))');
+    this.#rollback = db.prepare<[]>('ROLLBACK');
+    this.#selectEmail = db.prepare<[string], { email: string | null }>(
+      'SELECT email FROM users WHERE id = ?',
+    );
+    const upsertUser = db.prepare<[string, string | null, number]>(
+      `INSERT INTO users (id, email, updated_at) VALUES (?, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET email = excluded.email, updated_at = excluded.updated_at`,
+    );
+    const insertOperationIfMissing = db.prepare<[string, number, number]>(
+      `INSERT INTO operations (id, parent_id, created_at, updated_at) VALUES (?, NULL, ?, ?)
+       ON CONFLICT (id) DO NOTHING`,
+    );
+    this.#selectParked = db.prepare<[string], ParkedCallRow>(
+      `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE tool_call_id = ?`,
+    );
+    const insertParked = db.prepare<[ParkedCallRow]>(
+      `INSERT INTO parked_calls (${PARKED_CALL_COLUMNS}) VALUES
+       (@tool_call_id, @operation_id, @chain, @kind, @context, @parked_at, @final_result, @published_at)`,
+    );
+    const insertLink = db.prepare<[string, string]>(
+      'INSERT INTO parked_call_operations (operation_id, tool_call_id) VALUES (?, ?)',
+    );
+    // One conditional write is the whole arbitration: of any number of
+    // publications, across connections and processes, exactly one finds the
+    // placeholder empty (the write lock serialises them).
+    const fillPlaceholder = db.prepare<[Uint8Array, number, string]>(
+      `UPDATE parked_calls SET final_result = ?, published_at = ?
+       WHERE tool_call_id = ? AND final_result IS NULL`,
+    );
+    const selectFinal = db.prepare<[string], { final_result: Uint8Array | null }>(
+      'SELECT final_result FROM parked_calls WHERE tool_call_id = ?',
+    );
+    // Retention counts from the last completion; a tombstone stays a tombstone.
+    this.#complete = db.prepare<[{ id: string; at: number }]>(
+      `INSERT INTO operations (id, parent_id, created_at, updated_at, status, completed_at)
+       VALUES (@id, NULL, @at, @at, 'completed', @at)
+       ON CONFLICT (id) DO UPDATE SET
+         status = 'completed',
+         completed_at = max(coalesce(operations.completed_at, excluded.completed_at), excluded.completed_at),
+         updated_at = excluded.updated_at
+       WHERE operations.status <> 'expired'`,
+    );
+    // One bound parameter (a JSON array) whatever the number of ids.
+    this.#states = db.prepare<[string], { id: string; status: OperationStatus }>(
+      'SELECT id, status FROM operations WHERE id IN (SELECT value FROM json_each(?))',
+    );
+    const selectExpirable = db.prepare<[RetentionBatch], { id: string }>(SELECT_EXPIRABLE_SQL);
+    const markExpired = db.prepare<[number, string]>(
+      "UPDATE operations SET status = 'expired', updated_at = ? WHERE id = ?",
+    );
+    const deletePublished = db.prepare<[RetentionBatch]>(DELETE_PUBLISHED_SQL);
+
+    this.#append = db.transaction(
+      (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => {
+        if (selectStatus.get(operationId)?.status === 'expired') {
+          throw operationExpiredError(operationId);
+        }
+        upsertOperation.run(operationId, parentId, now, now);
+        const existing = countHooks.get(operationId) ?? { count: 0, last: 0 };
+        let seq = existing.last;
+        for (const row of rows) {
+          seq += 1;
+          insertHook.run(operationId, seq, row.hookId, row.hookType, row.config);
+        }
+        return existing.count + rows.length;
+      },
+    );
+    // One read transaction, so that the status, the parent and the hooks come
+    // from the same snapshot.
+    this.#list = db.transaction((operationId: string): StoredOperation => {
+      const operation = selectOperation.get(operationId);
+      return {
+        status: operation?.status,
+        parentId: operation?.parent_id ?? null,
+        rows: selectHooks.all(operationId),
+      };
+    });
+    // The operation row stays (with its parent): only the hooks are purged.
+    this.#delete = db.transaction((operationId: string, now: number) => {
+      const { changes } = deleteHooks.run(operationId);
+      if (changes > 0) {
+        touchOperation.run(now, operationId);
+      }
+      return changes;
+    });
+    // One transaction for a whole import: all users or none.
+    this.#upsertUsers = db.transaction((users: readonly UserRecord[], now: number) => {
+      for (const user of users) upsertUser.run(user.id, user.email, now);
+      return users.length;
+    });
+    // Returns the existing row, or undefined when this call inserted one.
+    this.#park = db.transaction((row: ParkedCallRow, operationIds: readonly string[]) => {
+      const existing = this.#selectParked.get(row.tool_call_id);
+      if (existing !== undefined) {
+        return existing;
+      }
+      for (const operationId of operationIds) {
+        if (selectStatus.get(operationId)?.status === 'expired') {
+          throw operationExpiredError(operationId);
+        }
+      }
+      for (const operationId of operationIds) {
+        insertOperationIfMissing.run(operationId, row.parked_at, row.parked_at);
+      }
+      insertParked.run(row);
+      for (const operationId of operationIds) {
+        insertLink.run(operationId, row.tool_call_id);
+      }
+      return undefined;
+    });
+    this.#publish = db.transaction(
+      (toolCallId: string, result: Uint8Array, at: number): PublishRowOutcome => {
+        if (fillPlaceholder.run(result, at, toolCallId).changes === 1) {
+          return { published: true };
+        }
+        const stored = selectFinal.get(toolCallId);
+        if (stored === undefined) {
+          return undefined;
+        }
+        if (stored.final_result === null) {
+          // Unreachable: the UPDATE above fills an empty placeholder.
+          throw new Error(`the placeholder of ${toolCallId} is empty after a conditional write`);
+        }
+        return { published: false, stored: stored.final_result };
+      },
+    );
+    this.#expire = db.transaction((batch: RetentionBatch, now: number): ExpiredRows => {
+      const parkedCalls = deletePublished.run(batch).changes;
+      const operations = selectExpirable.all(batch).map((row) => row.id);
+      for (const id of operations) {
+        deleteHooks.run(id);
+        markExpired.run(now, id);
+      }
+      return { operations, parkedCalls };
+    });
+  }
+
+  /** Appends hooks in one write transaction; see `HookStore.appendHooks`. */
+  appendHooks(
+    operationId: string,
+    parentId: string | null,
+    rows: readonly HookRow[],
+    now: number,
+  ): number {
+    // IMMEDIATE takes the write lock up front, where busy_timeout applies.
+    // A deferred transaction that has already read does not wait at its
+    // first write (SQLite skips the busy handler there, and in WAL mode
+    // fails with SQLITE_BUSY_SNAPSHOT if another commit came in between).
+    return this.#append.immediate(operationId, parentId, rows, now);
+  }
+
+  /** Reads an operation's status, parent and hooks in one snapshot. */
+  listHooks(operationId: string): StoredOperation {
+    return this.#list.deferred(operationId);
+  }
+
+  /** Deletes an operation's hooks; returns how many. */
+  deleteHooks(operationId: string, now: number): number {
+    return this.#delete.immediate(operationId, now);
+  }
+
+  /** Proves that a write can take the lock and allocate a page, leaving no trace. */
+  probe(): void {
+    this.#begin.run();
+    try {
+      this.#insertProbe.run(this.#pageSize);
+    } finally {
+      // SQLite may already have rolled back (SQLITE_FULL can end the transaction).
+      if (this.db.inTransaction) {
+        this.#rollback.run();
+      }
+    }
+  }
+
+  /** The user's stored email, or null. */
+  lookupUserEmail(userId: string): string | null {
+    return this.#selectEmail.get(userId)?.email ?? null;
+  }
+
+  /** Inserts or replaces users in one write transaction. */
+  upsertUsers(users: readonly UserRecord[], now: number): number {
+    return this.#upsertUsers.immediate(users, now);
+  }
+
+  /**
+   * Inserts a parked call, its missing operations and its links in one write
+   * transaction, unless one exists; returns the existing row, else undefined.
+   */
+  parkCall(row: ParkedCallRow, operationIds: readonly string[]): ParkedCallRow | undefined {
+    return this.#park.immediate(row, operationIds);
+  }
+
+  /** The stored row of a parked call, or undefined. */
+  getParkedCall(toolCallId: string): ParkedCallRow | undefined {
+    return this.#selectParked.get(toolCallId);
+  }
+
+  /** Fills an empty placeholder; see {@link PublishRowOutcome}. */
+  publish(toolCallId: string, result: Uint8Array, at: number): PublishRowOutcome {
+    return this.#publish.immediate(toolCallId, result, at);
+  }
+
+  /** Marks an operation completed (creating it when missing). */
+  markCompleted(operationId: string, at: number): void {
+    this.#complete.run({ id: operationId, at });
+  }
+
+  /** The stored status of each known operation among `operationIds`. */
+  operationStatuses(operationIds: readonly string[]): Map<string, OperationStatus> {
+    const rows = this.#states.all(JSON.stringify(operationIds));
+    return new Map(rows.map((row) => [row.id, row.status]));
+  }
+
+  /** Removes one retention batch in one write transaction. */
+  expire(cutoff: number, limit: number, now: number): ExpiredRows {
+    return this.#expire.immediate({ cutoff, limit }, now);
+  }
+
+  /**
+   * Closes the connection after `PRAGMA optimize`, which refreshes the
+   * planner statistics this connection found missing (recommended before
+   * closing, https://sqlite.org/lang_analyze.html). Closes even when the
+   * pragma fails, then rethrows.
+   */
+  close(): void {
+    try {
+      this.db.pragma('optimize');
+    } finally {
+      this.db.close();
+    }
+  }
+}

@@ -1,0 +1,83 @@
+/** @module The security options of `agenthooks serve`: defaults, sources and refusals. */
+import { describe, expect, it } from 'vitest';
+import { parseServeConfig } from '../../src/config/config.js';
+
+describe('security options', () => {
+  it('is safe by default', () => {
+    const config = parseServeConfig([], {});
+    expect(config).toMatchObject({
+      callerEnvAllowlist: [],
+      webhookAllow: [],
+      webhookDeny: [],
+      dnsServer: undefined,
+      authTokenFile: undefined,
+      authToken: undefined,
+      reflectionPublic: false,
+      socketMode: 0o660,
+      socketGroup: undefined,
+      tls: undefined,
+      maxMessageBytes: 4 * 1024 * 1024,
+      maxHooksPerOperation: 1_000,
+    });
+  });
+
+  it('reads lists from flags (repeated or comma-separated) and from variables', () => {
+    const fromFlags = parseServeConfig(
+      [
+        '--caller-env-allowlist',
+        'A,B',
+        '--caller-env-allowlist',
+        'C',
+        '--webhook-allow',
+        '169.254.170.2',
+      ],
+      {},
+    );
+    expect(fromFlags.callerEnvAllowlist).toEqual(['A', 'B', 'C']);
+    expect(fromFlags.webhookAllow).toEqual(['169.254.170.2']);
+    const fromEnv = parseServeConfig([], {
+      AGENTHOOKS_CALLER_ENV_ALLOWLIST: 'HOOK_TOKEN, OTHER',
+      AGENTHOOKS_WEBHOOK_DENY: '10.0.0.0/8,*.internal.test',
+      AGENTHOOKS_REFLECTION_PUBLIC: 'true',
+      AGENTHOOKS_AUTH_TOKEN: 'tok',
+      AGENTHOOKS_SOCKET_MODE: '600',
+      AGENTHOOKS_TLS_CERT: '/c.pem',
+      AGENTHOOKS_TLS_KEY: '/k.pem',
+      AGENTHOOKS_TLS_CLIENT_CA: '/ca.pem',
+    });
+    expect(fromEnv).toMatchObject({
+      callerEnvAllowlist: ['HOOK_TOKEN', 'OTHER'],
+      webhookDeny: ['10.0.0.0/8', '*.internal.test'],
+      reflectionPublic: true,
+      authToken: 'tok',
+      socketMode: 0o600,
+      tls: { certFile: '/c.pem', keyFile: '/k.pem', clientCaFile: '/ca.pem' },
+    });
+    expect(parseServeConfig(['--reflection-public'], {}).reflectionPublic).toBe(true);
+  });
+
+  it.each([
+    [['--caller-env-allowlist', '1BAD'], {}, 'caller-env-allowlist'],
+    [['--webhook-allow', 'http://x'], {}, 'webhook-allow'],
+    [['--webhook-deny', '10.0.0.0/40'], {}, 'webhook-deny'],
+    [['--dns-server', 'nohost'], {}, 'dns-server'],
+    [['--auth-token-file', '/t'], { AGENTHOOKS_AUTH_TOKEN: 'x' }, 'auth-token-file'],
+    [[], { AGENTHOOKS_AUTH_TOKEN: '   ' }, 'AGENTHOOKS_AUTH_TOKEN'],
+    [[], { AGENTHOOKS_REFLECTION_PUBLIC: 'yes' }, 'reflection-public'],
+    [['--socket-mode', '0999'], {}, 'socket-mode'],
+    [['--tls-cert', '/c.pem'], {}, 'tls-key'],
+    [['--tls-client-ca', '/ca.pem'], {}, 'tls-client-ca'],
+    [['--max-message-bytes', '0'], {}, 'max-message-bytes'],
+    [['--max-hooks-per-operation', '1.5'], {}, 'max-hooks-per-operation'],
+  ])('refuses %j with %j, naming %s', (args, env, field) => {
+    expect(() => parseServeConfig(args, env)).toThrow(expect.objectContaining({ field }));
+  });
+
+  it('never quotes the token in an error', () => {
+    try {
+      parseServeConfig(['--auth-token-file', '/t'], { AGENTHOOKS_AUTH_TOKEN: 'very-secret' });
+    } catch (e: unknown) {
+      expect((e as Error).message).not.toContain('very-secret');
+    }
+  });
+});
