@@ -1,0 +1,1 @@
+"""Messages and stubs of the proto package agenthooks.v1. Generated; DO NOT EDIT."""

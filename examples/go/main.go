@@ -1,0 +1,454 @@
+// Command runtime is an agent runtime in Go that runs one whole operation
+// against the agenthooks sidecar.
+//
+// It uses the generated gRPC client (clients/go, module
+// agenthooks.local/client) over native gRPC, and does what a runtime does:
+//
+//  1. registers the operation's hooks: a webhook control that the receiver
+//     answers (it denies fs/deleteFile), a local handler that mocks
+//     web/search, and notification webhooks for the steps, the tool results
+//     and the completion;
+//  2. serves the local handler over the Handle stream, in its own goroutine;
+//  3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed
+//     and runs on the client, so its result arrives later: the call is
+//     parked; fs/deleteFile is denied; web/search is mocked), dispatches
+//     afterStep;
+//  4. publishes the parked call's result and completes the operation.
+//
+// It prints one JSON line per step and exits 1 on any error.
+//
+// Environment: AGENTHOOKS_ADDRESS (host:port or unix:/path, default
+// 127.0.0.1:50051), RECEIVER_URL (the webhook receiver, default
+// http://127.0.0.1:9000) and AGENTHOOKS_OPERATION_ID (default op-example).
+//
+//	cd examples/go && go run .
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	agenthooksv1 "agenthooks.local/client/agenthooks/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+const (
+	agentID = "agent-example"
+	userID  = "user-example"
+	// Every call gets a deadline: a sidecar that does not answer is an error, never an allow.
+	timeout = 10 * time.Second
+
+	searchResult = `{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}`
+	readResult   = "- [x] write the examples\n- [ ] ship v1\n"
+)
+
+var (
+	address     = env("AGENTHOOKS_ADDRESS", "127.0.0.1:50051")
+	receiverURL = strings.TrimRight(env("RECEIVER_URL", "http://127.0.0.1:9000"), "/")
+	operationID = env("AGENTHOOKS_OPERATION_ID", "op-example")
+)
+
+func env(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// field is one key of a JSON line; lines keep their keys in order.
+type field struct {
+	key   string
+	value any
+}
+
+var printMu sync.Mutex
+
+// emit prints one JSON line (the handler goroutine prints too).
+func emit(step string, fields ...field) {
+	var b strings.Builder
+	b.WriteString(`{"step":` + toJSON(step))
+	for _, f := range fields {
+		b.WriteString("," + toJSON(f.key) + ":" + toJSON(f.value))
+	}
+	b.WriteString("}")
+	printMu.Lock()
+	defer printMu.Unlock()
+	fmt.Println(b.String())
+}
+
+// toJSON encodes a value as the other examples do (no HTML escaping).
+func toJSON(v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// outcomes formats hook outcomes as `hookId:status`, such as `steps-before:delivered`.
+func outcomes(items []*agenthooksv1.HookOutcome) []string {
+	out := make([]string, 0, len(items))
+	for _, o := range items {
+		s := strings.ToLower(strings.TrimPrefix(o.GetStatus().String(), "HOOK_OUTCOME_STATUS_"))
+		out = append(out, o.GetHookId()+":"+s)
+	}
+	return out
+}
+
+// eventName is the hook type literal of an event, such as `beforeStep`.
+func eventName(event *agenthooksv1.HookEvent) string {
+	m := event.ProtoReflect()
+	f := m.WhichOneof(m.Descriptor().Oneofs().ByName("event"))
+	if f == nil {
+		return ""
+	}
+	return f.JSONName()
+}
+
+func mustStruct(v map[string]any) *structpb.Struct {
+	s, err := structpb.NewStruct(v)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// toolCall is one tool call of the model's step.
+type toolCall struct {
+	context *agenthooksv1.ToolCallContext
+	// deferred is true when the tool runs elsewhere and its result arrives later (parked).
+	deferred bool
+}
+
+func (c toolCall) tool() string {
+	return c.context.GetIdentifier() + "/" + c.context.GetApiName()
+}
+
+func newToolCall(name, identifier, apiName string, args map[string]any, index int32, executor agenthooksv1.Executor) *agenthooksv1.ToolCallContext {
+	return &agenthooksv1.ToolCallContext{
+		ToolCallId:         operationID + "-call-" + name,
+		AssistantMessageId: operationID + "-msg-1",
+		Identifier:         identifier,
+		ApiName:            apiName,
+		Args:               mustStruct(args),
+		CallIndex:          index,
+		StepIndex:          0,
+		OperationId:        operationID,
+		Executor:           executor,
+		AgentId:            proto.String(agentID),
+		UserId:             proto.String(userID),
+	}
+}
+
+func hooks() []*agenthooksv1.Hook {
+	notify := func(id string, t agenthooksv1.HookType) *agenthooksv1.Hook {
+		return &agenthooksv1.Hook{Id: id, Type: t, Webhook: &agenthooksv1.Webhook{Url: receiverURL + "/events"}}
+	}
+	return []*agenthooksv1.Hook{
+		// A control: the receiver's {"decision": "deny"} blocks the call; if the
+		// receiver fails, the call is blocked too (onError: block).
+		{
+			Id:   "deny-delete",
+			Type: agenthooksv1.HookType_HOOK_TYPE_BEFORE_TOOL_CALL,
+			Webhook: &agenthooksv1.Webhook{
+				Url:              receiverURL + "/control",
+				ResponseHandling: agenthooksv1.ResponseHandling_RESPONSE_HANDLING_TOOL_CALL,
+				OnError:          agenthooksv1.OnError_ON_ERROR_BLOCK,
+			},
+		},
+		// A local handler, served over the Handle stream below.
+		{
+			Id:      "mock-search",
+			Type:    agenthooksv1.HookType_HOOK_TYPE_BEFORE_TOOL_CALL,
+			Matcher: proto.String("^web/search$"),
+			Handler: true,
+		},
+		notify("steps-before", agenthooksv1.HookType_HOOK_TYPE_BEFORE_STEP),
+		notify("steps-after", agenthooksv1.HookType_HOOK_TYPE_AFTER_STEP),
+		notify("tool-results", agenthooksv1.HookType_HOOK_TYPE_AFTER_TOOL_CALL),
+		notify("completed", agenthooksv1.HookType_HOOK_TYPE_ON_COMPLETE),
+	}
+}
+
+// handlerStream serves the runtime's local handlers over the Handle stream,
+// in its own goroutine. Dispatch and DecideToolCall wait for the handler's
+// reply, so the stream must not be served by the goroutine that makes them.
+type handlerStream struct {
+	stream   grpc.BidiStreamingClient[agenthooksv1.HandleRequest, agenthooksv1.HandleResponse]
+	attached chan struct{}
+	done     chan error
+	sendMu   sync.Mutex
+}
+
+func openHandlerStream(ctx context.Context, client agenthooksv1.HookServiceClient, operationIDs []string) (*handlerStream, error) {
+	stream, err := client.Handle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := &handlerStream{stream: stream, attached: make(chan struct{}), done: make(chan error, 1)}
+	if err := h.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Attach{
+		Attach: &agenthooksv1.HandleAttach{OperationIds: operationIDs},
+	}}); err != nil {
+		return nil, err
+	}
+	go h.serve()
+	return h, nil
+}
+
+func (h *handlerStream) send(req *agenthooksv1.HandleRequest) error {
+	h.sendMu.Lock()
+	defer h.sendMu.Unlock()
+	return h.stream.Send(req)
+}
+
+func (h *handlerStream) serve() {
+	attached := false
+	for {
+		msg, err := h.stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			if !attached {
+				close(h.attached)
+			}
+			h.done <- err
+			return
+		}
+		switch m := msg.GetMessage().(type) {
+		case *agenthooksv1.HandleResponse_Attached:
+			emit("Handle.attached", field{"operationIds", m.Attached.GetOperationIds()})
+			if !attached {
+				attached = true
+				close(h.attached)
+			}
+		case *agenthooksv1.HandleResponse_Call:
+			if err := h.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Reply{Reply: run(m.Call)}}); err != nil {
+				h.done <- err
+				return
+			}
+		case *agenthooksv1.HandleResponse_Replaced:
+			emit("Handle.replaced", field{"operationIds", m.Replaced.GetOperationIds()})
+		}
+	}
+}
+
+// run is the handler: it mocks web/search, and is done with anything else.
+func run(call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
+	if before := call.GetEvent().GetBeforeToolCall(); before != nil {
+		tool := before.GetContext().GetIdentifier() + "/" + before.GetContext().GetApiName()
+		if call.GetHookId() == "mock-search" && tool == "web/search" {
+			emit("Handle.call", field{"hookId", call.GetHookId()}, field{"tool", tool}, field{"reply", "mock"})
+			return &agenthooksv1.HandlerReply{CallId: call.GetCallId(), Outcome: &agenthooksv1.HandlerReply_Mock{
+				Mock: &agenthooksv1.HandlerMock{Result: &agenthooksv1.ToolResult{Content: searchResult, Success: true}},
+			}}
+		}
+	}
+	emit("Handle.call", field{"hookId", call.GetHookId()}, field{"event", eventName(call.GetEvent())}, field{"reply", "done"})
+	return &agenthooksv1.HandlerReply{CallId: call.GetCallId(), Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
+}
+
+func (h *handlerStream) waitAttached() error {
+	select {
+	case <-h.attached:
+	case <-time.After(timeout):
+		return errors.New("the sidecar did not confirm the Handle attachment")
+	}
+	select {
+	case err := <-h.done:
+		if err == nil {
+			err = errors.New("the Handle stream ended before it was attached")
+		}
+		return err
+	default:
+		return nil
+	}
+}
+
+// close half-closes the stream and waits until the sidecar ended it.
+func (h *handlerStream) close() error {
+	h.sendMu.Lock()
+	err := h.stream.CloseSend()
+	h.sendMu.Unlock()
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-h.done:
+		return err
+	case <-time.After(timeout):
+		return errors.New("the Handle stream did not end")
+	}
+}
+
+type runner struct {
+	client agenthooksv1.HookServiceClient
+}
+
+func (r *runner) dispatch(event *agenthooksv1.HookEvent, details ...field) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := r.client.Dispatch(ctx, &agenthooksv1.DispatchRequest{Event: event})
+	if err != nil {
+		return fmt.Errorf("Dispatch: %w", err)
+	}
+	fields := append([]field{{"event", eventName(event)}}, details...)
+	emit("Dispatch", append(fields, field{"outcomes", outcomes(res.GetOutcomes())})...)
+	return nil
+}
+
+func (r *runner) afterToolCall(call toolCall, result *agenthooksv1.ToolResult, mocked bool) error {
+	event := &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterToolCall{
+		AfterToolCall: &agenthooksv1.AfterToolCallEvent{Context: call.context, Mocked: mocked, Result: result},
+	}}
+	return r.dispatch(event, field{"tool", call.tool()})
+}
+
+// decide asks the sidecar before the tool runs, and does what the decision says.
+func (r *runner) decide(call toolCall) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := r.client.DecideToolCall(ctx, &agenthooksv1.DecideToolCallRequest{
+		Event: &agenthooksv1.BeforeToolCallEvent{Context: call.context},
+	})
+	if err != nil {
+		return fmt.Errorf("DecideToolCall: %w", err)
+	}
+	switch d := res.GetDecision().GetOutcome().(type) {
+	case *agenthooksv1.Decision_Deny:
+		// The tool does not run; the blocked result is what the runtime stores.
+		emit("DecideToolCall", field{"tool", call.tool()}, field{"decision", "deny"}, field{"reason", d.Deny.GetReason()})
+		return nil
+	case *agenthooksv1.Decision_Mock:
+		// The tool does not run; the handler's result stands in for it.
+		emit("DecideToolCall", field{"tool", call.tool()}, field{"decision", "mock"}, field{"hookId", d.Mock.GetHookId()})
+		return r.afterToolCall(call, d.Mock.GetResult(), true)
+	case *agenthooksv1.Decision_Allow:
+		emit("DecideToolCall", field{"tool", call.tool()}, field{"decision", "allow"})
+		if !call.deferred {
+			return fmt.Errorf("%s would run here; this example runs no tool itself", call.tool())
+		}
+		// The client runs the tool; its result arrives later. Park the call so
+		// that the publication works on any sidecar, after any restart.
+		parked, err := r.client.ParkToolCall(ctx, &agenthooksv1.ParkToolCallRequest{
+			Context: call.context,
+			Kind:    agenthooksv1.ParkKind_PARK_KIND_DEFERRED,
+		})
+		if err != nil {
+			return fmt.Errorf("ParkToolCall: %w", err)
+		}
+		emit("ParkToolCall", field{"toolCallId", call.context.GetToolCallId()}, field{"created", parked.GetCreated()})
+		return nil
+	default:
+		return errors.New("DecideToolCall answered without a decision")
+	}
+}
+
+// publish hands the sidecar the parked call's result: it runs the result
+// controls and publishes it once (and sends its afterToolCall notification).
+func (r *runner) publish(call toolCall, result *agenthooksv1.ToolResult) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := r.client.PublishDeferredResult(ctx, &agenthooksv1.PublishDeferredResultRequest{
+		ToolCallId: call.context.GetToolCallId(),
+		Result:     result,
+	})
+	if err != nil {
+		return fmt.Errorf("PublishDeferredResult: %w", err)
+	}
+	emit("PublishDeferredResult", field{"toolCallId", call.context.GetToolCallId()},
+		field{"published", res.GetPublished()}, field{"content", res.GetFinalResult().GetContent()})
+	return nil
+}
+
+func runOperation() error {
+	// host:port or unix:/path; grpc-go resolves both.
+	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := agenthooksv1.NewHookServiceClient(conn)
+	r := &runner{client: client}
+
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	registered, err := client.RegisterHooks(ctx, &agenthooksv1.RegisterHooksRequest{OperationId: operationID, Hooks: hooks()})
+	if err != nil {
+		return fmt.Errorf("RegisterHooks: %w", err)
+	}
+	emit("RegisterHooks", field{"operationId", operationID}, field{"hookCount", registered.GetHookCount()})
+
+	// The stream lives as long as the operation, so its context has no deadline.
+	streamCtx, stopStream := context.WithCancel(context.Background())
+	defer stopStream()
+	handlers, err := openHandlerStream(streamCtx, client, []string{operationID})
+	if err != nil {
+		return fmt.Errorf("Handle: %w", err)
+	}
+	if err := handlers.waitAttached(); err != nil {
+		return fmt.Errorf("Handle: %w", err)
+	}
+
+	if err := r.dispatch(&agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_BeforeStep{BeforeStep: &agenthooksv1.BeforeStepEvent{
+		AgentId: agentID, OperationId: operationID, UserId: userID, StepIndex: 0, StepType: proto.String("call_tool"),
+	}}}); err != nil {
+		return err
+	}
+
+	read := toolCall{context: newToolCall("read", "fs", "readFile", map[string]any{"path": "notes/todo.md"}, 0, agenthooksv1.Executor_EXECUTOR_CLIENT), deferred: true}
+	remove := toolCall{context: newToolCall("delete", "fs", "deleteFile", map[string]any{"path": "notes/todo.md"}, 1, agenthooksv1.Executor_EXECUTOR_SERVER)}
+	search := toolCall{context: newToolCall("search", "web", "search", map[string]any{"query": "agenthooks sidecar"}, 2, agenthooksv1.Executor_EXECUTOR_SERVER)}
+	for _, call := range []toolCall{read, remove, search} {
+		if err := r.decide(call); err != nil {
+			return err
+		}
+	}
+
+	if err := r.dispatch(&agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterStep{AfterStep: &agenthooksv1.AfterStepEvent{
+		AgentId: agentID, OperationId: operationID, UserId: userID, StepIndex: 0, StepType: proto.String("call_tool"),
+		Steps: 1, ToolCalls: proto.Int32(3), TotalToolCalls: proto.Int32(3),
+	}}}); err != nil {
+		return err
+	}
+
+	if err := r.publish(read, &agenthooksv1.ToolResult{Content: readResult, Success: true, ExecutionTime: proto.Float64(12)}); err != nil {
+		return err
+	}
+
+	ctx2, cancel2 := context.WithTimeout(context.Background(), timeout)
+	defer cancel2()
+	done, err := client.CompleteOperation(ctx2, &agenthooksv1.CompleteOperationRequest{Event: &agenthooksv1.OnCompleteEvent{
+		AgentId: agentID, OperationId: operationID, UserId: userID, Reason: "done",
+		Status: proto.String("done"), TotalSteps: proto.Int32(1), TotalToolCalls: proto.Int32(3),
+	}})
+	if err != nil {
+		return fmt.Errorf("CompleteOperation: %w", err)
+	}
+	emit("CompleteOperation", field{"reason", "done"}, field{"handlersDropped", done.GetHandlersDropped()},
+		field{"outcomes", outcomes(done.GetOutcomes())})
+	if err := handlers.close(); err != nil {
+		return fmt.Errorf("Handle: %w", err)
+	}
+	return nil
+}
+
+func main() {
+	if err := runOperation(); err != nil {
+		fmt.Fprintf(os.Stderr, "agenthooks example failed: %v\n", err)
+		os.Exit(1)
+	}
+}

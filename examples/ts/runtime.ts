@@ -1,0 +1,447 @@
+/**
+ * @module An agent runtime in TypeScript that runs one whole operation against
+ * the agenthooks sidecar.
+ *
+ * It uses the generated code in `gen/` with Connect's gRPC transport (native
+ * gRPC over HTTP/2, not the Connect protocol), and does what a runtime does:
+ *
+ * 1. registers the operation's hooks: a webhook control that the receiver
+ *    answers (it denies fs/deleteFile), a local handler that mocks web/search,
+ *    and notification webhooks for the steps, the tool results and the
+ *    completion;
+ * 2. serves the local handler over the Handle stream, in its own task;
+ * 3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed
+ *    and runs on the client, so its result arrives later: the call is parked;
+ *    fs/deleteFile is denied; web/search is mocked), dispatches afterStep;
+ * 4. publishes the parked call's result and completes the operation.
+ *
+ * It prints one JSON line per step and exits 1 on any error.
+ *
+ * Environment: AGENTHOOKS_ADDRESS (host:port or unix:/path, default
+ * 127.0.0.1:50051), RECEIVER_URL (the webhook receiver, default
+ * http://127.0.0.1:9000) and AGENTHOOKS_OPERATION_ID (default op-example).
+ *
+ * ```sh
+ * npm run build && npx tsc -p examples/ts && node dist/examples/examples/ts/runtime.js
+ * ```
+ */
+import * as net from 'node:net';
+import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
+import { type Client, createClient, type Transport } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { type HookOutcome, HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
+import {
+  Executor,
+  type HookEvent,
+  HookEventSchema,
+  HookType,
+  type ToolCallContext,
+  ToolCallContextSchema,
+  type ToolResult,
+  ToolResultSchema,
+} from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  type Hook,
+  HookSchema,
+  OnError,
+  ResponseHandling,
+} from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  type HandleRequestSchema,
+  type HandlerCall,
+  type HandlerReplySchema,
+  HookService,
+  ParkKind,
+} from '../../gen/agenthooks/v1/service_pb.js';
+
+const ADDRESS = process.env.AGENTHOOKS_ADDRESS || '127.0.0.1:50051';
+const RECEIVER_URL = (process.env.RECEIVER_URL || 'http://127.0.0.1:9000').replace(/\/+$/, '');
+const OPERATION_ID = process.env.AGENTHOOKS_OPERATION_ID || 'op-example';
+const AGENT_ID = 'agent-example';
+const USER_ID = 'user-example';
+/** Every call gets a deadline: a sidecar that does not answer is an error, never an allow. */
+const TIMEOUT_MS = 10_000;
+
+const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}';
+const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
+
+type HookClient = Client<typeof HookService>;
+type HandleRequestInit = MessageInitShape<typeof HandleRequestSchema>;
+
+/** Prints one JSON line. */
+function emit(step: string, details: Record<string, unknown> = {}): void {
+  console.log(JSON.stringify({ step, ...details }));
+}
+
+/** Formats hook outcomes as `hookId:status`, such as `steps-before:delivered`. */
+function outcomes(items: readonly HookOutcome[]): string[] {
+  return items.map((o) => `${o.hookId}:${HookOutcomeStatus[o.status].toLowerCase()}`);
+}
+
+/**
+ * Creates a native gRPC transport (HTTP/2) to `host:port` or `unix:/path`;
+ * for a unix socket the HTTP/2 session runs over the socket.
+ */
+function grpcTransport(address: string): Transport {
+  if (address.startsWith('unix:')) {
+    const path = address.replace(/^unix:(\/\/)?/, '');
+    return createGrpcTransport({
+      baseUrl: 'http://localhost',
+      nodeOptions: { createConnection: () => net.connect(path) },
+    });
+  }
+  return createGrpcTransport({ baseUrl: `http://${address}` });
+}
+
+/** One tool call of the model's step. */
+interface ToolCall {
+  readonly context: ToolCallContext;
+  /** True when the tool runs elsewhere and its result arrives later (parked). */
+  readonly deferred: boolean;
+}
+
+function toolName(call: ToolCall): string {
+  return `${call.context.identifier}/${call.context.apiName}`;
+}
+
+function toolCall(
+  name: string,
+  identifier: string,
+  apiName: string,
+  args: JsonObject,
+  callIndex: number,
+  executor: Executor,
+  deferred = false,
+): ToolCall {
+  const context = create(ToolCallContextSchema, {
+    toolCallId: `${OPERATION_ID}-call-${name}`,
+    assistantMessageId: `${OPERATION_ID}-msg-1`,
+    identifier,
+    apiName,
+    args,
+    callIndex,
+    stepIndex: 0,
+    operationId: OPERATION_ID,
+    executor,
+    agentId: AGENT_ID,
+    userId: USER_ID,
+  });
+  return { context, deferred };
+}
+
+function hooks(): Hook[] {
+  const notify = (id: string, type: HookType) =>
+    create(HookSchema, { id, type, webhook: { url: `${RECEIVER_URL}/events` } });
+  return [
+    // A control: the receiver's {"decision": "deny"} blocks the call; if the
+    // receiver fails, the call is blocked too (onError: block).
+    create(HookSchema, {
+      id: 'deny-delete',
+      type: HookType.BEFORE_TOOL_CALL,
+      webhook: {
+        url: `${RECEIVER_URL}/control`,
+        responseHandling: ResponseHandling.TOOL_CALL,
+        onError: OnError.BLOCK,
+      },
+    }),
+    // A local handler, served over the Handle stream below.
+    create(HookSchema, {
+      id: 'mock-search',
+      type: HookType.BEFORE_TOOL_CALL,
+      matcher: '^web/search$',
+      handler: true,
+    }),
+    notify('steps-before', HookType.BEFORE_STEP),
+    notify('steps-after', HookType.AFTER_STEP),
+    notify('tool-results', HookType.AFTER_TOOL_CALL),
+    notify('completed', HookType.ON_COMPLETE),
+  ];
+}
+
+/** The requests of a stream, written by the runtime and read by the transport. */
+class Outbox<T> implements AsyncIterable<T> {
+  readonly #items: T[] = [];
+  #wake: (() => void) | undefined;
+  #closed = false;
+
+  push(item: T): void {
+    this.#items.push(item);
+    this.#wake?.();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      const item = this.#items.shift();
+      if (item !== undefined) {
+        yield item;
+      } else if (this.#closed) {
+        return;
+      } else {
+        await new Promise<void>((resolve) => {
+          this.#wake = resolve;
+        });
+        this.#wake = undefined;
+      }
+    }
+  }
+}
+
+/** Rejects after the timeout, naming what did not happen. */
+function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} within ${TIMEOUT_MS} ms`)), TIMEOUT_MS);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Serves the runtime's local handlers over the Handle stream, in its own
+ * task. Dispatch and DecideToolCall wait for the handler's reply, so the
+ * stream is read while those calls are pending.
+ */
+class HandlerStream {
+  readonly #outbox = new Outbox<HandleRequestInit>();
+  readonly #abort = new AbortController();
+  readonly #attached: Promise<void>;
+  readonly #served: Promise<void>;
+
+  constructor(client: HookClient, operationIds: string[]) {
+    this.#outbox.push({ message: { case: 'attach', value: { operationIds } } });
+    let attached = () => {};
+    this.#attached = new Promise<void>((resolve) => {
+      attached = resolve;
+    });
+    this.#served = (async () => {
+      const responses = client.handle(this.#outbox, { signal: this.#abort.signal });
+      for await (const response of responses) {
+        const m = response.message;
+        if (m.case === 'attached') {
+          emit('Handle.attached', { operationIds: m.value.operationIds });
+          attached();
+        } else if (m.case === 'call') {
+          this.#outbox.push({ message: { case: 'reply', value: this.#run(m.value) } });
+        } else if (m.case === 'replaced') {
+          emit('Handle.replaced', { operationIds: m.value.operationIds });
+        }
+      }
+    })();
+    // waitAttached() and close() report a failed stream; until then it is no unhandled rejection.
+    this.#served.catch(() => {});
+  }
+
+  /** The handler: mocks web/search, and is done with anything else. */
+  #run(call: HandlerCall): MessageInitShape<typeof HandlerReplySchema> {
+    const event = call.event?.event;
+    if (event?.case === 'beforeToolCall' && event.value.context !== undefined) {
+      const tool = `${event.value.context.identifier}/${event.value.context.apiName}`;
+      if (call.hookId === 'mock-search' && tool === 'web/search') {
+        emit('Handle.call', { hookId: call.hookId, tool, reply: 'mock' });
+        return {
+          callId: call.callId,
+          outcome: {
+            case: 'mock',
+            value: { result: { content: SEARCH_RESULT, success: true } },
+          },
+        };
+      }
+    }
+    emit('Handle.call', { hookId: call.hookId, event: event?.case, reply: 'done' });
+    return { callId: call.callId, outcome: { case: 'done', value: {} } };
+  }
+
+  async waitAttached(): Promise<void> {
+    await within(
+      Promise.race([
+        this.#attached,
+        this.#served.then(() => {
+          throw new Error('the Handle stream ended before it was attached');
+        }),
+      ]),
+      'the sidecar did not confirm the Handle attachment',
+    );
+  }
+
+  /** Half-closes the stream and waits until the sidecar ended it. */
+  async close(): Promise<void> {
+    this.#outbox.close();
+    await within(this.#served, 'the Handle stream did not end');
+  }
+
+  /** Cancels the stream, as a runtime does when the operation failed. */
+  abort(): void {
+    this.#abort.abort();
+  }
+}
+
+class Runtime {
+  readonly #client: HookClient;
+
+  constructor(client: HookClient) {
+    this.#client = client;
+  }
+
+  async dispatch(event: HookEvent, details: Record<string, unknown> = {}): Promise<void> {
+    const res = await this.#client.dispatch({ event }, { timeoutMs: TIMEOUT_MS });
+    emit('Dispatch', { event: event.event.case, ...details, outcomes: outcomes(res.outcomes) });
+  }
+
+  async afterToolCall(call: ToolCall, result: ToolResult | undefined, mocked: boolean) {
+    const event = create(HookEventSchema, {
+      event: { case: 'afterToolCall', value: { context: call.context, mocked, result } },
+    });
+    await this.dispatch(event, { tool: toolName(call) });
+  }
+
+  /** Asks the sidecar before the tool runs, and does what the decision says. */
+  async decide(call: ToolCall): Promise<void> {
+    const tool = toolName(call);
+    const res = await this.#client.decideToolCall(
+      { event: { context: call.context } },
+      { timeoutMs: TIMEOUT_MS },
+    );
+    const outcome = res.decision?.outcome;
+    switch (outcome?.case) {
+      case 'deny':
+        // The tool does not run; the blocked result is what the runtime stores.
+        emit('DecideToolCall', { tool, decision: 'deny', reason: outcome.value.reason });
+        return;
+      case 'mock':
+        // The tool does not run; the handler's result stands in for it.
+        emit('DecideToolCall', { tool, decision: 'mock', hookId: outcome.value.hookId });
+        await this.afterToolCall(call, outcome.value.result, true);
+        return;
+      case 'allow': {
+        emit('DecideToolCall', { tool, decision: 'allow' });
+        if (!call.deferred)
+          throw new Error(`${tool} would run here; this example runs no tool itself`);
+        // The client runs the tool; its result arrives later. Park the call so
+        // that the publication works on any sidecar, after any restart.
+        const parked = await this.#client.parkToolCall(
+          { context: call.context, kind: ParkKind.DEFERRED },
+          { timeoutMs: TIMEOUT_MS },
+        );
+        emit('ParkToolCall', { toolCallId: call.context.toolCallId, created: parked.created });
+        return;
+      }
+      default:
+        throw new Error('DecideToolCall answered without a decision');
+    }
+  }
+
+  /**
+   * Hands the sidecar the parked call's result: it runs the result controls
+   * and publishes it once (and sends its afterToolCall notification).
+   */
+  async publish(call: ToolCall, result: ToolResult): Promise<void> {
+    const res = await this.#client.publishDeferredResult(
+      { toolCallId: call.context.toolCallId, result },
+      { timeoutMs: TIMEOUT_MS },
+    );
+    emit('PublishDeferredResult', {
+      toolCallId: call.context.toolCallId,
+      published: res.published,
+      content: res.finalResult?.content,
+    });
+  }
+}
+
+async function main(): Promise<void> {
+  const client = createClient(HookService, grpcTransport(ADDRESS));
+  const runtime = new Runtime(client);
+
+  const registered = await client.registerHooks(
+    { operationId: OPERATION_ID, hooks: hooks() },
+    { timeoutMs: TIMEOUT_MS },
+  );
+  emit('RegisterHooks', { operationId: OPERATION_ID, hookCount: registered.hookCount });
+
+  const handlers = new HandlerStream(client, [OPERATION_ID]);
+  try {
+    await handlers.waitAttached();
+
+    const step = {
+      agentId: AGENT_ID,
+      operationId: OPERATION_ID,
+      userId: USER_ID,
+      stepIndex: 0,
+      stepType: 'call_tool',
+    };
+    await runtime.dispatch(create(HookEventSchema, { event: { case: 'beforeStep', value: step } }));
+
+    const read = toolCall(
+      'read',
+      'fs',
+      'readFile',
+      { path: 'notes/todo.md' },
+      0,
+      Executor.CLIENT,
+      true,
+    );
+    const remove = toolCall(
+      'delete',
+      'fs',
+      'deleteFile',
+      { path: 'notes/todo.md' },
+      1,
+      Executor.SERVER,
+    );
+    const search = toolCall(
+      'search',
+      'web',
+      'search',
+      { query: 'agenthooks sidecar' },
+      2,
+      Executor.SERVER,
+    );
+    for (const call of [read, remove, search]) await runtime.decide(call);
+
+    await runtime.dispatch(
+      create(HookEventSchema, {
+        event: {
+          case: 'afterStep',
+          value: { ...step, steps: 1, toolCalls: 3, totalToolCalls: 3 },
+        },
+      }),
+    );
+
+    await runtime.publish(
+      read,
+      create(ToolResultSchema, { content: READ_RESULT, success: true, executionTime: 12 }),
+    );
+
+    const done = await client.completeOperation(
+      {
+        event: {
+          agentId: AGENT_ID,
+          operationId: OPERATION_ID,
+          userId: USER_ID,
+          reason: 'done',
+          status: 'done',
+          totalSteps: 1,
+          totalToolCalls: 3,
+        },
+      },
+      { timeoutMs: TIMEOUT_MS },
+    );
+    emit('CompleteOperation', {
+      reason: 'done',
+      handlersDropped: done.handlersDropped,
+      outcomes: outcomes(done.outcomes),
+    });
+    await handlers.close();
+  } catch (e) {
+    handlers.abort();
+    throw e;
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(`agenthooks example failed: ${e instanceof Error ? e.message : String(e)}`);
+  process.exitCode = 1;
+});

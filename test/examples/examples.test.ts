@@ -1,0 +1,410 @@
+/**
+ * @module End-to-end: the example runtimes of `examples/` (Python, Go and
+ * TypeScript, each on its generated gRPC client) run one whole operation
+ * against one real sidecar and one real receiver. The assertions read the
+ * receiver's log and the sidecar's answers as a recording gRPC proxy saw them
+ * on the wire, never the examples' own printout.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { fromBinary, type JsonValue, toJson } from '@bufbuild/protobuf';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+import { type GrpcProxy, type ProxiedCall, startGrpcProxy } from './grpc-proxy.js';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const VENV_PYTHON = join(ROOT, '.venv', 'bin', 'python');
+const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+/** What `tsc -p examples/ts` emits (its tsconfig's outDir). */
+const TS_EXAMPLE = join(ROOT, 'dist', 'examples', 'examples', 'ts', 'runtime.js');
+
+/** The id every language's operation id is normalised to. */
+const OPERATION_ID = 'op-example';
+const DENY_REASON = 'Deleting files is not allowed.';
+/** What the examples' web/search handler mocks and what their deferred readFile returns. */
+const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}';
+const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
+/** Webhooks per operation: beforeStep, 3 controls, 2 afterToolCall, afterStep, onComplete. */
+const PAYLOADS_PER_RUN = 8;
+/** Fields whose values differ from run to run (handler call ids, durations, park times). */
+const VARYING_FIELDS = new Set(['callId', 'duration', 'parkedAt']);
+
+const execFileAsync = promisify(execFile);
+
+type Language = 'python' | 'go' | 'ts';
+const LANGUAGES: Language[] = ['python', 'go', 'ts'];
+
+/** The exit of an example process. */
+interface Exit {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A call of one run, decoded to proto3 JSON with the operation id normalised. */
+interface DecodedCall {
+  readonly method: string;
+  readonly contentType: string | undefined;
+  readonly te: string | undefined;
+  readonly status: number | undefined;
+  readonly requests: JsonValue[];
+  readonly responses: JsonValue[];
+}
+
+/** One example run through the proxy. */
+interface Run {
+  readonly operationId: string;
+  readonly calls: DecodedCall[];
+  /** Receiver requests of the run, normalised, in arrival order. */
+  readonly payloads: { path: string; json: Record<string, JsonValue> }[];
+}
+
+/** Replaces the run's operation id by `op-example` everywhere and drops varying fields. */
+function normalise<T>(value: T, operationId: string): T {
+  const json = JSON.stringify(value, (key, v) => (VARYING_FIELDS.has(key) ? undefined : v));
+  return JSON.parse(json.replaceAll(operationId, OPERATION_ID)) as T;
+}
+
+function decode(call: ProxiedCall, operationId: string): DecodedCall {
+  const name = call.path.split('/').pop() ?? '';
+  const method = HookService.methods.find((m) => m.name === name);
+  if (method === undefined) throw new Error(`not a HookService method: ${call.path}`);
+  return normalise(
+    {
+      method: name,
+      contentType: call.requestHeaders['content-type'],
+      te: call.requestHeaders.te as string | undefined,
+      status: call.grpcStatus,
+      requests: call.requests.map((b) => toJson(method.input, fromBinary(method.input, b))),
+      responses: call.responses.map((b) => toJson(method.output, fromBinary(method.output, b))),
+    },
+    operationId,
+  );
+}
+
+/** Answers controls as the README's receiver does: deny fs/deleteFile, allow the rest. */
+function controlReceiver(receiver: Receiver): void {
+  receiver.respond((req, res) => {
+    if (req.path !== '/control') {
+      res.writeHead(204);
+      res.end();
+      return;
+    }
+    const event = req.json as { identifier?: string; apiName?: string };
+    const deny = event.identifier === 'fs' && event.apiName === 'deleteFile';
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify(deny ? { decision: 'deny', reason: DENY_REASON } : { decision: 'allow' }),
+    );
+  });
+}
+
+/** Runs a process to its end and keeps its output; kills it after 30 seconds. */
+function runProcess(command: string, args: string[], env: Record<string, string>): Promise<Exit> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString('utf8');
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      stderr += c.toString('utf8');
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Which tool a payload is about, for tool events. */
+function toolOf(json: Record<string, JsonValue>): string | undefined {
+  return json.identifier === undefined ? undefined : `${json.identifier}/${json.apiName}`;
+}
+
+/** The payloads sorted by their JSON, for comparisons where arrival order is not the point. */
+function sortedPayloads(run: Run): string[] {
+  return run.payloads.map((p) => JSON.stringify({ path: p.path, ...p.json })).sort();
+}
+
+describe('example runtimes in Python, Go and TypeScript', () => {
+  let receiver: Receiver;
+  let sidecar: SidecarProcess;
+  let proxy: GrpcProxy;
+  let workDir: string;
+  let socket: string;
+  const commands = new Map<
+    Language,
+    { command: string; args: string[]; env: Record<string, string> }
+  >();
+  const runs = new Map<Language, Run>();
+
+  /** Runs one example with its own operation id and waits for all its webhooks. */
+  async function runExample(language: Language, address: string, operationId: string) {
+    const spec = commands.get(language);
+    if (spec === undefined) throw new Error(`no command for ${language}`);
+    const exit = await runProcess(spec.command, spec.args, {
+      ...spec.env,
+      AGENTHOOKS_ADDRESS: address,
+      RECEIVER_URL: receiver.url,
+      AGENTHOOKS_OPERATION_ID: operationId,
+    });
+    expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
+    const ofRun = (r: ReceivedRequest) =>
+      (r.json as Record<string, unknown> | undefined)?.operationId === operationId;
+    // The afterToolCall of the published result is sent without being awaited.
+    await vi.waitFor(() => expect(receiver.requests.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
+      timeout: 5_000,
+      interval: 10,
+    });
+    return receiver.requests.filter(ofRun).map((r) => ({
+      path: r.path,
+      json: normalise(r.json as Record<string, JsonValue>, operationId),
+    }));
+  }
+
+  beforeAll(async () => {
+    if (!existsSync(VENV_PYTHON)) {
+      throw new Error(
+        'no .venv: run scripts/install-client-tools.sh (npm run generate:clients does)',
+      );
+    }
+    workDir = mkdtempSync(join(tmpdir(), 'agenthooks-examples-'));
+    socket = join(workDir, 'agenthooks.sock');
+    const goBinary = join(workDir, 'runtime-go');
+    // Both builds at once: the Go one takes long on a cold build cache.
+    await Promise.all([
+      execFileAsync('go', ['build', '-o', goBinary, '.'], { cwd: join(ROOT, 'examples', 'go') }),
+      execFileAsync(process.execPath, [TSC, '-p', join(ROOT, 'examples', 'ts')], { cwd: ROOT }),
+    ]);
+    commands.set('python', {
+      command: VENV_PYTHON,
+      args: [join(ROOT, 'examples', 'python', 'runtime.py')],
+      env: { PYTHONPATH: join(ROOT, 'clients', 'python'), PYTHONDONTWRITEBYTECODE: '1' },
+    });
+    commands.set('go', { command: goBinary, args: [], env: {} });
+    commands.set('ts', { command: process.execPath, args: [TS_EXAMPLE], env: {} });
+
+    receiver = await startReceiver();
+    controlReceiver(receiver);
+    sidecar = await startSidecar({ args: ['--grpc-listen', `unix:${socket}`], http: false });
+    proxy = await startGrpcProxy(sidecar.grpc);
+  }, 300_000);
+
+  afterAll(async () => {
+    await proxy?.close();
+    await killSidecar(sidecar);
+    await receiver?.close();
+    if (workDir !== undefined) rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it.each(LANGUAGES)(
+    'runs a whole operation in %s over native gRPC: allowed, denied, mocked, parked and published',
+    async (language) => {
+      const operationId = `op-example-${language}`;
+      const firstCall = proxy.calls.length;
+      const payloads = await runExample(language, proxy.address, operationId);
+      const proxied = proxy.calls.slice(firstCall);
+      await Promise.all(proxied.map((c) => c.ended));
+      const calls = proxied.map((c) => decode(c, operationId));
+      runs.set(language, { operationId, calls, payloads });
+
+      // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
+      for (const call of calls) {
+        expect(call.contentType).toMatch(/^application\/grpc(\+proto)?$/);
+        expect(call.te).toBe('trailers');
+      }
+      expect(calls.map((c) => [c.method, c.status])).toEqual([
+        ['RegisterHooks', 0],
+        ['Handle', 0],
+        ['Dispatch', 0],
+        ['DecideToolCall', 0],
+        ['ParkToolCall', 0],
+        ['DecideToolCall', 0],
+        ['DecideToolCall', 0],
+        ['Dispatch', 0],
+        ['Dispatch', 0],
+        ['PublishDeferredResult', 0],
+        ['CompleteOperation', 0],
+      ]);
+
+      // The sidecar's answers, as the runtime got them.
+      const [register, handle, beforeStep, read, park, remove, search, afterSearch, afterStep] =
+        calls;
+      const [publish, complete] = calls.slice(9);
+      expect(register?.responses).toEqual([{ hookCount: 6 }]);
+      expect(beforeStep?.responses).toMatchObject([
+        { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
+      ]);
+      expect(read?.responses).toMatchObject([
+        {
+          decision: { allow: { controlsConsulted: 1 } },
+          outcomes: [{ hookId: 'deny-delete', status: 'HOOK_OUTCOME_STATUS_ALLOWED' }],
+        },
+      ]);
+      expect(park?.responses).toMatchObject([
+        {
+          created: true,
+          record: {
+            kind: 'PARK_KIND_DEFERRED',
+            operationChain: [OPERATION_ID],
+            context: { toolCallId: `${OPERATION_ID}-call-read`, apiName: 'readFile' },
+          },
+        },
+      ]);
+      expect(remove?.responses).toMatchObject([
+        {
+          decision: {
+            deny: {
+              reason: DENY_REASON,
+              classification: 'DENY_CLASSIFICATION_HOOK_DENIED',
+              hookId: 'deny-delete',
+              operationId: OPERATION_ID,
+              blockedResult: {
+                content: DENY_REASON,
+                error: 'hook_denied',
+                state: { type: 'blocked', reason: DENY_REASON },
+              },
+            },
+          },
+          outcomes: [{ hookId: 'deny-delete', status: 'HOOK_OUTCOME_STATUS_DENIED' }],
+        },
+      ]);
+      expect(search?.responses).toMatchObject([
+        {
+          decision: {
+            mock: { hookId: 'mock-search', result: { content: SEARCH_RESULT, success: true } },
+          },
+          outcomes: [
+            { hookId: 'deny-delete', status: 'HOOK_OUTCOME_STATUS_ALLOWED' },
+            { hookId: 'mock-search', status: 'HOOK_OUTCOME_STATUS_HANDLED' },
+          ],
+        },
+      ]);
+      // The local handler ran over the Handle stream, and its mock is the answer above.
+      expect(handle?.responses).toMatchObject([
+        { attached: { operationIds: [OPERATION_ID] } },
+        {
+          call: {
+            hookId: 'mock-search',
+            event: { beforeToolCall: { context: { identifier: 'web', apiName: 'search' } } },
+          },
+        },
+      ]);
+      expect(handle?.requests).toMatchObject([
+        { attach: { operationIds: [OPERATION_ID] } },
+        { reply: { mock: { result: { content: SEARCH_RESULT, success: true } } } },
+      ]);
+      expect(afterSearch?.responses).toMatchObject([
+        { outcomes: [{ hookId: 'tool-results', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
+      ]);
+      expect(afterStep?.responses).toMatchObject([
+        { outcomes: [{ hookId: 'steps-after', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
+      ]);
+      expect(publish?.responses).toEqual([
+        {
+          finalResult: { content: READ_RESULT, success: true, executionTime: 12 },
+          published: true,
+        },
+      ]);
+      expect(complete?.responses).toMatchObject([
+        {
+          handlersDropped: true,
+          outcomes: [{ hookId: 'completed', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }],
+        },
+      ]);
+
+      // What the receiver got: the controls saw all three calls (controls run
+      // before local mocks), and the notifications the right events.
+      const seen = payloads.map((p) => [p.path, p.json.hookType, p.json.hookId, toolOf(p.json)]);
+      const published = seen.findIndex(
+        ([, type, , tool]) => type === 'afterToolCall' && tool === 'fs/readFile',
+      );
+      expect(seen.filter((_, i) => i !== published)).toEqual([
+        ['/events', 'beforeStep', 'steps-before', undefined],
+        ['/control', 'beforeToolCall', 'deny-delete', 'fs/readFile'],
+        ['/control', 'beforeToolCall', 'deny-delete', 'fs/deleteFile'],
+        ['/control', 'beforeToolCall', 'deny-delete', 'web/search'],
+        ['/events', 'afterToolCall', 'tool-results', 'web/search'],
+        ['/events', 'afterStep', 'steps-after', undefined],
+        ['/events', 'onComplete', 'completed', undefined],
+      ]);
+      // The sidecar sends the published result's afterToolCall once, after the publication.
+      expect(published).toBeGreaterThan(5);
+      const mocked = payloads.find((p) => toolOf(p.json) === 'web/search' && p.path === '/events');
+      expect(mocked?.json).toMatchObject({
+        mocked: true,
+        result: { content: SEARCH_RESULT, success: true },
+      });
+      expect(payloads[published]?.json).toMatchObject({
+        toolCallId: `${OPERATION_ID}-call-read`,
+        executor: 'client',
+        mocked: false,
+        result: { content: READ_RESULT, success: true, executionTime: 12 },
+      });
+
+      // The sidecar keeps the first published result: a duplicate gets it, unpublished.
+      const client = createClient(
+        HookService,
+        createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+      );
+      const duplicate = await client.publishDeferredResult({
+        toolCallId: `${operationId}-call-read`,
+        result: { content: 'a second result', success: true },
+      });
+      expect(duplicate.published).toBe(false);
+      expect(duplicate.finalResult?.content).toBe(READ_RESULT);
+      const listed = await client.listHooks({ operationId });
+      expect(listed.hooks.map((h) => h.id)).toEqual([
+        'deny-delete',
+        'mock-search',
+        'steps-before',
+        'steps-after',
+        'tool-results',
+        'completed',
+      ]);
+      expect(listed.handlerAttached).toBe(false);
+    },
+    60_000,
+  );
+
+  it('gives the receiver equal payloads, and the sidecar equal requests, from the three languages', () => {
+    const [python, go, ts] = LANGUAGES.map((language) => {
+      const run = runs.get(language);
+      if (run === undefined) throw new Error(`the ${language} example did not run`);
+      return run;
+    }) as [Run, Run, Run];
+    expect(sortedPayloads(go)).toEqual(sortedPayloads(python));
+    expect(sortedPayloads(ts)).toEqual(sortedPayloads(python));
+    expect(python.payloads).toHaveLength(PAYLOADS_PER_RUN);
+    const requests = (run: Run) => run.calls.map((c) => [c.method, c.requests]);
+    expect(requests(go)).toEqual(requests(python));
+    expect(requests(ts)).toEqual(requests(python));
+    const responses = (run: Run) => run.calls.map((c) => [c.method, c.responses]);
+    expect(responses(go)).toEqual(responses(python));
+    expect(responses(ts)).toEqual(responses(python));
+  });
+
+  it('reaches the sidecar over a unix socket from each language, with the same payloads', async () => {
+    for (const language of LANGUAGES) {
+      const overTcp = runs.get(language);
+      if (overTcp === undefined) throw new Error(`the ${language} example did not run`);
+      const payloads = await runExample(language, `unix:${socket}`, `op-example-${language}-unix`);
+      expect(sortedPayloads({ ...overTcp, payloads })).toEqual(sortedPayloads(overTcp));
+    }
+  }, 60_000);
+});
