@@ -1,0 +1,473 @@
+package k8scheck
+
+import (
+	"net"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// manifestDir is deploy/kubernetes, from test/k8s; K8SCHECK_DIR overrides it.
+var manifestDir = func() string {
+	if d := os.Getenv("K8SCHECK_DIR"); d != "" {
+		return d
+	}
+	return "../../deploy/kubernetes"
+}()
+
+// sidecarName is the agenthooks container's name.
+const sidecarName = "agenthooks"
+
+// Defaults baked into the image (Dockerfile ENV) and the sidecar (config.ts).
+var imageEnvDefaults = map[string]string{
+	"AGENTHOOKS_GRPC_LISTEN":    "0.0.0.0:50051",
+	"AGENTHOOKS_HEALTH_LISTEN":  "0.0.0.0:50052",
+	"AGENTHOOKS_DB":             "/var/lib/agenthooks/agenthooks.db",
+	"AGENTHOOKS_SHUTDOWN_GRACE": "10",
+}
+
+// flagEnv maps the flags checked here to their variables.
+var flagEnv = map[string]string{
+	"grpc-listen":    "AGENTHOOKS_GRPC_LISTEN",
+	"health-listen":  "AGENTHOOKS_HEALTH_LISTEN",
+	"db":             "AGENTHOOKS_DB",
+	"env-file":       "AGENTHOOKS_ENV_FILE",
+	"shutdown-grace": "AGENTHOOKS_SHUTDOWN_GRACE",
+}
+
+func TestStrictDecodingRejectsBadManifests(t *testing.T) {
+	cases := map[string]string{
+		"unknown field": `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: x}
+dataa: {a: b}
+`,
+		"misspelt nested field": `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: x}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      initContainers:
+        - name: s
+          image: i
+          restartPolicyy: Always
+      containers: [{name: c, image: i}]
+`,
+		"wrong case": `
+apiVersion: v1
+kind: Secret
+metadata: {name: x}
+StringData: {a: b}
+`,
+		"duplicate field": `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: x}
+data: {a: b}
+data: {c: d}
+`,
+		"wrong type": `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: x}
+spec:
+  replicas: "one"
+`,
+		"unknown kind": `
+apiVersion: v1
+kind: NotAKind
+metadata: {name: x}
+`,
+	}
+	for name, doc := range cases {
+		_, err := DecodeStrict(name, []byte(doc))
+		if err == nil {
+			t.Errorf("%s: decoded without error, want a strict decoding error", name)
+		}
+		t.Logf("%s: %v", name, err)
+	}
+	good := "# comment only\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n"
+	objs, err := DecodeStrict("good", []byte(good))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("a valid ConfigMap: %d objects, error %v", len(objs), err)
+	}
+}
+
+// manifests holds the decoded manifests by kind.
+type manifests struct {
+	deployments []*appsv1.Deployment
+	configMaps  map[string]*corev1.ConfigMap
+	secrets     map[string]*corev1.Secret
+}
+
+func load(t *testing.T) manifests {
+	t.Helper()
+	objs, err := LoadDir(manifestDir)
+	if err != nil {
+		t.Fatalf("strict decoding: %v", err)
+	}
+	m := manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	for _, o := range objs {
+		switch v := o.Obj.(type) {
+		case *appsv1.Deployment:
+			m.deployments = append(m.deployments, v)
+		case *corev1.ConfigMap:
+			m.configMaps[v.Name] = v
+		case *corev1.Secret:
+			m.secrets[v.Name] = v
+		default:
+			t.Errorf("%s document %d: unexpected kind %T", o.File, o.Index, o.Obj)
+		}
+	}
+	if len(m.deployments) != 1 {
+		t.Fatalf("want exactly one Deployment in %s, got %d", manifestDir, len(m.deployments))
+	}
+	return m
+}
+
+// settings reads the sidecar's command line and literal environment the way
+// agenthooks does: a flag wins over its variable, which wins over the image's
+// default. Only the last value of a flag is kept, except grpc-listen.
+type settings struct {
+	flags map[string][]string
+	env   map[string]string
+}
+
+func newSettings(c *corev1.Container) settings {
+	s := settings{flags: map[string][]string{}, env: map[string]string{}}
+	// The command too, for flags written there; a shell script is one word.
+	args := append(append([]string{}, c.Command...), c.Args...)
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !hasValue && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		s.flags[name] = append(s.flags[name], value)
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom == nil {
+			s.env[e.Name] = e.Value
+		}
+	}
+	return s
+}
+
+func (s settings) all(flag string) []string {
+	if v := s.flags[flag]; len(v) > 0 {
+		return v
+	}
+	name := flagEnv[flag]
+	v, ok := s.env[name]
+	if !ok || v == "" {
+		v = imageEnvDefaults[name]
+	}
+	if v == "" {
+		return nil
+	}
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s settings) one(flag string) string {
+	v := s.all(flag)
+	if len(v) == 0 {
+		return ""
+	}
+	return v[len(v)-1]
+}
+
+// mountFor returns the container's mount whose path holds file (the deepest one).
+func mountFor(c *corev1.Container, file string) *corev1.VolumeMount {
+	var best *corev1.VolumeMount
+	for i := range c.VolumeMounts {
+		m := &c.VolumeMounts[i]
+		if strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/") &&
+			(best == nil || len(m.MountPath) > len(best.MountPath)) {
+			best = m
+		}
+	}
+	return best
+}
+
+func volume(spec *corev1.PodSpec, name string) *corev1.Volume {
+	for i := range spec.Volumes {
+		if spec.Volumes[i].Name == name {
+			return &spec.Volumes[i]
+		}
+	}
+	return nil
+}
+
+func boolTrue(b *bool) bool { return b != nil && *b }
+
+func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
+	m := load(t)
+	d := m.deployments[0]
+	spec := &d.Spec.Template.Spec
+
+	if d.Spec.Selector == nil {
+		t.Fatal("the Deployment has no selector")
+	}
+	sel, err := labels.ValidatedSelectorFromSet(d.Spec.Selector.MatchLabels)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("the selector %v does not match the pod labels %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
+	}
+
+	// The sidecar: an init container with restartPolicy Always.
+	var sidecar *corev1.Container
+	for i := range spec.InitContainers {
+		if spec.InitContainers[i].Name == sidecarName {
+			sidecar = &spec.InitContainers[i]
+		}
+	}
+	for _, c := range spec.Containers {
+		if c.Name == sidecarName {
+			t.Errorf("%s is a regular container; it must be an init container with restartPolicy Always", sidecarName)
+		}
+	}
+	if sidecar == nil {
+		t.Fatalf("no init container named %s", sidecarName)
+	}
+	if sidecar.RestartPolicy == nil || *sidecar.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		got := "unset"
+		if sidecar.RestartPolicy != nil {
+			got = string(*sidecar.RestartPolicy)
+		}
+		t.Errorf("%s: restartPolicy is %s, want Always (a native sidecar)", sidecarName, got)
+	}
+	if len(spec.Containers) == 0 {
+		t.Fatal("no agent container")
+	}
+	s := newSettings(sidecar)
+
+	// Probes: gRPC on the health-only listener.
+	health := s.one("health-listen")
+	if health == "" {
+		t.Fatalf("%s: no --health-listen / AGENTHOOKS_HEALTH_LISTEN", sidecarName)
+	}
+	host, portText, err := net.SplitHostPort(health)
+	if err != nil {
+		t.Fatalf("%s: health listener %q is not host:port: %v", sidecarName, health, err)
+	}
+	healthPort, err := strconv.Atoi(portText)
+	if err != nil {
+		t.Fatalf("%s: health listener %q has no numeric port", sidecarName, health)
+	}
+	if host != "0.0.0.0" && host != "::" {
+		t.Errorf("%s: health listener %q is not reachable by kubelet (listen on 0.0.0.0)", sidecarName, health)
+	}
+	probes := map[string]*corev1.Probe{"readinessProbe": sidecar.ReadinessProbe, "livenessProbe": sidecar.LivenessProbe}
+	if sidecar.StartupProbe != nil {
+		probes["startupProbe"] = sidecar.StartupProbe
+	}
+	for name, p := range probes {
+		switch {
+		case p == nil:
+			t.Errorf("%s: no %s", sidecarName, name)
+		case p.GRPC == nil || p.HTTPGet != nil || p.TCPSocket != nil || p.Exec != nil:
+			t.Errorf("%s: %s is not a gRPC probe", sidecarName, name)
+		case int(p.GRPC.Port) != healthPort:
+			t.Errorf("%s: %s probes port %d, the health-only listener is %d", sidecarName, name, p.GRPC.Port, healthPort)
+		}
+	}
+
+	// The unix socket on a shared emptyDir.
+	var socket string
+	for _, l := range s.all("grpc-listen") {
+		if strings.HasPrefix(l, "unix:") {
+			socket = strings.TrimPrefix(l, "unix:")
+		}
+	}
+	if socket == "" {
+		t.Fatalf("%s: no unix: gRPC listener in %v", sidecarName, s.all("grpc-listen"))
+	}
+	sidecarMount := mountFor(sidecar, socket)
+	if sidecarMount == nil {
+		t.Fatalf("%s: the socket %s is on no volume", sidecarName, socket)
+	}
+	if v := volume(spec, sidecarMount.Name); v == nil || v.EmptyDir == nil {
+		t.Errorf("the socket volume %s is not an emptyDir", sidecarMount.Name)
+	}
+	socketRel := strings.TrimPrefix(socket, strings.TrimSuffix(sidecarMount.MountPath, "/")+"/")
+	agents := 0
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		for _, vm := range c.VolumeMounts {
+			if vm.Name != sidecarMount.Name {
+				continue
+			}
+			agents++
+			agentSocket := path.Join(vm.MountPath, socketRel)
+			found := false
+			for _, e := range c.Env {
+				found = found || strings.Contains(e.Value, agentSocket)
+			}
+			if !found {
+				t.Errorf("container %s mounts the socket volume but no env var names %s", c.Name, agentSocket)
+			}
+		}
+	}
+	if agents == 0 {
+		t.Errorf("no agent container mounts the socket volume %s", sidecarMount.Name)
+	}
+
+	// Someone other than the sidecar's user must be able to connect.
+	ps := spec.SecurityContext
+	if ps == nil || ps.FSGroup == nil {
+		t.Errorf("the pod sets no fsGroup: the socket folder is not shared by group")
+	}
+	script := strings.Join(sidecar.Command, " ")
+	if len(s.flags["socket-mode"]) == 0 && !strings.Contains(script, "umask 0007") && !strings.Contains(script, "umask 007") {
+		t.Errorf("%s: the socket would be srwxr-xr-x (umask 022): set --socket-mode, or run it under umask 0007", sidecarName)
+	}
+
+	// Security: non-root, read-only root filesystem, no privilege escalation.
+	all := append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...)
+	for _, c := range all {
+		sc := c.SecurityContext
+		// The container's setting wins over the pod's.
+		nonRoot := ps != nil && boolTrue(ps.RunAsNonRoot)
+		if sc != nil && sc.RunAsNonRoot != nil {
+			nonRoot = *sc.RunAsNonRoot
+		}
+		if !nonRoot {
+			t.Errorf("%s: runAsNonRoot is not true", c.Name)
+		}
+		if sc == nil || !boolTrue(sc.ReadOnlyRootFilesystem) {
+			t.Errorf("%s: readOnlyRootFilesystem is not true", c.Name)
+		}
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			t.Errorf("%s: allowPrivilegeEscalation is not false", c.Name)
+		}
+		if sc != nil && sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+			t.Errorf("%s: runAsUser is 0", c.Name)
+		}
+		// Resource requests.
+		for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+			if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
+				t.Errorf("%s: no %s request", c.Name, r)
+			}
+		}
+	}
+	if q, ok := sidecar.Resources.Limits[corev1.ResourceMemory]; !ok || q.IsZero() {
+		t.Errorf("%s: no memory limit", sidecarName)
+	}
+
+	// The database on a volume (the root filesystem is read-only).
+	db := s.one("db")
+	if dm := mountFor(sidecar, db); dm == nil {
+		t.Errorf("%s: the database %s is on no volume", sidecarName, db)
+	} else if v := volume(spec, dm.Name); v == nil || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
+		t.Errorf("%s: the database volume %s is neither an emptyDir nor a PVC", sidecarName, dm.Name)
+	} else if dm.ReadOnly {
+		t.Errorf("%s: the database volume is mounted read-only", sidecarName)
+	}
+
+	// The env file from a ConfigMap volume.
+	envFile := s.one("env-file")
+	if envFile == "" {
+		t.Errorf("%s: no AGENTHOOKS_ENV_FILE / --env-file", sidecarName)
+	} else if em := mountFor(sidecar, envFile); em == nil {
+		t.Errorf("%s: the env file %s is on no volume", sidecarName, envFile)
+	} else if em.SubPath != "" {
+		t.Errorf("%s: the env file volume uses subPath, so ConfigMap updates never arrive", sidecarName)
+	} else if v := volume(spec, em.Name); v == nil || v.ConfigMap == nil {
+		t.Errorf("%s: the env file volume %s is not a ConfigMap", sidecarName, em.Name)
+	} else {
+		key := strings.TrimPrefix(envFile, strings.TrimSuffix(em.MountPath, "/")+"/")
+		for _, item := range v.ConfigMap.Items {
+			if item.Path == key {
+				key = item.Key
+			}
+		}
+		cm, ok := m.configMaps[v.ConfigMap.Name]
+		switch {
+		case !ok:
+			t.Errorf("the ConfigMap %s is not in %s", v.ConfigMap.Name, manifestDir)
+		case cm.Data[key] == "":
+			t.Errorf("the ConfigMap %s has no key %s", cm.Name, key)
+		default:
+			vars := parseEnvFile(cm.Data[key])
+			for _, want := range []string{"AGENT_HOOK_WEBHOOK_URL", "AGENT_HOOK_WEBHOOK_EVENTS"} {
+				if vars[want] == "" {
+					t.Errorf("the env file in ConfigMap %s does not set %s", cm.Name, want)
+				}
+			}
+			if _, ok := vars["AGENT_HOOK_WEBHOOK_TOKEN"]; ok {
+				t.Errorf("the env file in ConfigMap %s sets the token: it belongs in the Secret", cm.Name)
+			}
+		}
+	}
+
+	// The token from a Secret.
+	var token *corev1.EnvVar
+	for i := range sidecar.Env {
+		if sidecar.Env[i].Name == "AGENT_HOOK_WEBHOOK_TOKEN" {
+			token = &sidecar.Env[i]
+		}
+	}
+	switch {
+	case token == nil:
+		t.Errorf("%s: no AGENT_HOOK_WEBHOOK_TOKEN", sidecarName)
+	case token.Value != "" || token.ValueFrom == nil || token.ValueFrom.SecretKeyRef == nil:
+		t.Errorf("%s: AGENT_HOOK_WEBHOOK_TOKEN does not come from a secretKeyRef", sidecarName)
+	default:
+		ref := token.ValueFrom.SecretKeyRef
+		sec, ok := m.secrets[ref.Name]
+		if !ok {
+			t.Errorf("the Secret %s is not in %s", ref.Name, manifestDir)
+		} else if _, inData := sec.Data[ref.Key]; !inData && sec.StringData[ref.Key] == "" {
+			t.Errorf("the Secret %s has no key %s", ref.Name, ref.Key)
+		}
+	}
+
+	// Termination: longer than the sidecar's shutdown grace.
+	grace, err := strconv.ParseFloat(s.one("shutdown-grace"), 64)
+	if err != nil {
+		t.Errorf("%s: shutdown grace %q is not a number", sidecarName, s.one("shutdown-grace"))
+	}
+	if tg := spec.TerminationGracePeriodSeconds; tg == nil || float64(*tg) <= grace {
+		got := "unset (30)"
+		if tg != nil {
+			got = strconv.FormatInt(*tg, 10)
+		}
+		t.Errorf("terminationGracePeriodSeconds %s is not more than the sidecar's shutdown grace %v s", got, grace)
+	}
+}
+
+// parseEnvFile reads KEY=VALUE lines (comments, blanks and `export ` allowed).
+func parseEnvFile(text string) map[string]string {
+	vars := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if ok {
+			vars[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	return vars
+}
