@@ -78,6 +78,8 @@ export interface EffectiveEnvironmentOptions {
   readonly logger: Logger;
   /** Reloads when the env file changes. Default true; it never keeps the process alive. */
   readonly watch?: boolean;
+  /** Called after every load (the first one included), for metrics. */
+  readonly onReload?: (snapshot: EnvironmentSnapshot) => void;
 }
 
 /** What one read of the env file found. */
@@ -103,6 +105,7 @@ export class EffectiveEnvironment {
   /** The env file's absolute path, for reads and watching. */
   readonly #path: string | undefined;
   readonly #logger: Logger;
+  readonly #onReload: ((snapshot: EnvironmentSnapshot) => void) | undefined;
   #snapshot: EnvironmentSnapshot;
   /** The last read of the env file, to tell a real change from a directory event. */
   #lastRead: FileRead | undefined;
@@ -121,6 +124,7 @@ export class EffectiveEnvironment {
     this.#envFile = o.envFile;
     this.#path = o.envFile === undefined ? undefined : resolve(o.envFile);
     this.#logger = o.logger;
+    this.#onReload = o.onReload;
     // Watch before the first read, so a change right after it is not missed.
     if (this.#path !== undefined && o.watch !== false && !this.#watchDirectory(this.#path)) {
       this.#poll(this.#path);
@@ -189,6 +193,7 @@ export class EffectiveEnvironment {
       hooks: hooks.ok ? hooks.hooks.length : 0,
       ...(hooks.ok ? {} : { reason: hooks.error.reason, error: hooks.error.message }),
     });
+    this.#onReload?.(snapshot);
     return snapshot;
   }
 

@@ -37,7 +37,7 @@ import { type ControlResult, executeControl } from '../delivery/control.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import { AgentHooksError } from '../errors.js';
 import type { DispatchDeps } from './dispatch.js';
-import { durationOf } from './dispatch.js';
+import { durationOf, noteOutcome } from './dispatch.js';
 import { hookTypeLiteral } from './event-json.js';
 import { compileMatcher } from './matcher.js';
 import { isControlHook } from './validate.js';
@@ -129,7 +129,8 @@ export async function evaluateControls(
       signal,
     );
     if (result.status === 'cancelled') throw cancelled(signal);
-    outcomes.push(outcomeOf(control, phase.type, result));
+    outcomes.push(noteOutcome(deps, outcomeOf(control, phase.type, result)));
+    deps.metrics?.webhookResult('control', result.status === 'error' ? result.code : 'ok');
     const log = {
       operationId: context.operationId,
       hookId: control.hook.id,
@@ -155,6 +156,7 @@ export async function evaluateControls(
         ...log,
         code: result.code,
       });
+      deps.metrics?.controlErrorAllowed(hookTypeLiteral(phase.type), result.code);
     }
   }
   return {

@@ -24,6 +24,7 @@ import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
 import { type EventCase, eventCase, hookTypeLiteral } from './event-json.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
@@ -44,6 +45,18 @@ export interface DispatchDeps {
   readonly handlers: HandlerHub;
   /** Adds `userEmail` to payloads (one cache per dispatcher); absent in tests that need no users. */
   readonly enricher?: EmailEnricher;
+  /** Prometheus metrics; absent in tests that read none. */
+  readonly metrics?: Metrics;
+}
+
+/** Records a hook's outcome in the metrics and returns it. */
+export function noteOutcome(deps: DispatchDeps, outcome: HookOutcome): HookOutcome {
+  deps.metrics?.hookOutcome(
+    hookTypeLiteral(outcome.hookType),
+    outcome.source === HookSource.ENVIRONMENT ? 'environment' : 'caller',
+    (HookOutcomeStatus[outcome.status] ?? 'UNSPECIFIED').toLowerCase(),
+  );
+  return outcome;
 }
 
 /** Reason of a dispatch that failed because a critical webhook (`fallback: none`) failed. */
@@ -216,7 +229,9 @@ export async function runToolCallObservers(
     if (n.mode !== 'handler') continue;
     const started = performance.now();
     const result = await deps.handlers.call(route.operationId, n.hook.id, event, signal);
-    outcomes.push(handlerOutcome(deps, n, route, result, performance.now() - started));
+    outcomes.push(
+      noteOutcome(deps, handlerOutcome(deps, n, route, result, performance.now() - started)),
+    );
     // The first mock wins, even when its handler also reported an error.
     if (result.kind === 'mock')
       return { mock: { result: result.result, hookId: n.hook.id }, outcomes };
@@ -247,6 +262,17 @@ async function runNotification(
   event: HookEvent,
   signal: AbortSignal,
 ): Promise<HookOutcome> {
+  const outcome = await notificationOutcome(deps, n, route, event, signal);
+  return noteOutcome(deps, outcome);
+}
+
+async function notificationOutcome(
+  deps: DispatchDeps,
+  n: Notification,
+  route: EventRoute,
+  event: HookEvent,
+  signal: AbortSignal,
+): Promise<HookOutcome> {
   const base = outcomeBase(n, route);
   if (n.mode === 'skip') {
     // A handler-only hook runs only while a Handle stream serves its operation.
@@ -269,6 +295,7 @@ async function runNotification(
     });
   }
   const result = await deps.sender.notify(webhook, payload, signal);
+  deps.metrics?.webhookResult('notification', result.ok ? 'ok' : result.code);
   const duration = durationOf(result.durationMs);
   if (result.ok) {
     return create(HookOutcomeSchema, {

@@ -192,7 +192,10 @@ export function createHookService(
         chain,
         ctx.signal,
       );
-      if (decision.outcome.case !== 'allow') return { decision, outcomes };
+      if (decision.outcome.case !== 'allow') {
+        deps.metrics?.decision('beforeToolCall', decision.outcome.case ?? 'none');
+        return { decision, outcomes };
+      }
       const observed = await runToolCallObservers(
         deps,
         create(HookEventSchema, {
@@ -202,8 +205,10 @@ export function createHookService(
       );
       outcomes.push(...observed.outcomes);
       if (observed.mock !== undefined) {
+        deps.metrics?.decision('beforeToolCall', 'mock');
         return { decision: { outcome: { case: 'mock', value: observed.mock } }, outcomes };
       }
+      deps.metrics?.decision('beforeToolCall', 'allow');
       return { decision, outcomes };
     },
 
@@ -218,7 +223,14 @@ export function createHookService(
         );
       }
       const chain = await decisionChain(deps, request.operationChain, event.context);
-      return evaluateControls(deps, { type: HookType.AFTER_TOOL_CALL, event }, chain, ctx.signal);
+      const evaluation = await evaluateControls(
+        deps,
+        { type: HookType.AFTER_TOOL_CALL, event },
+        chain,
+        ctx.signal,
+      );
+      deps.metrics?.decision('afterToolCall', evaluation.decision.outcome.case ?? 'none');
+      return evaluation;
     },
 
     async parkToolCall(request) {
@@ -320,6 +332,7 @@ export function createHookService(
         out.push(create(HandleResponseSchema, message));
       const onAbort = () => out.close();
       ctx.signal.addEventListener('abort', onAbort);
+      deps.metrics?.handlerStreams(1);
       const reader = (async () => {
         for await (const request of requests) {
           const m = request.message;
@@ -370,6 +383,7 @@ export function createHookService(
       } finally {
         ctx.signal.removeEventListener('abort', onAbort);
         deps.handlers.disconnect(connection);
+        deps.metrics?.handlerStreams(-1);
       }
     },
   };

@@ -30,14 +30,16 @@ import { EffectiveEnvironment } from '../config/environment.js';
 import { createDnsResolver, DestinationPolicy } from '../delivery/destination.js';
 import { EmailEnricher } from '../delivery/email.js';
 import { WebhookSender } from '../delivery/webhook.js';
-import { StoreUnavailableError } from '../errors.js';
+import { AgentHooksError, StoreUnavailableError } from '../errors.js';
 import { HandlerHub } from '../hooks/handlers.js';
 import { HookRegistry } from '../hooks/registry.js';
 import type { Logger } from '../log.js';
+import { Metrics } from '../metrics.js';
 import { startRetention } from '../store/retention.js';
 import { openSqliteStore } from '../store/sqlite.js';
 import { createUserDirectory } from '../users/directory.js';
 import { createTokenCheck, readAuthToken } from './auth.js';
+import { toConnectError } from './errors.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { createHealthService, HealthState, ServingStatus } from './health.js';
 import { createHookService } from './hook-service.js';
@@ -91,15 +93,20 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
     allow: config.webhookAllow,
     deny: config.webhookDeny,
   });
+  const metrics = new Metrics();
   const environment = new EffectiveEnvironment({
     processEnv: process.env,
     envFile: config.envFile,
     logger,
+    onReload: (snapshot) => metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok),
   });
-  const store = openSqliteStore(config.dbPath, {
-    busyTimeoutMs: config.dbBusyTimeoutMs,
-    maxSizeBytes: config.dbMaxSizeBytes,
-  });
+  const store = timedStore(
+    openSqliteStore(config.dbPath, {
+      busyTimeoutMs: config.dbBusyTimeoutMs,
+      maxSizeBytes: config.dbMaxSizeBytes,
+    }),
+    metrics,
+  );
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent, also set as the global dispatcher so the QStash SDK's fetch uses it.
   const sender = new WebhookSender({
@@ -155,7 +162,7 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
       void storeHealth.check();
     },
   });
-  const hookService = watchStoreErrors(
+  const hookService = instrument(
     createHookService(
       {
         registry,
@@ -166,9 +173,11 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
         enricher,
         parks: store,
         now: Date.now,
+        metrics,
       },
       { streamMaxInFlight: config.streamMaxInFlight },
     ) as AnyServiceImpl,
+    metrics,
     () => void storeHealth.check(),
   );
   const healthService = createHealthService(health, watchStop.signal) as unknown as AnyServiceImpl;
@@ -244,6 +253,20 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
       readMaxBytes: config.maxMessageBytes,
       shutdownSignal: hardStop.signal,
       fallback(req, res) {
+        if (req.url === '/metrics') {
+          metrics.registry.metrics().then(
+            (text) => {
+              res.writeHead(200, { 'content-type': metrics.registry.contentType });
+              res.end(text);
+            },
+            (e: unknown) => {
+              logger.error('rendering metrics failed', { err: e });
+              res.writeHead(500);
+              res.end();
+            },
+          );
+          return;
+        }
         if (req.url === '/healthz') {
           const serving = health.get('') === ServingStatus.SERVING;
           res.writeHead(serving ? 200 : 503, { 'content-type': 'text/plain' });
@@ -321,27 +344,88 @@ export const RETENTION_SWEEP_INTERVAL_MS = 60_000;
 export const RETENTION_BATCH_SIZE = 200;
 
 /**
- * Wraps the unary methods of a service so that a store failure triggers a
- * store health check at once (health then turns NOT_SERVING without waiting
- * for the interval). The error itself still reaches the caller.
+ * Wraps a service's methods to record each RPC's status code and latency,
+ * and to trigger a store health check at once when a call failed with a
+ * store error (health then turns NOT_SERVING without waiting for the
+ * interval). Errors still reach the caller unchanged.
  */
-function watchStoreErrors(impl: AnyServiceImpl, onStoreError: () => void): AnyServiceImpl {
+function instrument(
+  impl: AnyServiceImpl,
+  metrics: Metrics,
+  onStoreError: () => void,
+): AnyServiceImpl {
   const wrapped: AnyServiceImpl = {};
+  const done = (name: string, started: number, e?: unknown) => {
+    const code = e === undefined ? 'OK' : codeName(toConnectError(e).code);
+    // The RPC's proto name (DecideToolCall), not the implementation's local name.
+    metrics.rpc(
+      name.charAt(0).toUpperCase() + name.slice(1),
+      code,
+      (performance.now() - started) / 1000,
+    );
+    if (e instanceof StoreUnavailableError) onStoreError();
+  };
   for (const [name, method] of Object.entries(impl)) {
-    if (method.constructor.name !== 'AsyncFunction') {
-      wrapped[name] = method;
+    if (method.constructor.name === 'AsyncGeneratorFunction') {
+      wrapped[name] = async function* (...args: unknown[]) {
+        const started = performance.now();
+        try {
+          yield* method(...args);
+          done(name, started);
+        } catch (e: unknown) {
+          done(name, started, e);
+          throw e;
+        }
+      };
       continue;
     }
     wrapped[name] = async (...args: unknown[]) => {
+      const started = performance.now();
       try {
-        return await method(...args);
+        const result = await method(...args);
+        done(name, started);
+        return result;
       } catch (e: unknown) {
-        if (e instanceof StoreUnavailableError) onStoreError();
+        done(name, started, e);
         throw e;
       }
     };
   }
   return wrapped;
+}
+
+/** Returns the gRPC name of a status code, such as `UNAVAILABLE`. */
+function codeName(code: Code): string {
+  return (Code[code] ?? 'UNKNOWN').replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+}
+
+/** Wraps a store so that every call's latency and result are recorded. */
+function timedStore<S extends object>(store: S, metrics: Metrics): S {
+  return new Proxy(store, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver) as unknown;
+      if (typeof value !== 'function' || typeof property !== 'string') return value;
+      return (...args: unknown[]) => {
+        const started = performance.now();
+        const settle = (result: string) =>
+          metrics.storeCall(property, result, (performance.now() - started) / 1000);
+        const out = (value as (...a: unknown[]) => unknown).apply(target, args);
+        if (out instanceof Promise) {
+          return out.then(
+            (v: unknown) => {
+              settle('ok');
+              return v;
+            },
+            (e: unknown) => {
+              settle(e instanceof AgentHooksError ? e.reason : 'error');
+              throw e;
+            },
+          );
+        }
+        return out;
+      };
+    },
+  });
 }
 
 /** Mode and group of unix sockets. */

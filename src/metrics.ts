@@ -1,0 +1,134 @@
+/**
+ * @module Prometheus metrics of the sidecar, served at `/metrics` on the HTTP
+ * listener. One registry per sidecar; every metric name starts with
+ * `agenthooks_`. The figure to alert on is
+ * `agenthooks_control_errors_allowed_total`: control failures let through by
+ * `onError: continue`, like Envoy's `failure_mode_allowed`.
+ */
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Latency buckets in seconds, from a fast decision to a slow webhook. */
+const LATENCY_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+];
+/** Store latency buckets in seconds: SQLite calls take microseconds. */
+const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1];
+
+/** The metrics a sidecar records. */
+export class Metrics {
+  /** The registry `/metrics` renders. */
+  readonly registry = new Registry();
+  readonly #rpcCalls = new Counter({
+    name: 'agenthooks_rpc_calls_total',
+    help: 'RPCs answered, by method and gRPC status code name',
+    labelNames: ['method', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly #rpcLatency = new Histogram({
+    name: 'agenthooks_rpc_duration_seconds',
+    help: 'RPC latency, by method and gRPC status code name',
+    labelNames: ['method', 'code'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #hookOutcomes = new Counter({
+    name: 'agenthooks_hook_outcomes_total',
+    help: 'Hooks run (webhooks, handlers, controls), by hook type, source and outcome',
+    labelNames: ['hook_type', 'source', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly #webhookResults = new Counter({
+    name: 'agenthooks_webhook_results_total',
+    help: 'Webhook requests, by kind (notification or control) and result code (ok, timeout, http_error, network_error, response_too_large, invalid_response, configuration, destination_denied, cancelled)',
+    labelNames: ['kind', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly #decisions = new Counter({
+    name: 'agenthooks_decisions_total',
+    help: 'Tool-call and tool-result decisions, by phase and outcome (allow, deny, mock)',
+    labelNames: ['phase', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly #controlErrorsAllowed = new Counter({
+    name: 'agenthooks_control_errors_allowed_total',
+    help: 'Control failures let through because the hook has onError: continue, by hook type and code',
+    labelNames: ['hook_type', 'code'] as const,
+    registers: [this.registry],
+  });
+  readonly #handlerStreams = new Gauge({
+    name: 'agenthooks_handler_streams',
+    help: 'Handle streams attached now',
+    registers: [this.registry],
+  });
+  readonly #environmentReloads = new Counter({
+    name: 'agenthooks_environment_reloads_total',
+    help: 'Reloads of the effective environment, by validity',
+    labelNames: ['valid'] as const,
+    registers: [this.registry],
+  });
+  readonly #environmentValid = new Gauge({
+    name: 'agenthooks_environment_valid',
+    help: '1 while the effective environment (AGENT_HOOK_WEBHOOK_*, env file) is valid, else 0',
+    registers: [this.registry],
+  });
+  readonly #environmentGeneration = new Gauge({
+    name: 'agenthooks_environment_generation',
+    help: 'Generation number of the effective environment',
+    registers: [this.registry],
+  });
+  readonly #storeLatency = new Histogram({
+    name: 'agenthooks_store_operation_duration_seconds',
+    help: 'Store call latency, by operation and result (ok or the error reason)',
+    labelNames: ['operation', 'result'] as const,
+    buckets: STORE_BUCKETS,
+    registers: [this.registry],
+  });
+
+  /** Creates the metrics, with Node's process metrics (memory, event loop lag, GC). */
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'agenthooks_' });
+  }
+
+  /** Records an answered RPC. */
+  rpc(method: string, code: string, seconds: number): void {
+    this.#rpcCalls.inc({ method, code });
+    this.#rpcLatency.observe({ method, code }, seconds);
+  }
+
+  /** Records one hook that ran. */
+  hookOutcome(hookType: string, source: string, outcome: string): void {
+    this.#hookOutcomes.inc({ hook_type: hookType, source, outcome });
+  }
+
+  /** Records one webhook request's result. */
+  webhookResult(kind: 'notification' | 'control', code: string): void {
+    this.#webhookResults.inc({ kind, code });
+  }
+
+  /** Records a decision. */
+  decision(phase: string, outcome: string): void {
+    this.#decisions.inc({ phase, outcome });
+  }
+
+  /** Records a control failure that `onError: continue` let through. */
+  controlErrorAllowed(hookType: string, code: string): void {
+    this.#controlErrorsAllowed.inc({ hook_type: hookType, code });
+  }
+
+  /** Adds `delta` to the attached Handle streams. */
+  handlerStreams(delta: number): void {
+    this.#handlerStreams.inc(delta);
+  }
+
+  /** Records an environment reload. */
+  environmentReloaded(generation: number, valid: boolean): void {
+    this.#environmentReloads.inc({ valid: String(valid) });
+    this.#environmentValid.set(valid ? 1 : 0);
+    this.#environmentGeneration.set(generation);
+  }
+
+  /** Records a store call. */
+  storeCall(operation: string, result: string, seconds: number): void {
+    this.#storeLatency.observe({ operation, result }, seconds);
+  }
+}
