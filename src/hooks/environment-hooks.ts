@@ -21,7 +21,7 @@ import {
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError } from '../errors.js';
 import { hookTypeFromLiteral, hookTypeLiteral } from './event-json.js';
-import { RESERVED_HOOK_ID_PREFIX } from './validate.js';
+import { isValidWebhookUrl, RESERVED_HOOK_ID_PREFIX } from './validate.js';
 
 /**
  * Prefix of every environment hook id; the full id is
@@ -239,31 +239,6 @@ function splitEvents(text: string): string[] {
 
 function isOneOf<T extends string>(values: readonly T[], value: string): value is T {
   return (values as readonly string[]).includes(value);
-}
-
-/**
- * Returns true for a non-empty URL without backslashes that is either an
- * application-relative path (`/` but not `//`) or an absolute `http:`/`https:`
- * URL without username or password: the caller-hook rule of `validate.ts`
- * ("Webhook URL must be HTTP(S) or an application-relative path without
- * credentials"), which that module does not export.
- */
-function isValidWebhookUrl(url: string): boolean {
-  if (url === '' || url.includes('\\')) return false;
-  if (url.startsWith('/')) return !url.startsWith('//');
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch (e: unknown) {
-    // Only a TypeError ("Invalid URL") means the string does not parse.
-    if (e instanceof TypeError) return false;
-    throw e;
-  }
-  return (
-    (parsed.protocol === 'http:' || parsed.protocol === 'https:') &&
-    parsed.username === '' &&
-    parsed.password === ''
-  );
 }
 
 /** Freezes a generated hook and everything it holds, so a shared snapshot cannot be edited. */

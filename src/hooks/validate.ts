@@ -497,9 +497,10 @@ function validateWebhook(
 /**
  * Returns true for a non-empty URL without backslashes that is either an
  * application-relative path (`/` but not `//`) or an absolute `http:`/`https:`
- * URL without username or password (upstream `agentHook.ts`).
+ * URL without username or password (upstream `agentHook.ts`). Environment
+ * hooks use the same rule.
  */
-function isValidWebhookUrl(url: string): boolean {
+export function isValidWebhookUrl(url: string): boolean {
   if (url === '' || url.includes('\\')) return false;
   if (url.startsWith('/')) return !url.startsWith('//');
   let parsed: URL;

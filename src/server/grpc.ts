@@ -152,41 +152,20 @@ function createHandler(
         })();
       };
     case 'server_streaming':
-      return (call: grpc.ServerWritableStream<object, object>) => {
-        const ctx = contextFor(service, method, call, options.shutdownSignal);
-        void (async () => {
-          try {
-            options.admit?.(method, ctx.requestHeader);
-            if (fn === undefined) throw unimplemented;
-            await writeAll(call, fn(call.request, ctx) as AsyncIterable<object>, ctx.signal);
-            call.end();
-          } catch (e: unknown) {
-            call.emit('error', grpcError(e, method, options.logger));
-          } finally {
-            ctx.abort();
-          }
-        })();
-      };
+      return (call: grpc.ServerWritableStream<object, object>) =>
+        serveStream(service, method, call, options, () => {
+          if (fn === undefined) throw unimplemented;
+          return (ctx) => fn(call.request, ctx);
+        });
     case 'bidi_streaming':
-      return (call: grpc.ServerDuplexStream<object, object>) => {
-        const ctx = contextFor(service, method, call, options.shutdownSignal);
-        void (async () => {
-          try {
-            options.admit?.(method, ctx.requestHeader);
-            if (fn === undefined) throw unimplemented;
-            // A Readable's default async iterator destroys the stream when the
-            // requests end, which would drop the responses still to be written
-            // and the status; this one leaves the stream to `end()`.
-            const requests = call.iterator({ destroyOnReturn: false });
-            await writeAll(call, fn(requests, ctx) as AsyncIterable<object>, ctx.signal);
-            call.end();
-          } catch (e: unknown) {
-            call.emit('error', grpcError(e, method, options.logger));
-          } finally {
-            ctx.abort();
-          }
-        })();
-      };
+      return (call: grpc.ServerDuplexStream<object, object>) =>
+        serveStream(service, method, call, options, () => {
+          if (fn === undefined) throw unimplemented;
+          // A Readable's default async iterator destroys the stream when the
+          // requests end, which would drop the responses still to be written
+          // and the status; this one leaves the stream to `end()`.
+          return (ctx) => fn(call.iterator({ destroyOnReturn: false }), ctx);
+        });
     default:
       return (
         call: grpc.ServerReadableStream<object, object>,
@@ -196,6 +175,33 @@ function createHandler(
         callback(grpcError(unimplemented, method, options.logger));
       };
   }
+}
+
+/**
+ * Serves a server-streaming or bidi call: admits it, runs the implementation
+ * `open` returns, writes its responses with backpressure, then ends the call
+ * with OK or the error's status.
+ */
+function serveStream(
+  service: DescService,
+  method: DescMethod,
+  call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
+  options: AddServiceOptions,
+  open: () => (ctx: HandlerContext) => unknown,
+): void {
+  const ctx = contextFor(service, method, call, options.shutdownSignal);
+  void (async () => {
+    try {
+      options.admit?.(method, ctx.requestHeader);
+      const run = open();
+      await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal);
+      call.end();
+    } catch (e: unknown) {
+      call.emit('error', grpcError(e, method, options.logger));
+    } finally {
+      ctx.abort();
+    }
+  })();
 }
 
 /** Writes every response, waiting for `drain` whenever the transport's buffer is full. */
