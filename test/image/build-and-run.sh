@@ -12,9 +12,11 @@
 #             the main and the health-only listener); the process is not root;
 #             the database is on the volume
 #   5. stop:  SIGTERM, expects exit status 0
-#   6. socket: the Kubernetes manifest's sidecar command (umask 0007) on a
-#             unix socket in a setgid folder; a client of another UID in the
-#             shared group connects
+#   6. socket: the image's entrypoint + cmd with --socket-mode 0660
+#             --socket-group 10001 on a unix socket in a folder set up like
+#             kubelet's fsGroup emptyDir (2777, group 10001); the socket is
+#             srw-rw---- group 10001, a client of another UID (10002) in group
+#             10001 connects, and the same UID without the group gets EACCES
 # Everything it creates lives in one private buildah store under a temporary
 # folder, removed at exit. Prints one line per stage; the full log is printed
 # only on failure. Exits non-zero on any failure.
@@ -428,30 +430,49 @@ left="$(cd "${run_mnt}/run" && find . -mindepth 1 ! -path ./agenthooks)"
 say "stop: SIGTERM -> exit 0"
 
 # --- 6. socket shared with another user ---------------------------------------
-# The Kubernetes sidecar command: umask 0007 so the socket is group-writable in
-# the setgid, fsGroup-owned emptyDir (kubelet's fsGroup handling, done by hand).
+# The Kubernetes sidecar's socket settings as flags after the image's
+# entrypoint + cmd (no shell): --socket-mode 0660 --socket-group 10001. The
+# folder is what kubelet makes of an emptyDir (0777) for fsGroup 10001: group
+# 10001 and setgid, so only the socket's own mode keeps other users out.
 sock_dir="${work}/sock"
+sock="${sock_dir}/agenthooks.sock"
 mkdir "${sock_dir}"
 chown "root:${RUN_UID}" "${sock_dir}"
-chmod 2770 "${sock_dir}"
-echo "+ buildah run (socket)" >>"${log}"
+chmod 2777 "${sock_dir}"
+echo "+ buildah run (socket) -- ${argv[*]} --grpc-listen unix:/run/agenthooks/agenthooks.sock --http-listen off --socket-mode 0660 --socket-group ${RUN_UID}" >>"${log}"
 "${bah[@]}" run --isolation chroot \
   --volume "${data}:/var/lib/agenthooks" \
   --volume "${sock_dir}:/run/agenthooks" \
   --env AGENTHOOKS_HEALTH_LISTEN="127.0.0.1:${health_port}" \
-  "${run_ctr}" -- /bin/sh -c 'umask 0007 && exec node /app/dist/src/main.js serve "$@"' agenthooks \
+  "${run_ctr}" -- "${argv[@]}" \
   --grpc-listen unix:/run/agenthooks/agenthooks.sock --http-listen off \
+  --socket-mode 0660 --socket-group "${RUN_UID}" \
   >"${run_log}" 2>&1 </dev/null &
 run_pid=$!
 wait_serving "127.0.0.1:${health_port}"
 ls -la "${sock_dir}" >>"${log}"
+[ -S "${sock}" ] || fail "no unix socket at ${sock}"
+sock_stat="$(stat -c '%a %u %g' "${sock}")"
+echo "socket mode, owner, group: ${sock_stat}" >>"${log}"
+[ "${sock_stat}" = "660 ${RUN_UID} ${RUN_UID}" ] ||
+  fail "the socket's mode, owner and group are ${sock_stat}, not 660 ${RUN_UID} ${RUN_UID}"
 bounded 60 setpriv --reuid "${AGENT_UID}" --regid "${AGENT_UID}" --groups "${RUN_UID}" \
-  node test/image/health-check.mjs "unix:${sock_dir}/agenthooks.sock" 5 200 >>"${log}" 2>&1 ||
+  node test/image/health-check.mjs "unix:${sock}" 5 200 >>"${log}" 2>&1 ||
   fail "uid ${AGENT_UID} in group ${RUN_UID} cannot use the sidecar's unix socket"
+# The same user without the shared group: refused by the socket's mode.
+denied="${work}/denied.log"
+if bounded 60 setpriv --reuid "${AGENT_UID}" --regid "${AGENT_UID}" --clear-groups \
+  node test/image/health-check.mjs "unix:${sock}" 1 0 >"${denied}" 2>&1; then
+  cat "${denied}" >>"${log}"
+  fail "uid ${AGENT_UID} outside group ${RUN_UID} can use the sidecar's unix socket"
+fi
+cat "${denied}" >>"${log}"
+grep -q EACCES "${denied}" ||
+  fail "uid ${AGENT_UID} outside group ${RUN_UID} failed to connect, but not with EACCES"
 node_pid="$(sidecar_pid)"
 [ -n "${node_pid}" ] || fail "cannot find the sidecar's process below buildah run"
 stop_sidecar
-say "socket: uid ${AGENT_UID} in group ${RUN_UID} connects to the sidecar's unix socket"
+say "socket: srw-rw---- ${RUN_UID}:${RUN_UID}; uid ${AGENT_UID} connects in group ${RUN_UID}, not without it"
 
 for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[i]}"; done
 mounts=()

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Checks deploy/kubernetes with no API server: decodes every manifest strictly
 # into the k8s.io/api types (unknown, duplicate or mis-cased fields fail) and
-# asserts the agenthooks sidecar, its probes, socket volume, security context,
-# resources, Secret and ConfigMap (manifests_test.go). Modules come from the
-# Go module proxy, pinned by go.mod and go.sum. Prints one line on success.
+# asserts the agenthooks sidecar (the image's entrypoint, no shell), its
+# probes, socket volume, socket mode and group (0660 or narrower, a pod group
+# the agent shares), security context, resources, Secret and ConfigMap
+# (manifests_test.go). Modules come from the Go module proxy, pinned by go.mod
+# and go.sum. Prints one line on success.
 set -euo pipefail
 cd "$(dirname "$0")"
 

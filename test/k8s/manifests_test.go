@@ -1,9 +1,12 @@
 package k8scheck
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"path"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,6 +42,8 @@ var flagEnv = map[string]string{
 	"db":             "AGENTHOOKS_DB",
 	"env-file":       "AGENTHOOKS_ENV_FILE",
 	"shutdown-grace": "AGENTHOOKS_SHUTDOWN_GRACE",
+	"socket-mode":    "AGENTHOOKS_SOCKET_MODE",
+	"socket-group":   "AGENTHOOKS_SOCKET_GROUP",
 }
 
 func TestStrictDecodingRejectsBadManifests(t *testing.T) {
@@ -310,14 +315,14 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 		t.Errorf("the socket volume %s is not an emptyDir", sidecarMount.Name)
 	}
 	socketRel := strings.TrimPrefix(socket, strings.TrimSuffix(sidecarMount.MountPath, "/")+"/")
-	agents := 0
+	var agents []*corev1.Container
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		for _, vm := range c.VolumeMounts {
 			if vm.Name != sidecarMount.Name {
 				continue
 			}
-			agents++
+			agents = append(agents, c)
 			agentSocket := path.Join(vm.MountPath, socketRel)
 			found := false
 			for _, e := range c.Env {
@@ -328,18 +333,20 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 			}
 		}
 	}
-	if agents == 0 {
+	if len(agents) == 0 {
 		t.Errorf("no agent container mounts the socket volume %s", sidecarMount.Name)
 	}
 
-	// Someone other than the sidecar's user must be able to connect.
+	// The image's entrypoint, no shell; the agents connect through a shared group.
+	for _, p := range entrypointProblems(sidecar) {
+		t.Error(p)
+	}
+	for _, p := range socketAccessProblems(spec, sidecar, agents) {
+		t.Error(p)
+	}
 	ps := spec.SecurityContext
 	if ps == nil || ps.FSGroup == nil {
 		t.Errorf("the pod sets no fsGroup: the socket folder is not shared by group")
-	}
-	script := strings.Join(sidecar.Command, " ")
-	if len(s.flags["socket-mode"]) == 0 && !strings.Contains(script, "umask 0007") && !strings.Contains(script, "umask 007") {
-		t.Errorf("%s: the socket would be srwxr-xr-x (umask 022): set --socket-mode, or run it under umask 0007", sidecarName)
 	}
 
 	// Security: non-root, read-only root filesystem, no privilege escalation.
@@ -453,6 +460,186 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 			got = strconv.FormatInt(*tg, 10)
 		}
 		t.Errorf("terminationGracePeriodSeconds %s is not more than the sidecar's shutdown grace %v s", got, grace)
+	}
+}
+
+// entrypointProblems reports a sidecar that does not run the image's
+// ENTRYPOINT (node /app/dist/src/main.js) and CMD (serve): a command (a shell
+// wrapper such as sh -c 'umask ...; exec node ...' included) replaces the
+// ENTRYPOINT, and args replace the CMD, so they must start with serve.
+func entrypointProblems(sidecar *corev1.Container) []string {
+	var out []string
+	if len(sidecar.Command) > 0 {
+		out = append(out, fmt.Sprintf("%s: command %q replaces the image's ENTRYPOINT: "+
+			"drop it and configure the sidecar with AGENTHOOKS_* variables (or flags in args)", sidecar.Name, sidecar.Command))
+	}
+	if len(sidecar.Args) > 0 && sidecar.Args[0] != "serve" {
+		out = append(out, fmt.Sprintf("%s: args %q replace the image's CMD but do not start with serve", sidecar.Name, sidecar.Args))
+	}
+	return out
+}
+
+// socketModeSyntax is what --socket-mode accepts (config.ts SOCKET_MODE).
+var socketModeSyntax = regexp.MustCompile(`^0?[0-7]{3}$`)
+
+// socketAccessProblems reports why the containers that mount the socket
+// volume (agents) could not connect to the sidecar's unix socket, or why
+// others could: the sidecar must set --socket-mode / AGENTHOOKS_SOCKET_MODE
+// to 0660 or narrower that keeps group read and write (connect needs write),
+// and --socket-group / AGENTHOOKS_SOCKET_GROUP to a numeric GID that is the
+// pod's fsGroup or one of its supplementalGroups, hence a group of the
+// sidecar (which may only chown the socket to its own groups) and of every agent.
+func socketAccessProblems(spec *corev1.PodSpec, sidecar *corev1.Container, agents []*corev1.Container) []string {
+	var out []string
+	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	s := newSettings(sidecar)
+
+	modeText := s.one("socket-mode")
+	switch mode, err := strconv.ParseUint(modeText, 8, 32); {
+	case modeText == "":
+		add("%s: the socket mode is not set: set AGENTHOOKS_SOCKET_MODE (or --socket-mode) to 0660", sidecar.Name)
+	case !socketModeSyntax.MatchString(modeText) || err != nil:
+		add("%s: socket mode %q is not an octal mode such as 0660", sidecar.Name, modeText)
+	case mode&^0o660 != 0:
+		add("%s: socket mode %s grants more than 0660 (%04o beyond it): only the owner and the group may connect",
+			sidecar.Name, modeText, mode&^0o660)
+	case mode&0o060 != 0o060:
+		add("%s: socket mode %s lacks group read and write (0060): the agent connects through the group", sidecar.Name, modeText)
+	}
+
+	groupText := s.one("socket-group")
+	if groupText == "" {
+		add("%s: the socket group is not set: set AGENTHOOKS_SOCKET_GROUP (or --socket-group) to the pod's fsGroup", sidecar.Name)
+		return out
+	}
+	gid, err := strconv.ParseInt(groupText, 10, 64)
+	if err != nil || gid < 0 {
+		add("%s: socket group %q is not a numeric GID (a name depends on the image's /etc/group and cannot be checked against the pod)",
+			sidecar.Name, groupText)
+		return out
+	}
+	ps := spec.SecurityContext
+	if ps == nil {
+		ps = &corev1.PodSecurityContext{}
+	}
+	podGroups := append([]int64{}, ps.SupplementalGroups...)
+	if ps.FSGroup != nil {
+		podGroups = append(podGroups, *ps.FSGroup)
+	}
+	if !slices.Contains(podGroups, gid) {
+		add("%s: socket group %d is neither the pod's fsGroup nor one of its supplementalGroups %v", sidecar.Name, gid, podGroups)
+	}
+	for _, c := range append([]*corev1.Container{sidecar}, agents...) {
+		if !slices.Contains(containerGroups(ps, c), gid) {
+			add("%s is not in the socket group %d (its groups: %v)", c.Name, gid, containerGroups(ps, c))
+		}
+	}
+	return out
+}
+
+// containerGroups returns the GIDs a container's processes are known to have:
+// its runAsGroup (the container's, else the pod's), the pod's
+// supplementalGroups and fsGroup. A GID from the image's USER alone is unknown.
+func containerGroups(ps *corev1.PodSecurityContext, c *corev1.Container) []int64 {
+	var out []int64
+	if c.SecurityContext != nil && c.SecurityContext.RunAsGroup != nil {
+		out = append(out, *c.SecurityContext.RunAsGroup)
+	} else if ps.RunAsGroup != nil {
+		out = append(out, *ps.RunAsGroup)
+	}
+	out = append(out, ps.SupplementalGroups...)
+	if ps.FSGroup != nil {
+		out = append(out, *ps.FSGroup)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// TestSocketChecksCatchBadSidecars runs entrypointProblems and
+// socketAccessProblems on variants of the Deployment's pod: each bad variant
+// must be reported, each good one must pass.
+func TestSocketChecksCatchBadSidecars(t *testing.T) {
+	base := load(t).deployments[0]
+	// setEnv sets (value != "") or removes a literal variable of the sidecar.
+	setEnv := func(c *corev1.Container, name, value string) {
+		env := c.Env[:0]
+		for _, e := range c.Env {
+			if e.Name != name {
+				env = append(env, e)
+			}
+		}
+		if value != "" {
+			env = append(env, corev1.EnvVar{Name: name, Value: value})
+		}
+		c.Env = env
+	}
+	cases := []struct {
+		name   string
+		bad    bool
+		change func(spec *corev1.PodSpec, sidecar *corev1.Container)
+	}{
+		{"the manifest as it is", false, func(*corev1.PodSpec, *corev1.Container) {}},
+		{"the old umask wrapper", true, func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Command = []string{"/bin/sh", "-c", `umask 0007 && exec node /app/dist/src/main.js serve "$@"`, "agenthooks"}
+			setEnv(c, "AGENTHOOKS_SOCKET_MODE", "")
+			setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "")
+		}},
+		{"a command without a shell", true, func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Command = []string{"node", "/app/dist/src/main.js", "serve"}
+		}},
+		{"args without serve", true, func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Args = []string{"--socket-mode", "0660"}
+		}},
+		{"flags in args after serve", false, func(_ *corev1.PodSpec, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_SOCKET_MODE", "")
+			setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "")
+			c.Args = []string{"serve", "--socket-mode", "0660", "--socket-group=10001"}
+		}},
+		{"a flag in args overriding the variable", true, func(_ *corev1.PodSpec, c *corev1.Container) {
+			c.Args = []string{"serve", "--socket-mode", "0666"}
+		}},
+		{"mode unset", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "") }},
+		{"mode 660", false, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "660") }},
+		{"mode 0060", false, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0060") }},
+		{"mode 0666", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0666") }},
+		{"mode 0770", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0770") }},
+		{"mode 0640", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0640") }},
+		{"mode 0600", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0600") }},
+		{"mode 0968", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_MODE", "0968") }},
+		{"group unset", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "") }},
+		{"a group name", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "agenthooks") }},
+		{"the agent's own group", true, func(_ *corev1.PodSpec, c *corev1.Container) { setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "10002") }},
+		{"a supplemental group", false, func(spec *corev1.PodSpec, c *corev1.Container) {
+			spec.SecurityContext.SupplementalGroups = []int64{20000}
+			setEnv(c, "AGENTHOOKS_SOCKET_GROUP", "20000")
+		}},
+		{"no pod security context", true, func(spec *corev1.PodSpec, _ *corev1.Container) { spec.SecurityContext = nil }},
+	}
+	for _, tc := range cases {
+		d := base.DeepCopy()
+		spec := &d.Spec.Template.Spec
+		var sidecar *corev1.Container
+		for i := range spec.InitContainers {
+			if spec.InitContainers[i].Name == sidecarName {
+				sidecar = &spec.InitContainers[i]
+			}
+		}
+		if sidecar == nil {
+			t.Fatalf("no init container named %s", sidecarName)
+		}
+		tc.change(spec, sidecar)
+		var agents []*corev1.Container
+		for i := range spec.Containers {
+			agents = append(agents, &spec.Containers[i])
+		}
+		problems := append(entrypointProblems(sidecar), socketAccessProblems(spec, sidecar, agents)...)
+		switch {
+		case tc.bad && len(problems) == 0:
+			t.Errorf("%s: no problem reported", tc.name)
+		case !tc.bad && len(problems) > 0:
+			t.Errorf("%s: unexpected problems %q", tc.name, problems)
+		}
+		t.Logf("%s: %q", tc.name, problems)
 	}
 }
 
