@@ -128,8 +128,16 @@ export function messageToReferenceJson(desc: DescMessage, message: Message): Jso
   return out;
 }
 
+/** Payload rules by field: decoding a field option costs more than the rest of a field's mapping. */
+const ruleCache = new WeakMap<DescField, PayloadRule | null>();
+
 function ruleOf(field: DescField): PayloadRule | undefined {
-  return hasOption(field, payload) ? getOption(field, payload) : undefined;
+  let rule = ruleCache.get(field);
+  if (rule === undefined) {
+    rule = hasOption(field, payload) ? getOption(field, payload) : null;
+    ruleCache.set(field, rule);
+  }
+  return rule ?? undefined;
 }
 
 function writeFields(desc: DescMessage, message: Message, out: JsonObject): void {

@@ -84,9 +84,10 @@ export async function parkToolCall(
  * Returns the operation chain of a decision: the request's chain when it
  * names one; else, for a parked call, its recorded chain followed by the
  * call's current operation (an approval's continuation); else the call's
- * own operation. Fails closed when an operation of the chain has expired.
+ * own operation. An expired operation of the chain fails the decision
+ * later, when its hooks are read (OPERATION_EXPIRED).
  *
- * @throws AgentHooksError OPERATION_EXPIRED, or a store error.
+ * @throws AgentHooksError a store error.
  */
 export async function decisionChain(
   deps: ParkDeps,
@@ -101,7 +102,8 @@ export async function decisionChain(
     chain = parked === undefined ? [context.operationId] : [...parked.chain];
     if (chain.at(-1) !== context.operationId) chain.push(context.operationId);
   }
-  await assertNotExpired(deps, chain);
+  // No separate expiry check: reading an expired operation's hooks fails
+  // with OPERATION_EXPIRED in the same snapshot (the store's listHooks).
   return chain;
 }
 

@@ -78,6 +78,13 @@ export function addService(
   server.addService(definition as grpc.ServiceDefinition, handlers);
 }
 
+/**
+ * Reasons the handler signal aborts with, made once: an abort without a
+ * reason builds a DOMException with a stack trace on every call.
+ */
+const CALL_COMPLETED = new ConnectError('the call completed', Code.Canceled);
+const CLIENT_CANCELLED = new ConnectError('client cancelled the call', Code.Canceled);
+
 type GrpcCall =
   | grpc.ServerUnaryCall<object, object>
   | grpc.ServerWritableStream<object, object>
@@ -107,9 +114,11 @@ function contextFor(
     requestHeader,
   });
   // A client cancellation (or a deadline grpc-js enforces) aborts the handler.
-  (call as EventEmitter).once('cancelled', () =>
-    ctx.abort(new ConnectError('client cancelled the call', Code.Canceled)),
-  );
+  // grpc-js also emits 'cancelled' when a finished call closes: then the
+  // signal has already been aborted with CALL_COMPLETED and this is a no-op.
+  (call as EventEmitter).once('cancelled', () => {
+    if (!ctx.signal.aborted) ctx.abort(CLIENT_CANCELLED);
+  });
   return ctx;
 }
 
@@ -147,7 +156,7 @@ function createHandler(
           } catch (e: unknown) {
             callback(grpcError(e, method, options.logger));
           } finally {
-            ctx.abort();
+            ctx.abort(CALL_COMPLETED);
           }
         })();
       };
@@ -199,7 +208,7 @@ function serveStream(
     } catch (e: unknown) {
       call.emit('error', grpcError(e, method, options.logger));
     } finally {
-      ctx.abort();
+      ctx.abort(CALL_COMPLETED);
     }
   })();
 }
