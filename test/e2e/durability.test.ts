@@ -528,7 +528,7 @@ describe('a read-only database', () => {
     const sidecar = await startSidecar({
       db,
       http: false,
-      user: 'nobody',
+      uid: 65534, // nobody
       args: ['--store-check-interval', '0.2'],
     });
     const client = hookClient(sidecar.grpc);

@@ -22,8 +22,12 @@ export interface SidecarOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Whether to listen on HTTP too (on a free port). Default true. */
   readonly http?: boolean;
-  /** Runs the sidecar as this user through `runuser` (CI runs as root). */
-  readonly user?: string;
+  /**
+   * Runs the sidecar as this uid (and the same gid) through `setpriv`, which
+   * execs node in place, so the child's pid is the sidecar's and a kill
+   * reaches it (CI runs as root).
+   */
+  readonly uid?: number;
 }
 
 /** A running sidecar process. */
@@ -62,9 +66,18 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
   args.push('--http-listen', options.http === false ? 'off' : '127.0.0.1:0');
   args.push(...(options.args ?? []));
   const [command, argv] =
-    options.user === undefined
+    options.uid === undefined
       ? [process.execPath, args]
-      : ['runuser', ['-u', options.user, '--', process.execPath, ...args]];
+      : [
+          'setpriv',
+          [
+            `--reuid=${options.uid}`,
+            `--regid=${options.uid}`,
+            '--clear-groups',
+            process.execPath,
+            ...args,
+          ],
+        ];
   const child = spawn(command, argv, {
     env: { ...process.env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
