@@ -16,22 +16,17 @@ import {
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
-import { AgentHooksError, InvalidArgumentError } from '../errors.js';
-import type { ParkedCallRecord, ParkStore } from '../store/store.js';
+import { type AgentHooksError, InvalidArgumentError } from '../errors.js';
+import {
+  type ParkedCallRecord,
+  type ParkStore,
+  parkedCallNotFoundError,
+  toolCallContextUnavailableError,
+} from '../store/store.js';
 import { evaluateControls } from './control.js';
 import { type DispatchDeps, dispatchEvent } from './dispatch.js';
 import { resolveChain, validateToolCallContext } from './tool-call.js';
 import { isControlHook } from './validate.js';
-
-/** Reason of a decision whose operation chain names an expired operation. */
-export const OPERATION_EXPIRED = 'OPERATION_EXPIRED';
-/** Reason of a publication whose control cannot be run without the call's context. */
-export const TOOL_CALL_CONTEXT_UNAVAILABLE = 'TOOL_CALL_CONTEXT_UNAVAILABLE';
-/** Reason of a publication for a tool call that was never parked (and no control applies). */
-export const PARKED_CALL_NOT_FOUND = 'PARKED_CALL_NOT_FOUND';
-/** Message of {@link TOOL_CALL_CONTEXT_UNAVAILABLE}, as upstream words it. */
-export const CONTEXT_UNAVAILABLE_MESSAGE =
-  'Cannot evaluate afterToolCall: tool call context is unavailable';
 
 /** What parking and publishing need beyond dispatch. */
 export interface ParkDeps extends DispatchDeps {
@@ -69,7 +64,7 @@ export async function parkToolCall(
       'kind must be PARK_KIND_DEFERRED or PARK_KIND_HUMAN_APPROVAL',
     );
   }
-  await assertNotExpired(deps, chain);
+  // The store refuses a new record on an expired operation (OPERATION_EXPIRED).
   return deps.parks.parkCall({
     toolCallId: context.toolCallId,
     operationId: context.operationId,
@@ -107,19 +102,6 @@ export async function decisionChain(
   return chain;
 }
 
-async function assertNotExpired(deps: ParkDeps, chain: readonly string[]): Promise<void> {
-  const states = await deps.parks.operationState(chain);
-  const expired = chain.find((id) => states.get(id) === 'expired');
-  if (expired !== undefined) {
-    throw new AgentHooksError(
-      'failed_precondition',
-      OPERATION_EXPIRED,
-      `operation ${expired} has expired; its hooks are gone, so no decision can be made`,
-      { metadata: { operationId: expired } },
-    );
-  }
-}
-
 /**
  * Publishes deferred results exactly once per tool call. Within a process,
  * a duplicate that arrives while the controls run waits for them, then gets
@@ -153,7 +135,7 @@ export class DeferredPublisher {
       }
       const record = await deps.parks.getParkedCall(toolCallId);
       if (record === undefined) {
-        throw await missingRecordError(deps, requestedChain);
+        throw await missingRecordError(deps, toolCallId, requestedChain);
       }
       if (record.finalResult !== undefined) {
         return { finalResult: record.finalResult, published: false };
@@ -176,9 +158,9 @@ export class DeferredPublisher {
     requestedChain: readonly string[],
     signal: AbortSignal,
   ): Promise<Publication> {
+    // An expired operation of the chain fails the controls' hook read (OPERATION_EXPIRED).
     const chain =
       requestedChain.length > 0 ? resolveChain(requestedChain, record.context) : [...record.chain];
-    await assertNotExpired(deps, chain);
     const event: AfterToolCallEvent = create(AfterToolCallEventSchema, {
       context: record.context,
       mocked: false,
@@ -221,6 +203,7 @@ export class DeferredPublisher {
  */
 async function missingRecordError(
   deps: ParkDeps,
+  toolCallId: string,
   requestedChain: readonly string[],
 ): Promise<AgentHooksError> {
   const controls = (hooks: readonly { type: HookType; webhook?: unknown }[]) =>
@@ -230,16 +213,7 @@ async function missingRecordError(
     if (configured) break;
     configured = controls((await deps.registry.hooksOf(op)).hooks);
   }
-  if (configured) {
-    return new AgentHooksError(
-      'failed_precondition',
-      TOOL_CALL_CONTEXT_UNAVAILABLE,
-      CONTEXT_UNAVAILABLE_MESSAGE,
-    );
-  }
-  return new AgentHooksError(
-    'not_found',
-    PARKED_CALL_NOT_FOUND,
-    'no parked call has this tool call id',
-  );
+  return configured
+    ? toolCallContextUnavailableError(toolCallId, undefined)
+    : parkedCallNotFoundError(toolCallId);
 }
