@@ -7,10 +7,11 @@
  */
 import { readFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
+import { type App, createApp } from './app.js';
 import { parseServeConfig, serveHelp } from './config/config.js';
 import { AgentHooksError } from './errors.js';
 import { createLogger } from './log.js';
-import { startSidecar } from './server/sidecar.js';
+import { createServer, readTransportSecurity } from './server/server.js';
 import { runUsersCommand } from './users/import.js';
 
 /**
@@ -66,18 +67,27 @@ async function main(argv: string[]): Promise<number> {
     setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   }
   const logger = createLogger({ level: config.logLevel });
-  let sidecar: Awaited<ReturnType<typeof startSidecar>>;
+  let app: App | undefined;
+  let server: ReturnType<typeof createServer> | undefined;
   try {
-    sidecar = await startSidecar(config, logger);
+    // Security material first, so a bad token, certificate or group fails before the store opens.
+    const security = readTransportSecurity(config);
+    app = createApp(config, logger);
+    server = createServer(app, config, security);
+    const addresses = await server.listen();
+    logger.info('listening', { ...addresses });
   } catch (e: unknown) {
     const reason = e instanceof AgentHooksError ? e.reason : undefined;
     logger.error('failed to start', { reason, err: e });
+    await server?.shutdown(Date.now());
+    await app?.close(Date.now());
     return 1;
   }
+  const started = { app, server };
   return new Promise<number>((resolve) => {
     const stop = (signal: string) => {
       logger.info('signal received', { signal });
-      sidecar.shutdown().then(
+      shutdown(started, config.shutdownGraceMs, logger).then(
         () => resolve(0),
         (e: unknown) => {
           logger.error('shutdown failed', { err: e });
@@ -87,11 +97,27 @@ async function main(argv: string[]): Promise<number> {
     };
     process.on('SIGHUP', () => {
       logger.info('signal received', { signal: 'SIGHUP' });
-      sidecar.reloadEnvironment();
+      started.app.reloadEnvironment();
     });
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/**
+ * Drains the listeners and the app's background work together, both bound
+ * by the same deadline (`--shutdown-grace` from now), then closes the app.
+ */
+async function shutdown(
+  { app, server }: { app: App; server: ReturnType<typeof createServer> },
+  graceMs: number,
+  logger: ReturnType<typeof createLogger>,
+): Promise<void> {
+  const deadline = Date.now() + graceMs;
+  logger.info('draining', { graceMs });
+  await Promise.all([server.shutdown(deadline), app.background.close(deadline)]);
+  await app.close(deadline);
+  logger.info('stopped');
 }
 
 main(process.argv.slice(2)).then(

@@ -19,6 +19,7 @@ import {
 import type { HookEvent, HookType, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import type { BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
@@ -47,6 +48,8 @@ export interface DispatchDeps {
   readonly enricher?: EmailEnricher;
   /** Prometheus metrics; absent in tests that read none. */
   readonly metrics?: Metrics;
+  /** Owner of the webhooks started and not awaited; aborts them at shutdown. */
+  readonly background: BackgroundScope;
 }
 
 /** Records a hook's outcome in the metrics and returns it. */
@@ -215,13 +218,16 @@ export async function runToolCallObservers(
   const route = routeOf(event);
   const notifications = await notificationsOf(deps, route);
   const webhooks = notifications.filter((n) => n.mode === 'webhook');
-  void (async () => {
-    for (const n of webhooks) {
-      await runNotification(deps, n, route, event, new AbortController().signal);
-    }
-  })().catch((e: unknown) => {
-    deps.logger.error('notification webhooks failed', { operationId: route.operationId, err: e });
-  });
+  if (webhooks.length > 0) {
+    // Detached: they run under the background scope, which cuts them off at shutdown.
+    deps.background.run(
+      'notification webhooks',
+      async (background) => {
+        for (const n of webhooks) await runNotification(deps, n, route, event, background);
+      },
+      { operationId: route.operationId },
+    );
+  }
   const outcomes: HookOutcome[] = webhooks.map((n) =>
     create(HookOutcomeSchema, { ...outcomeBase(n, route), status: HookOutcomeStatus.SKIPPED }),
   );

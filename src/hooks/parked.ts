@@ -185,12 +185,13 @@ export class DeferredPublisher {
           value: { context: record.context, mocked: false, result: publication.finalResult },
         },
       });
-      void dispatchEvent(deps, notification, new AbortController().signal).catch((e: unknown) => {
-        deps.logger.warn('afterToolCall notification of a published result failed', {
-          operationId: record.context.operationId,
-          err: e,
-        });
-      });
+      deps.background.run(
+        'afterToolCall notification of a published result',
+        async (background) => {
+          await dispatchEvent(deps, notification, background);
+        },
+        { operationId: record.context.operationId },
+      );
     }
     return publication;
   }

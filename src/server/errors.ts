@@ -4,6 +4,8 @@
  * `BadRequest` for invalid fields); anything else becomes INTERNAL with a
  * generic message, its cause logged and never sent.
  */
+
+import type { DescMethod } from '@bufbuild/protobuf';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -15,6 +17,61 @@ export const ERROR_DOMAIN = 'agenthooks';
 
 /** Reason of an unexpected failure (a bug); its cause stays in the server log. */
 export const INTERNAL_REASON = 'INTERNAL';
+
+/** Reason of a request whose bytes (or JSON) cannot be decoded as the method's input message. */
+export const MALFORMED_REQUEST_REASON = 'MALFORMED_REQUEST';
+
+/** Reason of a call to a method the sidecar does not implement. */
+export const UNIMPLEMENTED_REASON = 'UNIMPLEMENTED';
+
+/**
+ * A request message that could not be decoded. The grpc-js codec returns
+ * it instead of throwing (grpc-js would answer INTERNAL), and the guard
+ * answers it with INVALID_ARGUMENT like every other bad request.
+ */
+export class MalformedRequest {
+  /** The INVALID_ARGUMENT error the call is answered with. */
+  readonly error: AgentHooksError;
+
+  constructor(method: DescMethod, cause: unknown) {
+    this.error = new AgentHooksError(
+      'invalid_argument',
+      MALFORMED_REQUEST_REASON,
+      `the request is not a valid ${method.input.typeName} message`,
+      { cause },
+    );
+  }
+}
+
+/** The UNIMPLEMENTED error of a method the sidecar does not serve. */
+export function unimplementedError(method: DescMethod): AgentHooksError {
+  return new AgentHooksError(
+    'unimplemented',
+    UNIMPLEMENTED_REASON,
+    `${method.parent.typeName}.${method.name} is not implemented`,
+  );
+}
+
+/** Codes that say the sidecar failed, not the client: logged with their cause. */
+const SERVER_SIDE_CODES: ReadonlySet<Code> = new Set([
+  Code.Internal,
+  Code.Unavailable,
+  Code.DataLoss,
+  Code.Unknown,
+]);
+
+/** True for a code that reports a failure of the sidecar rather than of the client's request. */
+export function isServerSide(code: Code): boolean {
+  return SERVER_SIDE_CODES.has(code);
+}
+
+/** Returns the gRPC name of a status code, such as `UNAVAILABLE` (`OK` for 0). */
+export function codeName(code: Code | 0): string {
+  if (code === 0) return 'OK';
+  // gRPC spells it CANCELLED; Connect's enum member is Canceled.
+  if (code === Code.Canceled) return 'CANCELLED';
+  return (Code[code] ?? 'UNKNOWN').replace(/([a-z])([A-Z])/g, '$1_$2').toUpperCase();
+}
 
 const CODE_BY_KIND: Record<ErrorKind, Code> = {
   invalid_argument: Code.InvalidArgument,

@@ -22,7 +22,7 @@ import {
 import { Code, ConnectError, createHandlerContext, type HandlerContext } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log.js';
-import { toConnectError, toGrpcStatus } from './errors.js';
+import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
@@ -32,19 +32,14 @@ export type AnyServiceImpl = Record<string, (...args: any[]) => any>;
 export interface AddServiceOptions {
   /** Aborts every handler's signal when the server shuts down hard. */
   readonly shutdownSignal?: AbortSignal;
-  /** Logs failures that are not the client's own cancellation. */
+  /** Logs failures that escaped the guard (a transport write that failed). */
   readonly logger: Logger;
-  /**
-   * Runs before each call with its request headers (the gRPC metadata); a
-   * thrown error answers the call without running the implementation (used
-   * to check the bearer token and to refuse calls while draining).
-   */
-  readonly admit?: (method: DescMethod, requestHeader: Headers) => void;
 }
 
 /**
- * Registers every method of `service` on a grpc-js server. Methods missing
- * from `impl` answer UNIMPLEMENTED.
+ * Registers every method of `service` on a grpc-js server. `impl` is the
+ * guarded implementation (`guard.ts`): it admits calls and maps errors, so
+ * this adapter only carries messages, signals and statuses.
  */
 export function addService(
   server: grpc.Server,
@@ -63,7 +58,15 @@ export function addService(
         method.methodKind === 'server_streaming' || method.methodKind === 'bidi_streaming',
       requestSerialize: (value: object) =>
         Buffer.from(toBinary(method.input, create(method.input, value as Record<string, unknown>))),
-      requestDeserialize: (bytes: Buffer) => fromBinary(method.input, bytes),
+      // grpc-js answers INTERNAL when a deserializer throws; the guard answers
+      // INVALID_ARGUMENT instead, as connect-node does for bad JSON.
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return fromBinary(method.input, bytes);
+        } catch (e: unknown) {
+          return new MalformedRequest(method, e);
+        }
+      },
       responseSerialize: (value: object) =>
         // `create` returns a message of this type as is; it fills in a plain init object.
         Buffer.from(
@@ -123,10 +126,11 @@ function contextFor(
 }
 
 function grpcError(e: unknown, method: DescMethod, logger: Logger): Partial<grpc.StatusObject> {
-  const err = toConnectError(e);
-  if (err.code === Code.Internal) {
-    logger.error('rpc failed', { rpc: method.name, err: err.cause ?? err });
+  // The guard answers with ConnectErrors; anything else failed outside it.
+  if (!(e instanceof ConnectError)) {
+    logger.error('rpc failed outside the guard', { rpc: method.name, err: e });
   }
+  const err = toConnectError(e);
   const status = toGrpcStatus(err);
   const metadata = new grpc.Metadata();
   metadata.set('grpc-status-details-bin', Buffer.from(status.details));
@@ -139,17 +143,13 @@ function createHandler(
   fn: AnyServiceImpl[string] | undefined,
   options: AddServiceOptions,
 ): grpc.UntypedHandleCall {
-  const unimplemented = new ConnectError(
-    `${service.typeName}.${method.name} is not implemented`,
-    Code.Unimplemented,
-  );
+  const unimplemented = unimplementedError(method);
   switch (method.methodKind) {
     case 'unary':
       return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
         const ctx = contextFor(service, method, call, options.shutdownSignal);
         void (async () => {
           try {
-            options.admit?.(method, ctx.requestHeader);
             if (fn === undefined) throw unimplemented;
             const response = await fn(call.request, ctx);
             callback(null, response);
@@ -173,7 +173,7 @@ function createHandler(
           // A Readable's default async iterator destroys the stream when the
           // requests end, which would drop the responses still to be written
           // and the status; this one leaves the stream to `end()`.
-          return (ctx) => fn(call.iterator({ destroyOnReturn: false }), ctx);
+          return (ctx) => fn(decoded(call.iterator({ destroyOnReturn: false })), ctx);
         });
     default:
       return (
@@ -187,7 +187,7 @@ function createHandler(
 }
 
 /**
- * Serves a server-streaming or bidi call: admits it, runs the implementation
+ * Serves a server-streaming or bidi call: runs the implementation
  * `open` returns, writes its responses with backpressure, then ends the call
  * with OK or the error's status.
  */
@@ -201,7 +201,6 @@ function serveStream(
   const ctx = contextFor(service, method, call, options.shutdownSignal);
   void (async () => {
     try {
-      options.admit?.(method, ctx.requestHeader);
       const run = open();
       await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal);
       call.end();
@@ -211,6 +210,14 @@ function serveStream(
       ctx.abort(CALL_COMPLETED);
     }
   })();
+}
+
+/** Yields the requests of a stream; a request that could not be decoded fails the stream. */
+async function* decoded(requests: AsyncIterable<unknown>): AsyncIterable<unknown> {
+  for await (const request of requests) {
+    if (request instanceof MalformedRequest) throw request.error;
+    yield request;
+  }
 }
 
 /** Writes every response, waiting for `drain` whenever the transport's buffer is full. */

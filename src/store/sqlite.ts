@@ -94,7 +94,16 @@ export interface SqliteStoreOptions {
    * own limit). It cannot shrink a file that is already larger.
    */
   readonly maxSizeBytes?: number;
+  /**
+   * Told about every store call: its operation (the method name, such as
+   * `appendHooks`), its result (`ok` or the error's reason) and its duration
+   * in seconds. Used for metrics; default none.
+   */
+  readonly observe?: StoreObserver;
 }
+
+/** Receives each store call's operation, result and duration in seconds. */
+export type StoreObserver = (operation: string, result: string, seconds: number) => void;
 
 /** Every store interface, backed by one SQLite file. */
 export interface SqliteStore extends HookStore, UserStore, ParkStore, RetentionStore {
@@ -131,7 +140,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   };
   try {
     mkdirSync(dirname(path), { recursive: true });
-    return new SqliteStoreImpl(path, settings, openConnection(path, settings));
+    return new SqliteStoreImpl(path, settings, openConnection(path, settings), options.observe);
   } catch (e: unknown) {
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
@@ -142,20 +151,27 @@ class SqliteStoreImpl implements SqliteStore {
   readonly #settings: ConnectionSettings;
   #connection: SqliteConnection;
   #closed = false;
+  readonly #observe: StoreObserver | undefined;
 
-  constructor(path: string, settings: ConnectionSettings, connection: SqliteConnection) {
+  constructor(
+    path: string,
+    settings: ConnectionSettings,
+    connection: SqliteConnection,
+    observe: StoreObserver | undefined,
+  ) {
     this.path = path;
+    this.#observe = observe;
     // A reopened connection must find the file: never create an empty one.
     this.#settings = { ...settings, create: false };
     this.#connection = connection;
   }
 
   async lookupUserEmail(userId: string): Promise<string | null> {
-    return this.#run('look up a user', (c) => c.lookupUserEmail(userId));
+    return this.#run('lookupUserEmail', 'look up a user', (c) => c.lookupUserEmail(userId));
   }
 
   async upsertUsers(users: readonly UserRecord[]): Promise<number> {
-    return this.#run('import users', (c) => c.upsertUsers(users, Date.now()));
+    return this.#run('upsertUsers', 'import users', (c) => c.upsertUsers(users, Date.now()));
   }
 
   async appendHooks(
@@ -166,11 +182,15 @@ class SqliteStoreImpl implements SqliteStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    return this.#run('append hooks', (c) => c.appendHooks(operationId, parentId, rows, Date.now()));
+    return this.#run('appendHooks', 'append hooks', (c) =>
+      c.appendHooks(operationId, parentId, rows, Date.now()),
+    );
   }
 
   async listHooks(operationId: string): Promise<OperationHooks> {
-    const { status, parentId, rows } = this.#run('list hooks', (c) => c.listHooks(operationId));
+    const { status, parentId, rows } = this.#run('listHooks', 'list hooks', (c) =>
+      c.listHooks(operationId),
+    );
     if (status === 'expired') {
       throw operationExpiredError(operationId);
     }
@@ -179,14 +199,16 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async deleteHooks(operationId: string): Promise<number> {
-    return this.#run('delete hooks', (c) => c.deleteHooks(operationId, Date.now()));
+    return this.#run('deleteHooks', 'delete hooks', (c) => c.deleteHooks(operationId, Date.now()));
   }
 
   async parkCall(record: NewParkedCall): Promise<ParkOutcome> {
     const row = toParkedCallRow(record);
     // The call's own operation first, then the chain; each once.
     const operationIds = [...new Set([record.operationId, ...record.chain])];
-    const existing = this.#run('park a tool call', (c) => c.parkCall(row, operationIds));
+    const existing = this.#run('parkCall', 'park a tool call', (c) =>
+      c.parkCall(row, operationIds),
+    );
     if (existing !== undefined) {
       return { record: fromParkedCallRow(existing), created: false };
     }
@@ -198,7 +220,9 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
-    const row = this.#run('read a parked call', (c) => c.getParkedCall(toolCallId));
+    const row = this.#run('getParkedCall', 'read a parked call', (c) =>
+      c.getParkedCall(toolCallId),
+    );
     return row === undefined ? undefined : fromParkedCallRow(row);
   }
 
@@ -209,7 +233,7 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<PublishOutcome> {
     assertEpochMs('publishedAt', publishedAt);
     const bytes = encodeResult(result);
-    const outcome = this.#run('publish a deferred result', (c) =>
+    const outcome = this.#run('publishResult', 'publish a deferred result', (c) =>
       c.publish(toolCallId, bytes, publishedAt),
     );
     if (outcome === undefined) {
@@ -225,13 +249,17 @@ class SqliteStoreImpl implements SqliteStore {
     const statuses =
       operationIds.length === 0
         ? new Map<string, OperationState>()
-        : this.#run('read operation states', (c) => c.operationStatuses(operationIds));
+        : this.#run('operationState', 'read operation states', (c) =>
+            c.operationStatuses(operationIds),
+          );
     return new Map(operationIds.map((id) => [id, statuses.get(id) ?? 'unknown']));
   }
 
   async markOperationCompleted(operationId: string, at: number): Promise<void> {
     assertEpochMs('at', at);
-    this.#run('complete an operation', (c) => c.markCompleted(operationId, at));
+    this.#run('markOperationCompleted', 'complete an operation', (c) =>
+      c.markCompleted(operationId, at),
+    );
   }
 
   async expireBefore(cutoff: number, batchSize: number): Promise<ExpireResult> {
@@ -239,7 +267,9 @@ class SqliteStoreImpl implements SqliteStore {
     if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
       throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     }
-    return this.#run('expire old records', (c) => c.expire(cutoff, batchSize, Date.now()));
+    return this.#run('expireBefore', 'expire old records', (c) =>
+      c.expire(cutoff, batchSize, Date.now()),
+    );
   }
 
   async ping(): Promise<void> {
@@ -288,12 +318,21 @@ class SqliteStoreImpl implements SqliteStore {
     closeQuietly(stale);
   }
 
-  /** Runs `fn` on the current connection and turns whatever it throws into a domain error. */
-  #run<T>(action: string, fn: (connection: SqliteConnection) => T): T {
+  /**
+   * Runs `fn` on the current connection, turns whatever it throws into a
+   * domain error, and reports the call to the `observe` option.
+   */
+  #run<T>(operation: string, action: string, fn: (connection: SqliteConnection) => T): T {
+    const observe = this.#observe;
+    const started = observe === undefined ? 0 : performance.now();
     try {
-      return fn(this.#connection);
+      const result = fn(this.#connection);
+      observe?.(operation, 'ok', (performance.now() - started) / 1000);
+      return result;
     } catch (e: unknown) {
-      throw this.#error(e, action);
+      const err = this.#error(e, action);
+      observe?.(operation, err.reason, (performance.now() - started) / 1000);
+      throw err;
     }
   }
 

@@ -36,8 +36,8 @@ import type { HandlerConnection } from '../hooks/handlers.js';
 import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
 import { validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
+import { isServerSide, toConnectError } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
-import { toConnectError } from './errors.js';
 
 /** Terminal reason after which `onError` follows `onComplete`. */
 export const ERROR_REASON = 'error';
@@ -124,6 +124,10 @@ export function createHookService(
           return create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes });
         } catch (e: unknown) {
           const err = toConnectError(e);
+          if (isServerSide(err.code)) {
+            // The stream goes on, so the guard never sees this failure: log it here, once.
+            deps.logger.error('dispatch stream event failed', { eventId: request.eventId, err: e });
+          }
           return create(DispatchStreamResponseSchema, {
             eventId: request.eventId,
             outcomes: e instanceof CriticalDeliveryError ? e.outcomes : [],
@@ -163,10 +167,12 @@ export function createHookService(
       })();
       const onAbort = () => acks.close();
       ctx.signal.addEventListener('abort', onAbort);
+      // A request the transport could not decode fails the stream (after the acks before it).
+      let failure: unknown;
       reader.then(
         () => acks.close(),
         (e: unknown) => {
-          deps.logger.warn('dispatch stream ended with an error', { err: e });
+          failure = e;
           acks.close();
         },
       );
@@ -176,7 +182,7 @@ export function createHookService(
           // An event stays in flight until its ack is handed to the transport.
           release();
         }
-        await reader;
+        if (failure !== undefined) throw failure;
       } finally {
         ctx.signal.removeEventListener('abort', onAbort);
       }

@@ -1,0 +1,188 @@
+/**
+ * @module The composition root: builds the store, the webhook sender, email
+ * enrichment, the hook registry, the handler hub, retention, store health
+ * and the HookService implementation from a validated config, owns their
+ * background work, and closes them in order. It listens on nothing: the
+ * transports in `src/server/` serve an app, and tests build one in process.
+ */
+import type { ServiceImpl } from '@connectrpc/connect';
+import { HookService } from '../gen/agenthooks/v1/service_pb.js';
+import { BackgroundScope } from './background.js';
+import type { ServeConfig } from './config/config.js';
+import { EffectiveEnvironment } from './config/environment.js';
+import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
+import { EmailEnricher } from './delivery/email.js';
+import { WebhookSender } from './delivery/webhook.js';
+import { StoreUnavailableError } from './errors.js';
+import { HandlerHub } from './hooks/handlers.js';
+import { HookRegistry } from './hooks/registry.js';
+import type { Logger } from './log.js';
+import { Metrics } from './metrics.js';
+import { HealthState, ServingStatus } from './server/health.js';
+import { createHookService } from './service/hook-service.js';
+import { StoreHealthMonitor } from './store/health-monitor.js';
+import { startRetention } from './store/retention.js';
+import { openSqliteStore } from './store/sqlite.js';
+import { createUserDirectory } from './users/directory.js';
+
+/** Interval of the retention sweep, in milliseconds (shorter when the retention itself is short). */
+export const RETENTION_SWEEP_INTERVAL_MS = 60_000;
+/** Rows removed per retention transaction, so a sweep never stalls calls. */
+export const RETENTION_BATCH_SIZE = 200;
+
+/** What `createApp` needs beyond the config. */
+export interface AppOptions {
+  /** The process environment the effective environment starts from. Default `process.env`. */
+  readonly processEnv?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Whether the webhook sender's pool also becomes undici's global
+   * dispatcher (so the QStash SDK's fetch uses it). Default true; tests
+   * that build several apps in one process turn it off.
+   */
+  readonly globalDispatcher?: boolean;
+}
+
+/** A built application: the service implementation and what the edge reports on. */
+export interface App {
+  /** The HookService implementation (unguarded: the edge wraps it). */
+  readonly hookService: Partial<ServiceImpl<typeof HookService>>;
+  /** Serving status of the server and its services; NOT_SERVING while the store fails. */
+  readonly health: HealthState;
+  /** The process's Prometheus metrics. */
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Owner of detached work (webhooks started and not awaited). */
+  readonly background: BackgroundScope;
+  /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
+  serverFault(e: unknown): void;
+  /** Re-reads the effective environment (SIGHUP); returns the new generation. */
+  reloadEnvironment(): number;
+  /**
+   * Waits for background work until `deadlineMs` (epoch milliseconds), aborts
+   * what is left, then stops retention and health checks and closes the
+   * sender, the user directory and the store. Safe to call twice.
+   */
+  close(deadlineMs?: number): Promise<void>;
+}
+
+/**
+ * Builds the application from a validated config.
+ *
+ * @throws StoreUnavailableError when the database cannot be opened.
+ * @example
+ * const app = createApp(config, logger);
+ * // ... serve it ...
+ * await app.close(Date.now() + config.shutdownGraceMs);
+ */
+export function createApp(config: ServeConfig, logger: Logger, options: AppOptions = {}): App {
+  const metrics = new Metrics();
+  const destinations = new DestinationPolicy({
+    allow: config.webhookAllow,
+    deny: config.webhookDeny,
+  });
+  const environment = new EffectiveEnvironment({
+    processEnv: options.processEnv ?? process.env,
+    envFile: config.envFile,
+    logger,
+    onReload: (snapshot) => metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok),
+  });
+  let store: ReturnType<typeof openSqliteStore>;
+  try {
+    store = openSqliteStore(config.dbPath, {
+      busyTimeoutMs: config.dbBusyTimeoutMs,
+      maxSizeBytes: config.dbMaxSizeBytes,
+      observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
+    });
+  } catch (e: unknown) {
+    environment.close();
+    throw e;
+  }
+  // Templates and application URLs resolve from the effective environment at send time.
+  // One pooled undici Agent, also set as the global dispatcher so the QStash SDK's fetch uses it.
+  const sender = new WebhookSender({
+    env: () => environment.current().env,
+    qstashUrl: config.qstashUrl,
+    globalDispatcher: options.globalDispatcher ?? true,
+    logger,
+    // Every connection is checked on the address it goes to (link-local and metadata refused).
+    destinations,
+    resolver: config.dnsServer === undefined ? undefined : createDnsResolver(config.dnsServer),
+  });
+  const directory = createUserDirectory(config, { users: store, logger });
+  const enricher = new EmailEnricher({ directory, logger });
+  const registry = new HookRegistry(store, {
+    callerEnvAllowlist: new Set(config.callerEnvAllowlist),
+    destinations,
+    maxHooksPerOperation: config.maxHooksPerOperation,
+  });
+  const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
+  const background = new BackgroundScope(logger);
+  const health = new HealthState([HookService.typeName]);
+  let closing = false;
+  // Health follows the store: NOT_SERVING while it cannot be written (checked on an
+  // interval, and at once after a call failed with a store error).
+  const storeHealth = new StoreHealthMonitor({
+    ping: () => store.ping(),
+    intervalMs: config.storeCheckIntervalMs,
+    logger,
+    onChange: (healthy) => {
+      if (!closing) health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+    },
+  });
+  const retention = startRetention({
+    store,
+    retentionMs: config.retentionMs,
+    intervalMs: Math.min(RETENTION_SWEEP_INTERVAL_MS, Math.max(100, config.retentionMs / 4)),
+    batchSize: RETENTION_BATCH_SIZE,
+    onExpired: (operations) => {
+      registry.forget(operations);
+      logger.info('operations expired', { operations: operations.length });
+    },
+    onError: (e) => {
+      logger.warn('retention sweep failed', { err: e });
+      void storeHealth.check();
+    },
+  });
+  const hookService = createHookService(
+    {
+      registry,
+      sender,
+      logger,
+      environmentHooks: () => environment.hooksOrThrow(),
+      handlers,
+      enricher,
+      parks: store,
+      now: Date.now,
+      metrics,
+      background,
+    },
+    { streamMaxInFlight: config.streamMaxInFlight },
+  );
+
+  let stopped: Promise<void> | undefined;
+  return {
+    hookService,
+    health,
+    metrics,
+    logger,
+    background,
+    serverFault(e) {
+      if (e instanceof StoreUnavailableError) void storeHealth.check();
+    },
+    reloadEnvironment: () => environment.reload('signal').generation,
+    close(deadlineMs = Date.now()) {
+      stopped ??= (async () => {
+        closing = true;
+        health.setAll(ServingStatus.NOT_SERVING);
+        storeHealth.stop();
+        await retention.stop();
+        await background.close(deadlineMs);
+        environment.close();
+        await sender.close();
+        await directory.close();
+        await store.close();
+      })();
+      return stopped;
+    },
+  };
+}

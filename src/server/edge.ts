@@ -1,0 +1,151 @@
+/**
+ * @module The edge over an application: its services wrapped in the one
+ * guard, with the admission rules of each (the bearer token on HookService
+ * and, unless public, reflection; health always open; HookService refused
+ * while draining), and the Connect routes of the HTTP listener. Both
+ * transports and the in-process tests serve the same guarded objects.
+ */
+import type { DescMethod } from '@bufbuild/protobuf';
+import { file_google_protobuf_descriptor } from '@bufbuild/protobuf/wkt';
+import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { file_agenthooks_v1_service, HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { file_grpc_health_v1_health, Health } from '../../gen/grpc/health/v1/health_pb.js';
+import {
+  file_grpc_reflection_v1_reflection,
+  ServerReflection as ServerReflectionV1,
+} from '../../gen/grpc/reflection/v1/reflection_pb.js';
+import {
+  file_grpc_reflection_v1alpha_reflection,
+  ServerReflection as ServerReflectionV1Alpha,
+} from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+import { AgentHooksError } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { TokenCheck } from './auth.js';
+import { type Admission, guardService } from './guard.js';
+import { createHealthService, type HealthState } from './health.js';
+import {
+  createReflectionAlphaService,
+  createReflectionService,
+  ReflectionIndex,
+} from './reflection.js';
+
+/** Reason of a call refused because the sidecar is shutting down. */
+export const SHUTTING_DOWN_REASON = 'SHUTTING_DOWN';
+
+/** What the edge needs of an application (`createApp` returns one). */
+export interface EdgeApp {
+  /** The HookService implementation, unguarded. */
+  readonly hookService: Partial<ServiceImpl<typeof HookService>>;
+  readonly health: HealthState;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Told about each call that failed on the server's side. */
+  serverFault(e: unknown): void;
+}
+
+/** Options of {@link createEdge}. */
+export interface EdgeOptions {
+  /** Checks the bearer token of HookService (and reflection) calls. */
+  readonly checkToken: TokenCheck;
+  /** Serve reflection without the token. */
+  readonly reflectionPublic: boolean;
+}
+
+/** The guarded services of an app. */
+export interface Edge {
+  readonly hook: ServiceImpl<typeof HookService>;
+  readonly health: ServiceImpl<typeof Health>;
+  readonly reflection: ServiceImpl<typeof ServerReflectionV1>;
+  readonly reflectionAlpha: ServiceImpl<typeof ServerReflectionV1Alpha>;
+  /** Registers the services the HTTP listener serves (HookService and health). */
+  routes(router: ConnectRouter): void;
+  /** Returns the guarded method serving `method`, if the edge serves it. */
+  guardedMethod(
+    method: DescMethod,
+  ): ((request: unknown, ctx: HandlerContext) => Promise<unknown>) | undefined;
+  /** Refuses new HookService calls (`SHUTTING_DOWN`) and ends health Watch streams. */
+  startDraining(): void;
+}
+
+/**
+ * Wraps an app's services in the guard.
+ *
+ * @example
+ * const edge = createEdge(app, { checkToken: createTokenCheck(undefined), reflectionPublic: false });
+ * const client = createClient(HookService, createRouterTransport((r) => edge.routes(r)));
+ */
+export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
+  let draining = false;
+  const watchStop = new AbortController();
+  const common = {
+    logger: app.logger,
+    onServerError: (e: unknown) => app.serverFault(e),
+  };
+  const admitHookCall: Admission = (_method, header) => {
+    // The token first: an unauthenticated caller learns nothing, not even that we are draining.
+    options.checkToken(header);
+    if (draining) {
+      throw new AgentHooksError('unavailable', SHUTTING_DOWN_REASON, 'agenthooks is shutting down');
+    }
+  };
+  const admitReflection: Admission | undefined = options.reflectionPublic
+    ? undefined
+    : (_method, header) => options.checkToken(header);
+  const reflectionIndex = new ReflectionIndex(
+    [
+      file_agenthooks_v1_service,
+      file_grpc_health_v1_health,
+      file_grpc_reflection_v1_reflection,
+      file_grpc_reflection_v1alpha_reflection,
+      file_google_protobuf_descriptor,
+    ],
+    [
+      HookService.typeName,
+      Health.typeName,
+      ServerReflectionV1.typeName,
+      ServerReflectionV1Alpha.typeName,
+    ],
+  );
+  const hook = guardService(HookService, app.hookService, {
+    ...common,
+    metrics: app.metrics,
+    admit: admitHookCall,
+  });
+  // Health stays open for kubelet probes, which send no token.
+  const health = guardService(Health, createHealthService(app.health, watchStop.signal), common);
+  const reflection = guardService(ServerReflectionV1, createReflectionService(reflectionIndex), {
+    ...common,
+    admit: admitReflection,
+  });
+  const reflectionAlpha = guardService(
+    ServerReflectionV1Alpha,
+    createReflectionAlphaService(reflectionIndex),
+    { ...common, admit: admitReflection },
+  );
+  const byService = new Map<string, Record<string, unknown>>([
+    [HookService.typeName, hook],
+    [Health.typeName, health],
+  ]);
+  return {
+    hook,
+    health,
+    reflection,
+    reflectionAlpha,
+    routes(router) {
+      router.service(HookService, hook);
+      router.service(Health, health);
+    },
+    guardedMethod(method) {
+      const fn = byService.get(method.parent.typeName)?.[method.localName];
+      return typeof fn === 'function'
+        ? (fn as (request: unknown, ctx: HandlerContext) => Promise<unknown>)
+        : undefined;
+    },
+    startDraining() {
+      draining = true;
+      // Watch streams end after they have sent NOT_SERVING, so they do not hold the drain open.
+      watchStop.abort();
+    },
+  };
+}

@@ -1,0 +1,135 @@
+/**
+ * @module The one guard around every service, whatever the transport: it
+ * admits a call (bearer token, draining), times it, records its metrics
+ * under the code the client receives, and turns every failure into a
+ * `ConnectError` with a `google.rpc.ErrorInfo` (see `errors.ts`). Failures
+ * of the sidecar itself (INTERNAL, UNAVAILABLE, DATA_LOSS, UNKNOWN) are
+ * logged once per failed call with their cause; a client's own errors are
+ * not logged. grpc-js and connect-node serve the guarded implementation
+ * as it is, so both answer the same status for the same call.
+ */
+import type { DescMethod, DescService } from '@bufbuild/protobuf';
+import type { Code, ConnectError, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import {
+  codeName,
+  isServerSide,
+  MalformedRequest,
+  toConnectError,
+  unimplementedError,
+} from './errors.js';
+
+/** Checks a call before it runs; a thrown error answers the call. */
+export type Admission = (method: DescMethod, requestHeader: Headers) => void;
+
+/** Options of {@link guardService}. */
+export interface GuardOptions {
+  /** Where server-side failures are logged. */
+  readonly logger: Logger;
+  /** Records each call's code and latency when set. */
+  readonly metrics?: Metrics;
+  /** Runs before each call (token, draining). */
+  readonly admit?: Admission;
+  /** Told about each server-side failure (for example to check the store at once). */
+  readonly onServerError?: (e: unknown) => void;
+}
+
+/** A method of a service implementation, as both transports call it. */
+// biome-ignore lint/suspicious/noExplicitAny: each method keeps the signature ServiceImpl gives it.
+type AnyMethod = (request: any, ctx: HandlerContext) => any;
+
+/**
+ * Returns `impl` wrapped in the guard, with every method of `service`
+ * present: a method `impl` lacks answers UNIMPLEMENTED through the guard.
+ *
+ * @example
+ * const guarded = guardService(HookService, impl, { logger, metrics, admit });
+ * router.service(HookService, guarded);
+ */
+export function guardService<S extends DescService>(
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+  options: GuardOptions,
+): ServiceImpl<S> {
+  const guarded: Record<string, AnyMethod> = {};
+  for (const method of service.methods) {
+    const fn = (impl as Record<string, AnyMethod | undefined>)[method.localName];
+    guarded[method.localName] =
+      method.methodKind === 'unary' || method.methodKind === 'client_streaming'
+        ? guardUnary(method, fn, options)
+        : guardStream(method, fn, options);
+  }
+  return guarded as ServiceImpl<S>;
+}
+
+function guardUnary(
+  method: DescMethod,
+  fn: AnyMethod | undefined,
+  options: GuardOptions,
+): AnyMethod {
+  return async function guardedUnary(request: unknown, ctx: HandlerContext) {
+    const started = performance.now();
+    try {
+      options.admit?.(method, ctx.requestHeader);
+      if (request instanceof MalformedRequest) throw request.error;
+      if (fn === undefined) throw unimplementedError(method);
+      const response = await fn(request, ctx);
+      record(options, method, OK, started);
+      return response;
+    } catch (e: unknown) {
+      throw failed(options, method, e, started);
+    }
+  };
+}
+
+function guardStream(
+  method: DescMethod,
+  fn: AnyMethod | undefined,
+  options: GuardOptions,
+): AnyMethod {
+  return async function* guardedStream(request: unknown, ctx: HandlerContext) {
+    const started = performance.now();
+    try {
+      options.admit?.(method, ctx.requestHeader);
+      if (request instanceof MalformedRequest) throw request.error;
+      if (fn === undefined) throw unimplementedError(method);
+      yield* fn(request, ctx) as AsyncIterable<unknown>;
+      record(options, method, OK, started);
+    } catch (e: unknown) {
+      throw failed(options, method, e, started);
+    }
+  };
+}
+
+/** Maps a failure once: the status the client gets, logged if it is the sidecar's own. */
+function failed(
+  options: GuardOptions,
+  method: DescMethod,
+  e: unknown,
+  started: number,
+): ConnectError {
+  const err = toConnectError(e);
+  record(options, method, err.code, started);
+  if (isServerSide(err.code)) {
+    options.logger.error('rpc failed', {
+      rpc: `${method.parent.typeName}/${method.name}`,
+      code: codeName(err.code),
+      err: err.cause ?? err,
+    });
+    options.onServerError?.(e);
+  }
+  return err;
+}
+
+/** The code of a call that succeeded (gRPC's OK, which Connect's Code has no member for). */
+const OK = 0;
+
+function record(
+  options: GuardOptions,
+  method: DescMethod,
+  code: Code | typeof OK,
+  started: number,
+): void {
+  options.metrics?.rpc(method.name, codeName(code), (performance.now() - started) / 1000);
+}
