@@ -1,0 +1,328 @@
+/**
+ * Every protocol gives the same answer: for each unary RPC an invalid
+ * request is sent over gRPC (to grpc-js), Connect JSON, Connect binary and
+ * gRPC-Web (to connect-node on the HTTP port), and all four must answer the
+ * same code, message, `ErrorInfo.reason` and `BadRequest` field path.
+ * Undecodable bytes and bad JSON get INVALID_ARGUMENT everywhere; a store
+ * fault answers UNAVAILABLE everywhere and is logged once per call, while
+ * client errors leave no log line.
+ */
+import { request as httpRequest } from 'node:http';
+import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from '@connectrpc/connect-node';
+import * as grpc from '@grpc/grpc-js';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+
+/** One protocol's answer, reduced to what must be equal. */
+interface Answer {
+  readonly code: string;
+  readonly message: string;
+  readonly reason: string | undefined;
+  readonly fields: string[];
+}
+
+type Protocol = 'grpc' | 'connect-json' | 'connect-binary' | 'grpc-web';
+const PROTOCOLS: readonly Protocol[] = ['grpc', 'connect-json', 'connect-binary', 'grpc-web'];
+
+function transportFor(protocol: Protocol, sidecar: SidecarProcess): Transport {
+  const http = `http://${sidecar.http}`;
+  switch (protocol) {
+    case 'grpc':
+      return createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` });
+    case 'connect-json':
+      return createConnectTransport({ baseUrl: http, httpVersion: '1.1' });
+    case 'connect-binary':
+      return createConnectTransport({ baseUrl: http, httpVersion: '1.1', useBinaryFormat: true });
+    case 'grpc-web':
+      return createGrpcWebTransport({ baseUrl: http, httpVersion: '1.1' });
+  }
+}
+
+function answerOf(e: unknown): Answer {
+  const err = ConnectError.from(e);
+  return {
+    code: Code[err.code] ?? String(err.code),
+    message: err.rawMessage,
+    reason: err.findDetails(ErrorInfoSchema)[0]?.reason,
+    fields: err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => v.field)),
+  };
+}
+
+type HookClient = ReturnType<typeof createClient<typeof HookService>>;
+
+/** One invalid request per unary RPC, with the field it names where there is one. */
+const INVALID_CALLS: readonly {
+  readonly rpc: string;
+  readonly call: (client: HookClient) => Promise<unknown>;
+  readonly field?: string;
+}[] = [
+  {
+    rpc: 'RegisterHooks (URL that is not HTTP(S))',
+    field: 'hooks[0].webhook.url',
+    call: (c) =>
+      c.registerHooks({
+        operationId: 'parity-op',
+        hooks: [{ id: 'h1', type: HookType.ON_COMPLETE, webhook: { url: 'ftp://example.com/x' } }],
+      }),
+  },
+  {
+    rpc: 'RegisterHooks (no operation id)',
+    call: (c) => c.registerHooks({ hooks: [] }),
+  },
+  { rpc: 'UnregisterHooks', call: (c) => c.unregisterHooks({}) },
+  { rpc: 'ListHooks', call: (c) => c.listHooks({}) },
+  { rpc: 'Dispatch (no event)', call: (c) => c.dispatch({}) },
+  {
+    rpc: 'Dispatch (beforeToolCall)',
+    call: (c) =>
+      c.dispatch({
+        event: {
+          event: {
+            case: 'beforeToolCall',
+            value: { context: toolContext() },
+          },
+        },
+      }),
+  },
+  {
+    rpc: 'DecideToolCall (no executor)',
+    call: (c) =>
+      c.decideToolCall({
+        event: { context: { ...toolContext(), executor: Executor.UNSPECIFIED } },
+      }),
+  },
+  {
+    rpc: 'DecideToolResult (no result)',
+    call: (c) => c.decideToolResult({ event: { context: toolContext() } }),
+  },
+  { rpc: 'ParkToolCall (no kind)', call: (c) => c.parkToolCall({ context: toolContext() }) },
+  { rpc: 'PublishDeferredResult', call: (c) => c.publishDeferredResult({}) },
+  { rpc: 'CompleteOperation', call: (c) => c.completeOperation({}) },
+];
+
+function toolContext() {
+  return {
+    operationId: 'parity-op',
+    toolCallId: 'call-1',
+    identifier: 'search',
+    apiName: 'query',
+    executor: Executor.SERVER,
+    args: {},
+  };
+}
+
+async function answersOver(
+  sidecar: SidecarProcess,
+  call: (client: HookClient) => Promise<unknown>,
+): Promise<Record<Protocol, Answer>> {
+  const out = {} as Record<Protocol, Answer>;
+  for (const protocol of PROTOCOLS) {
+    const client = createClient(HookService, transportFor(protocol, sidecar));
+    try {
+      await call(client);
+      throw new Error(`${protocol}: the call succeeded`);
+    } catch (e: unknown) {
+      if (!(e instanceof ConnectError)) throw e;
+      out[protocol] = answerOf(e);
+    }
+  }
+  return out;
+}
+
+/** POSTs raw bytes to the HTTP listener; resolves with status, headers and body. */
+function post(
+  address: string,
+  path: string,
+  contentType: string,
+  body: Uint8Array,
+): Promise<{
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}> {
+  const [host, port] = address.split(':') as [string, string];
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host, port: Number(port), method: 'POST', path, headers: { 'content-type': contentType } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            body: Buffer.concat(chunks),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Wraps a message in a gRPC(-Web) envelope: flag byte, 4-byte big-endian length. */
+function envelope(data: Uint8Array): Buffer {
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(data.byteLength, 1);
+  return Buffer.concat([head, data]);
+}
+
+/** The grpc-status of a gRPC-Web response (trailers in the body, or in the headers). */
+function grpcWebStatus(response: {
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}): number {
+  const inHeader = response.headers['grpc-status'];
+  if (typeof inHeader === 'string') return Number(inHeader);
+  let at = 0;
+  while (at + 5 <= response.body.length) {
+    const flags = response.body[at] as number;
+    const length = response.body.readUInt32BE(at + 1);
+    const data = response.body.subarray(at + 5, at + 5 + length);
+    if ((flags & 0x80) !== 0) {
+      const match = /grpc-status:\s*(\d+)/i.exec(data.toString('utf8'));
+      if (match?.[1] !== undefined) return Number(match[1]);
+    }
+    at += 5 + length;
+  }
+  throw new Error('no grpc-status in the gRPC-Web response');
+}
+
+/** Sends raw bytes as a ListHooks request over grpc-js and returns the status code. */
+function grpcRawStatus(address: string, bytes: Buffer): Promise<grpc.ServiceError> {
+  const client = new grpc.Client(address, grpc.credentials.createInsecure());
+  return new Promise((resolve, reject) => {
+    client.makeUnaryRequest(
+      '/agenthooks.v1.HookService/ListHooks',
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      bytes,
+      (err) => {
+        client.close();
+        if (err === null) reject(new Error('the call succeeded'));
+        else resolve(err);
+      },
+    );
+  });
+}
+
+/** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
+const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
+const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
+
+describe('protocol parity', () => {
+  let sidecar: SidecarProcess;
+
+  beforeAll(async () => {
+    sidecar = await startSidecar();
+  });
+  afterAll(async () => {
+    await killSidecar(sidecar);
+  });
+
+  for (const { rpc, call, field } of INVALID_CALLS) {
+    it(`answers an invalid ${rpc} the same over gRPC, Connect JSON and binary, gRPC-Web`, async () => {
+      const answers = await answersOver(sidecar, call);
+      const grpcAnswer = answers.grpc;
+      expect(grpcAnswer.code).toBe('InvalidArgument');
+      expect(grpcAnswer.reason).toMatch(/^[A-Z0-9_]+$/);
+      expect(grpcAnswer.message).not.toBe('internal error');
+      if (field !== undefined) expect(grpcAnswer.fields).toEqual([field]);
+      for (const protocol of PROTOCOLS) expect(answers[protocol], protocol).toEqual(grpcAnswer);
+    });
+  }
+
+  it('answers undecodable bytes INVALID_ARGUMENT with MALFORMED_REQUEST on every transport', async () => {
+    const grpcErr = await grpcRawStatus(sidecar.grpc, Buffer.from(MALFORMED));
+    expect(grpcErr.code).toBe(grpc.status.INVALID_ARGUMENT);
+
+    const binary = await post(
+      sidecar.http as string,
+      LIST_HOOKS_PATH,
+      'application/proto',
+      MALFORMED,
+    );
+    expect(binary.status).toBe(400);
+    const binaryJson = JSON.parse(binary.body.toString('utf8')) as {
+      code: string;
+      message: string;
+    };
+    expect(binaryJson.code).toBe('invalid_argument');
+    expect(binaryJson.message).toBe(grpcErr.details);
+
+    const web = await post(
+      sidecar.http as string,
+      LIST_HOOKS_PATH,
+      'application/grpc-web+proto',
+      envelope(MALFORMED),
+    );
+    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it('answers bad JSON INVALID_ARGUMENT over Connect and gRPC-Web', async () => {
+    const bad = new TextEncoder().encode('{"operationId": ');
+    const connect = await post(sidecar.http as string, LIST_HOOKS_PATH, 'application/json', bad);
+    expect(connect.status).toBe(400);
+    expect((JSON.parse(connect.body.toString('utf8')) as { code: string }).code).toBe(
+      'invalid_argument',
+    );
+    const web = await post(
+      sidecar.http as string,
+      LIST_HOOKS_PATH,
+      'application/grpc-web+json',
+      envelope(bad),
+    );
+    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it('logged none of the client errors above', () => {
+    const failures = sidecar.logs.filter((l) => l.level === 'error' || l.level === 'warn');
+    expect(failures).toEqual([]);
+  });
+});
+
+describe('protocol parity of a server-side fault', () => {
+  it('answers UNAVAILABLE the same everywhere while the store is locked, and logs each call once with its cause', async () => {
+    const sidecar = await startSidecar({
+      args: ['--db-busy-timeout', '0', '--store-check-interval', '3600'],
+    });
+    const lock = new Database(sidecar.db);
+    try {
+      lock.exec('BEGIN IMMEDIATE');
+      // A valid hook: only the store can fail this call.
+      const register = (c: HookClient) =>
+        c.registerHooks({
+          operationId: 'fault-op',
+          hooks: [
+            { id: 'h1', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/hook' } },
+          ],
+        });
+      const answers = await answersOver(sidecar, register);
+      expect(answers.grpc.code).toBe('Unavailable');
+      expect(answers.grpc.reason).toBe('STORE_LOCKED');
+      for (const protocol of PROTOCOLS) expect(answers[protocol], protocol).toEqual(answers.grpc);
+      const logged = sidecar.logs.filter((l) => l.msg === 'rpc failed');
+      expect(logged).toHaveLength(PROTOCOLS.length);
+      for (const line of logged) {
+        expect(line.rpc).toBe('agenthooks.v1.HookService/RegisterHooks');
+        expect(line.code).toBe('UNAVAILABLE');
+        expect(line.err).toBeDefined();
+      }
+    } finally {
+      lock.exec('ROLLBACK');
+      lock.close();
+      await killSidecar(sidecar);
+    }
+  });
+});

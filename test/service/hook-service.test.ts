@@ -1,0 +1,248 @@
+/**
+ * The guarded HookService in process: an app built by `createApp` on a
+ * real SQLite file, wrapped by `createEdge`, served over Connect's
+ * in-memory router transport. Webhooks go to a real receiver on 127.0.0.1.
+ * These tests cover service logic (dispatch order, the handler hub, the
+ * deferred publisher) and the guard (error mapping, admission, metrics)
+ * without a process or a socket of the sidecar's own.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
+import { createWritableIterable } from '@connectrpc/connect/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
+import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  type HandleRequest,
+  HandleRequestSchema,
+  HookService,
+  ParkKind,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { Health } from '../../gen/grpc/health/v1/health_pb.js';
+import { type App, createApp } from '../../src/app.js';
+import { parseServeConfig } from '../../src/config/config.js';
+import { createLogger } from '../../src/log.js';
+import { createTokenCheck } from '../../src/server/auth.js';
+import { createEdge, type Edge } from '../../src/server/edge.js';
+import { guardService } from '../../src/server/guard.js';
+import { type Receiver, startReceiver } from '../support/receiver.js';
+
+/** An app and its edge, with the lines it logged. */
+interface Harness {
+  readonly app: App;
+  readonly edge: Edge;
+  readonly client: ReturnType<typeof createClient<typeof HookService>>;
+  readonly logs: Record<string, unknown>[];
+}
+
+const open: (() => Promise<void>)[] = [];
+
+function build(options: { token?: string } = {}): Harness {
+  const dir = mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
+  const config = parseServeConfig(['--db', join(dir, 'agenthooks.db')], {});
+  const logs: Record<string, unknown>[] = [];
+  const logger = createLogger({
+    level: 'info',
+    write: (line) => logs.push(JSON.parse(line) as Record<string, unknown>),
+  });
+  const app = createApp(config, logger, { processEnv: {}, globalDispatcher: false });
+  const edge = createEdge(app, {
+    checkToken: createTokenCheck(options.token),
+    reflectionPublic: false,
+  });
+  const client = createClient(
+    HookService,
+    createRouterTransport((router) => edge.routes(router)),
+  );
+  open.push(async () => {
+    await app.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  return { app, edge, client, logs };
+}
+
+function toolContext(operationId: string, toolCallId = 'call-1') {
+  return {
+    operationId,
+    toolCallId,
+    identifier: 'search',
+    apiName: 'query',
+    executor: Executor.SERVER,
+  };
+}
+
+describe('HookService in process', () => {
+  let receiver: Receiver | undefined;
+
+  afterEach(async () => {
+    for (const close of open.splice(0)) await close();
+    await receiver?.close();
+    receiver = undefined;
+  });
+
+  it('runs an event’s webhooks in registration order and reports each outcome', async () => {
+    receiver = await startReceiver();
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-order',
+      hooks: ['a', 'b', 'c'].map((id) => ({
+        id,
+        type: HookType.ON_COMPLETE,
+        webhook: { url: `${receiver?.url}/${id}` },
+      })),
+    });
+    const { outcomes } = await client.dispatch({
+      event: { event: { case: 'onComplete', value: { operationId: 'op-order', reason: 'done' } } },
+    });
+    expect(outcomes.map((o) => [o.hookId, o.status])).toEqual([
+      ['a', HookOutcomeStatus.DELIVERED],
+      ['b', HookOutcomeStatus.DELIVERED],
+      ['c', HookOutcomeStatus.DELIVERED],
+    ]);
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/a', '/b', '/c']);
+  });
+
+  it('serves local handlers over Handle: the first mock is the decision', async () => {
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-handler',
+      hooks: [
+        { id: 'first', type: HookType.BEFORE_TOOL_CALL, handler: true },
+        { id: 'second', type: HookType.BEFORE_TOOL_CALL, handler: true },
+      ],
+    });
+    const requests = createWritableIterable<HandleRequest>();
+    const responses = client.handle(requests)[Symbol.asyncIterator]();
+    await requests.write(
+      create(HandleRequestSchema, {
+        message: { case: 'attach', value: { operationIds: ['op-handler'] } },
+      }),
+    );
+    expect((await responses.next()).value?.message.case).toBe('attached');
+    const decision = client.decideToolCall({ event: { context: toolContext('op-handler') } });
+    const call = (await responses.next()).value?.message;
+    expect(call?.case).toBe('call');
+    if (call?.case !== 'call') throw new Error('no handler call');
+    expect(call.value.hookId).toBe('first');
+    await requests.write(
+      create(HandleRequestSchema, {
+        message: {
+          case: 'reply',
+          value: {
+            callId: call.value.callId,
+            outcome: { case: 'mock', value: { result: { content: 'mocked' } } },
+          },
+        },
+      }),
+    );
+    const answer = await decision;
+    expect(answer.decision?.outcome.case).toBe('mock');
+    expect(answer.outcomes.map((o) => o.hookId)).toEqual(['first']);
+    requests.close();
+  });
+
+  it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
+    const { client } = build();
+    await client.parkToolCall({
+      context: toolContext('op-park', 'deferred-1'),
+      kind: ParkKind.DEFERRED,
+    });
+    const [a, b] = await Promise.all([
+      client.publishDeferredResult({ toolCallId: 'deferred-1', result: { content: 'first' } }),
+      client.publishDeferredResult({ toolCallId: 'deferred-1', result: { content: 'second' } }),
+    ]);
+    expect([a.published, b.published].sort()).toEqual([false, true]);
+    expect(a.finalResult?.content).toBe(b.finalResult?.content);
+  });
+
+  it('maps a domain error to INVALID_ARGUMENT with ErrorInfo and BadRequest, and counts it under that code', async () => {
+    const { app, client, logs } = build();
+    const err = await client
+      .registerHooks({
+        operationId: 'op-bad',
+        hooks: [{ id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'ftp://example.com' } }],
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(err?.code).toBe(Code.InvalidArgument);
+    expect(err?.findDetails(ErrorInfoSchema)[0]).toMatchObject({ domain: 'agenthooks' });
+    expect(err?.findDetails(BadRequestSchema)[0]?.fieldViolations[0]?.field).toBe(
+      'hooks[0].webhook.url',
+    );
+    const metrics = await app.metrics.registry.metrics();
+    expect(metrics).toMatch(
+      /^agenthooks_rpc_calls_total\{method="RegisterHooks",code="INVALID_ARGUMENT"\} 1$/m,
+    );
+    expect(logs.filter((l) => l.level === 'error')).toEqual([]);
+  });
+
+  it('answers an unexpected exception INTERNAL without its text, and logs it once with the cause', async () => {
+    const logs: string[] = [];
+    const logger = createLogger({ write: (line) => logs.push(line) });
+    const guarded = guardService(
+      HookService,
+      {
+        listHooks() {
+          throw new Error('secret detail of a bug');
+        },
+      },
+      { logger },
+    );
+    const client = createClient(
+      HookService,
+      createRouterTransport((router) => router.service(HookService, guarded)),
+    );
+    const err = await client.listHooks({ operationId: 'x' }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(err?.code).toBe(Code.Internal);
+    expect(err?.rawMessage).toBe('internal error');
+    expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('INTERNAL');
+    expect(logs).toHaveLength(1);
+    expect(logs[0]).toContain('secret detail of a bug');
+    // A method the implementation lacks answers UNIMPLEMENTED through the same guard.
+    const missing = await client.dispatch({}).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(missing?.code).toBe(Code.Unimplemented);
+  });
+
+  it('refuses calls without the token, except health', async () => {
+    const { edge } = build({ token: 's3cret' });
+    const transport = createRouterTransport((router) => edge.routes(router));
+    const err = await createClient(HookService, transport)
+      .listHooks({ operationId: 'x' })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(err?.code).toBe(Code.Unauthenticated);
+    expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('UNAUTHENTICATED');
+    const withToken = await createClient(HookService, transport).listHooks(
+      { operationId: 'x' },
+      { headers: { authorization: 'Bearer s3cret' } },
+    );
+    expect(withToken.hooks).toEqual([]);
+    await expect(createClient(Health, transport).check({})).resolves.toBeDefined();
+  });
+
+  it('refuses new calls with SHUTTING_DOWN once draining', async () => {
+    const { edge, client } = build();
+    await expect(client.listHooks({ operationId: 'x' })).resolves.toBeDefined();
+    edge.startDraining();
+    const err = await client.listHooks({ operationId: 'x' }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(err?.code).toBe(Code.Unavailable);
+    expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('SHUTTING_DOWN');
+  });
+});
