@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { type App, createApp } from './app.js';
-import { parseServeConfig, serveHelp } from './config/config.js';
+import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
 import { AgentHooksError } from './errors.js';
 import { createLogger } from './log.js';
 import { createServer, readTransportSecurity } from './server/server.js';
@@ -24,13 +24,20 @@ import { runUsersCommand } from './users/import.js';
  */
 export const HEAP_GROWING_PERCENT = 25;
 
-const USAGE = `Usage: agenthooks <command>
+const USAGE = `Usage: agenthooks <command> [options]
 
 Commands:
   serve      run the sidecar (agenthooks serve --help lists its options)
   users      import FILE.jsonl: fill the users table that webhook userEmail comes from
-  --version  print the version
+  version    print the version (also --version)
+  help       print this help (also --help, -h)
 `;
+
+/** Commands `agenthooks` takes, for "did you mean". */
+const COMMANDS = ['serve', 'users', 'version', 'help'];
+
+/** The line after a usage error that says where the full help is. */
+const SERVE_HINT = "Run 'agenthooks serve --help' to list every option.";
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
@@ -41,6 +48,10 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${pkg.version}\n`);
     return 0;
   }
+  if (command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (command === 'users') {
     return runUsersCommand(rest, process.env, {
       stdout: (text) => process.stdout.write(text),
@@ -48,8 +59,13 @@ async function main(argv: string[]): Promise<number> {
     });
   }
   if (command !== 'serve') {
-    process.stderr.write(USAGE);
-    return command === undefined || command === '--help' || command === 'help' ? 0 : 2;
+    // Usage errors end with what was wrong, so it is the last line a user sees.
+    const what =
+      command === undefined
+        ? 'agenthooks: a command is required'
+        : `agenthooks: unknown command '${command}'${didYouMean(command, COMMANDS, '')}`;
+    process.stderr.write(`${USAGE}\n${what}\n`);
+    return 2;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
     process.stdout.write(serveHelp());
@@ -59,7 +75,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     config = parseServeConfig(rest, process.env);
   } catch (e: unknown) {
-    process.stderr.write(`agenthooks: ${(e as Error).message}\n\n${serveHelp()}`);
+    process.stderr.write(`agenthooks serve: ${serveErrorText(rest, e)}\n${SERVE_HINT}\n`);
     return 2;
   }
   if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) {
@@ -118,6 +134,57 @@ async function shutdown(
   await Promise.all([server.shutdown(deadline), app.background.close(deadline)]);
   await app.close(deadline);
   logger.info('stopped');
+}
+
+/**
+ * The message of a `serve` usage error: for an unknown flag, the flag and
+ * the nearest known one; otherwise the config's own message.
+ */
+function serveErrorText(args: readonly string[], e: unknown): string {
+  const known = new Set(OPTIONS.map((o) => o.flag));
+  for (const arg of args) {
+    if (arg === '--') break;
+    if (!arg.startsWith('--')) continue;
+    const name = arg.slice(2).split('=', 1)[0] ?? '';
+    if (!known.has(name)) {
+      return `unknown option '--${name}'${didYouMean(name, [...known], '--')}`;
+    }
+  }
+  return (e as Error).message;
+}
+
+/** `; did you mean --x?` for the candidate nearest to `name`, when one is near enough. */
+function didYouMean(name: string, candidates: readonly string[], prefix: string): string {
+  let best: string | undefined;
+  let bestDistance = Number.POSITIVE_INFINITY;
+  for (const candidate of candidates) {
+    const distance = editDistance(name, candidate);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  // A third of the name may differ: `--grpc-lisen` finds `--grpc-listen`, `--x` finds nothing.
+  const near =
+    best !== undefined &&
+    (bestDistance <= Math.max(1, Math.floor(name.length / 3)) || best.startsWith(name));
+  return near ? `; did you mean '${prefix}${best}'?` : '';
+}
+
+/** Levenshtein distance between two short strings. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(
+        Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution),
+      );
+    }
+    previous = current;
+  }
+  return previous[b.length] as number;
 }
 
 main(process.argv.slice(2)).then(
