@@ -20,12 +20,12 @@ import type { HookEvent, HookType, ToolResult } from '../../gen/agenthooks/v1/ev
 import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import type { EmailEnricher } from '../delivery/email.js';
+import { type EventCase, eventCase, hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import { type EventCase, eventCase, hookTypeLiteral } from './event-json.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';

@@ -19,8 +19,8 @@ import {
   OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { hookTypeFromLiteral, hookTypeLiteral } from '../delivery/event-json.js';
 import { AgentHooksError } from '../errors.js';
-import { hookTypeFromLiteral, hookTypeLiteral } from './event-json.js';
 import { isValidWebhookUrl, RESERVED_HOOK_ID_PREFIX } from './validate.js';
 
 /**
