@@ -10,6 +10,8 @@ import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { DEFAULT_DB_PATH } from '../store/sqlite.js';
+import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
 
 /** Schemes of a `--users-postgres-url`. */
@@ -81,9 +83,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: 'db',
-    env: 'AGENTHOOKS_DB',
+    env: DB_PATH_VAR,
     value: 'PATH',
-    default: './data/agenthooks.db',
+    default: DEFAULT_DB_PATH,
     help: 'SQLite database file (created with its folder if missing)',
   },
   {
