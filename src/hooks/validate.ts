@@ -27,7 +27,7 @@ import {
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import type { DestinationPolicy } from '../delivery/destination.js';
 import { InvalidArgumentError } from '../errors.js';
-import { checkMatcher } from './matcher.js';
+import { checkMatcher, MATCHER_REASON } from './matcher.js';
 
 /**
  * `ErrorInfo.reason` of every validation failure. Reasons are stable; clients
@@ -47,12 +47,10 @@ export const REASON = {
   HOOK_TARGET_REQUIRED: 'HOOK_TARGET_REQUIRED',
   /** A matcher is set on a hook type other than the three tool events. */
   MATCHER_NOT_ALLOWED: 'MATCHER_NOT_ALLOWED',
-  /** The matcher does not compile as a JavaScript regular expression. */
-  INVALID_MATCHER: 'INVALID_MATCHER',
-  /** The matcher is valid JavaScript but needs backtracking (a backreference or lookaround). */
-  MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
   /** The matcher is longer than the limit (default 1,024 characters). */
   MATCHER_TOO_LONG: 'MATCHER_TOO_LONG',
+  /** The matcher does not compile, or needs backtracking; see `matcher.ts`. */
+  ...MATCHER_REASON,
   /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
   INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
   /** The webhook URL's host is a denied address or name (link-local, cloud metadata, `--webhook-deny`). */
@@ -101,7 +99,6 @@ const MESSAGE = {
   HOOK_TYPE_REQUIRED: 'Hook type is required',
   HOOK_TARGET_REQUIRED: 'A hook requires a handler or webhook',
   MATCHER_NOT_ALLOWED: 'Matchers are only supported for tool events',
-  INVALID_MATCHER: 'Invalid hook matcher regular expression',
   INVALID_WEBHOOK_URL:
     'Webhook URL must be HTTP(S) or an application-relative path without credentials',
   INVALID_WEBHOOK_TIMEOUT: 'Webhook timeout must be a positive number of seconds up to 2147483.647',
