@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
+import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
@@ -25,9 +26,6 @@ const USER_ID_PARAMETER = '$1';
 
 /** Default of `--max-message-bytes`: 4 MiB, gRPC's usual receive limit. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-
-/** An environment variable name, as `--caller-env-allowlist` takes it (the `allowedEnvVars` rule). */
-const ENV_VAR_NAME = /^[A-Z_]\w*$/i;
 
 /** A `--socket-mode`: three or four octal digits. */
 const SOCKET_MODE = /^0?[0-7]{3}$/;
@@ -616,7 +614,7 @@ function parseSecurityOptions(
   env: Readonly<Record<string, string | undefined>>,
 ): SecurityOptions {
   const callerEnvAllowlist = list('caller-env-allowlist');
-  const badName = callerEnvAllowlist.find((name) => !ENV_VAR_NAME.test(name));
+  const badName = callerEnvAllowlist.find((name) => !isEnvVarName(name));
   if (badName !== undefined) {
     throw new InvalidArgumentError(
       'caller-env-allowlist',
