@@ -7,10 +7,16 @@
 import { parseArgs } from 'node:util';
 import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
+import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { DEFAULT_DB_PATH } from '../store/sqlite.js';
+import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
+
+/** `ErrorInfo.reason` of an unknown flag or a bad option value. */
+export const INVALID_FLAG = 'INVALID_FLAG';
 
 /** Schemes of a `--users-postgres-url`. */
 const POSTGRES_PROTOCOLS = new Set(['postgres:', 'postgresql:']);
@@ -23,9 +29,6 @@ const USER_ID_PARAMETER = '$1';
 
 /** Default of `--max-message-bytes`: 4 MiB, gRPC's usual receive limit. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
-
-/** An environment variable name, as `--caller-env-allowlist` takes it (the `allowedEnvVars` rule). */
-const ENV_VAR_NAME = /^[A-Z_]\w*$/i;
 
 /** A `--socket-mode`: three or four octal digits. */
 const SOCKET_MODE = /^0?[0-7]{3}$/;
@@ -81,9 +84,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: 'db',
-    env: 'AGENTHOOKS_DB',
+    env: DB_PATH_VAR,
     value: 'PATH',
-    default: './data/agenthooks.db',
+    default: DEFAULT_DB_PATH,
     help: 'SQLite database file (created with its folder if missing)',
   },
   {
@@ -375,7 +378,7 @@ export function parseServeConfig(
     values = parseArgs({ args: [...args], options, allowPositionals: false, strict: true })
       .values as Record<string, string | string[] | boolean | undefined>;
   } catch (e: unknown) {
-    throw new InvalidArgumentError('args', 'INVALID_FLAG', (e as Error).message, { cause: e });
+    throw new InvalidArgumentError('args', INVALID_FLAG, (e as Error).message, { cause: e });
   }
   const get = (flag: string): string[] => {
     const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
@@ -404,7 +407,7 @@ export function parseServeConfig(
     const text = (one(flag) ?? 'false').trim().toLowerCase();
     const value = BOOLEAN_VALUES[text];
     if (value === undefined) {
-      throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag} takes true or false`);
+      throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} takes true or false`);
     }
     return value;
   };
@@ -413,7 +416,7 @@ export function parseServeConfig(
   if (grpcListen.length === 0) {
     throw new InvalidArgumentError(
       'grpc-listen',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--grpc-listen needs at least one address',
     );
   }
@@ -423,7 +426,7 @@ export function parseServeConfig(
   if (!Number.isFinite(grace) || grace < 0) {
     throw new InvalidArgumentError(
       'shutdown-grace',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--shutdown-grace must be a number of seconds >= 0',
     );
   }
@@ -431,7 +434,7 @@ export function parseServeConfig(
   if (!Number.isFinite(handlerTimeout) || handlerTimeout <= 0) {
     throw new InvalidArgumentError(
       'handler-timeout',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--handler-timeout must be a number of seconds > 0',
     );
   }
@@ -439,7 +442,7 @@ export function parseServeConfig(
   if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
     throw new InvalidArgumentError(
       'stream-max-in-flight',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--stream-max-in-flight must be a whole number >= 1',
     );
   }
@@ -447,7 +450,7 @@ export function parseServeConfig(
   if (!LOG_LEVELS.includes(level)) {
     throw new InvalidArgumentError(
       'log-level',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       `--log-level must be one of ${LOG_LEVELS.join(', ')}`,
     );
   }
@@ -461,7 +464,7 @@ export function parseServeConfig(
   ) {
     throw new InvalidArgumentError(
       'db-max-size',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--db-max-size must be a whole number of bytes >= 65536',
     );
   }
@@ -471,7 +474,7 @@ export function parseServeConfig(
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(
       'qstash-url',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--qstash-url must be an http(s) URL',
     );
   }
@@ -480,7 +483,7 @@ export function parseServeConfig(
     // The URL holds a password: the message never quotes it.
     throw new InvalidArgumentError(
       'users-postgres-url',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--users-postgres-url must be a postgres:// or postgresql:// URL',
     );
   }
@@ -488,7 +491,7 @@ export function parseServeConfig(
   if (!usersPostgresQuery.includes(USER_ID_PARAMETER)) {
     throw new InvalidArgumentError(
       'users-postgres-query',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       `--users-postgres-query must use ${USER_ID_PARAMETER} for the user id`,
     );
   }
@@ -529,18 +532,14 @@ export function parseListen(text: string, flag: string, allowUnix: boolean): Lis
   if (text.startsWith('unix:')) {
     const path = text.slice('unix:'.length);
     if (!allowUnix || path === '') {
-      throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag} does not take ${text}`);
+      throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} does not take ${text}`);
     }
     return { kind: 'unix', path, text };
   }
   const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
   const port = Number(m?.[3]);
   if (m === null || port > 65535) {
-    throw new InvalidArgumentError(
-      flag,
-      'INVALID_FLAG',
-      `--${flag} must be host:port, got ${text}`,
-    );
+    throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be host:port, got ${text}`);
   }
   return { kind: 'tcp', host: (m[1] ?? m[2]) as string, port, text };
 }
@@ -549,7 +548,7 @@ export function parseListen(text: string, flag: string, allowUnix: boolean): Lis
 function positiveSeconds(text: string | undefined, flag: string, zero = false): number {
   const seconds = Number(text);
   if (!Number.isFinite(seconds) || seconds < 0 || (!zero && seconds === 0)) {
-    throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag} must be a number of seconds`);
+    throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be a number of seconds`);
   }
   return seconds * 1000;
 }
@@ -574,7 +573,7 @@ export function parseDuration(text: string, flag: string): number {
   if (m === null || !(value > 0)) {
     throw new InvalidArgumentError(
       flag,
-      'INVALID_FLAG',
+      INVALID_FLAG,
       `--${flag} must be a duration such as 7d, 12h, 30m or 90s`,
     );
   }
@@ -614,11 +613,11 @@ function parseSecurityOptions(
   env: Readonly<Record<string, string | undefined>>,
 ): SecurityOptions {
   const callerEnvAllowlist = list('caller-env-allowlist');
-  const badName = callerEnvAllowlist.find((name) => !ENV_VAR_NAME.test(name));
+  const badName = callerEnvAllowlist.find((name) => !isEnvVarName(name));
   if (badName !== undefined) {
     throw new InvalidArgumentError(
       'caller-env-allowlist',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       `--caller-env-allowlist: ${badName} is not a variable name`,
     );
   }
@@ -631,7 +630,7 @@ function parseSecurityOptions(
     try {
       new DestinationPolicy({ [flag === 'webhook-allow' ? 'allow' : 'deny']: rules });
     } catch (e: unknown) {
-      throw new InvalidArgumentError(flag, 'INVALID_FLAG', `--${flag}: ${(e as Error).message}`, {
+      throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag}: ${(e as Error).message}`, {
         cause: e,
       });
     }
@@ -644,20 +643,20 @@ function parseSecurityOptions(
   if (authTokenFile !== undefined && authToken !== undefined) {
     throw new InvalidArgumentError(
       'auth-token-file',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       `set either --auth-token-file or ${AUTH_TOKEN_VAR}, not both`,
     );
   }
   if (authToken !== undefined && authToken.trim() === '') {
     // The message never quotes the token.
-    throw new InvalidArgumentError(AUTH_TOKEN_VAR, 'INVALID_FLAG', `${AUTH_TOKEN_VAR} is blank`);
+    throw new InvalidArgumentError(AUTH_TOKEN_VAR, INVALID_FLAG, `${AUTH_TOKEN_VAR} is blank`);
   }
 
   const modeText = one('socket-mode') as string;
   if (!SOCKET_MODE.test(modeText)) {
     throw new InvalidArgumentError(
       'socket-mode',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--socket-mode must be an octal mode such as 0660',
     );
   }
@@ -668,14 +667,14 @@ function parseSecurityOptions(
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new InvalidArgumentError(
       certFile === undefined ? 'tls-cert' : 'tls-key',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--tls-cert and --tls-key go together',
     );
   }
   if (clientCaFile !== undefined && certFile === undefined) {
     throw new InvalidArgumentError(
       'tls-client-ca',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--tls-client-ca needs --tls-cert and --tls-key',
     );
   }
@@ -684,7 +683,7 @@ function parseSecurityOptions(
   if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1) {
     throw new InvalidArgumentError(
       'max-message-bytes',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--max-message-bytes must be a whole number >= 1',
     );
   }
@@ -692,7 +691,7 @@ function parseSecurityOptions(
   if (!Number.isSafeInteger(maxHooksPerOperation) || maxHooksPerOperation < 1) {
     throw new InvalidArgumentError(
       'max-hooks-per-operation',
-      'INVALID_FLAG',
+      INVALID_FLAG,
       '--max-hooks-per-operation must be a whole number >= 1',
     );
   }

@@ -11,6 +11,7 @@
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
 import {
   type EnvironmentHooks,
@@ -37,9 +38,6 @@ export const INVALID_ENV_FILE = 'INVALID_ENV_FILE';
 
 /** Log message of every reload. */
 const RELOADED = 'environment reloaded';
-
-/** A variable name, as the env file takes it. */
-const ENV_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** Optional `export ` before a variable, as shells write it. */
 const EXPORT_PREFIX = /^export\s+/;
@@ -355,7 +353,8 @@ export function parseEnvFile(text: string): Record<string, string> {
     const eq = assignment.indexOf('=');
     if (eq < 0) throw syntaxError(lineNumber, 'expected KEY=VALUE');
     const key = assignment.slice(0, eq).trimEnd();
-    if (!ENV_KEY.test(key)) throw syntaxError(lineNumber, 'invalid variable name');
+    // The names a header template can read: the `allowedEnvVars` rule.
+    if (!isEnvVarName(key)) throw syntaxError(lineNumber, 'invalid variable name');
     vars.set(key, parseValue(assignment.slice(eq + 1).trimStart(), lineNumber));
   }
   // `fromEntries` defines own properties, so even a `__proto__` key stays data.

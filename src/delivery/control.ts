@@ -12,15 +12,17 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { Delivery, ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   type DeliveryErrorCode,
   type DeliveryFailure,
   deliveryFailure,
   discardBody,
+  violationFailure,
   type WebhookResponse,
   type WebhookSender,
 } from './webhook.js';
+import { checkControlDelivery, type WebhookRuleReason } from './webhook-rules.js';
 
 /** Largest control response body in bytes (`AGENT_HOOK_RESPONSE_MAX_BYTES`, 64 KiB). */
 export const RESPONSE_MAX_BYTES = 65_536;
@@ -69,6 +71,8 @@ export type ControlResult =
       message: string;
       httpStatus?: number;
       durationMs: number;
+      /** The webhook rule that refused the request; see `DeliveryFailure.rule`. */
+      rule?: WebhookRuleReason;
     }
   | { status: 'cancelled'; durationMs: number };
 
@@ -154,9 +158,8 @@ export async function executeControl(
   if (webhook.responseHandling !== ResponseHandling.TOOL_CALL) {
     return fromFailure(deliveryFailure('configuration', startedAt, 'not a toolCall webhook'));
   }
-  if (webhook.delivery === Delivery.QSTASH) {
-    return fromFailure(deliveryFailure('configuration', startedAt, 'control cannot use qstash'));
-  }
+  const fetchOnly = checkControlDelivery(webhook);
+  if (fetchOnly !== undefined) return fromFailure(violationFailure(fetchOnly, startedAt));
   let response: WebhookResponse | DeliveryFailure;
   try {
     response = await sender.post(webhook, payload, signal);
@@ -255,11 +258,12 @@ function settle(
 }
 
 function fromFailure(failure: DeliveryFailure): ControlResult {
-  const { code, message, status, durationMs } = failure;
+  const { code, message, status, durationMs, rule } = failure;
   if (code === 'cancelled') return { status: 'cancelled', durationMs };
-  return status === undefined
-    ? { status: 'error', code, message, durationMs }
-    : { status: 'error', code, message, httpStatus: status, durationMs };
+  const result: ControlResult = { status: 'error', code, message, durationMs };
+  if (status !== undefined) result.httpStatus = status;
+  if (rule !== undefined) result.rule = rule;
+  return result;
 }
 
 function cancelled(startedAt: number): ControlResult {

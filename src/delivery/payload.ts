@@ -18,7 +18,7 @@
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { HookEvent } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { eventToReferenceJson } from '../hooks/event-json.js';
+import { eventToReferenceJson } from './event-json.js';
 
 /** Hook type whose notifications get a redacted skill Work registration. */
 const REDACTED_HOOK_TYPE = 'afterToolCall';

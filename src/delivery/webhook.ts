@@ -43,46 +43,26 @@ import {
   destinationDeniedError,
   type Resolver,
 } from './destination.js';
+import {
+  checkResolvedHeader,
+  checkWebhookHeaders,
+  checkWebhookTimeout,
+  checkWebhookUrl,
+  isValidHeaderValue,
+  resolveHeaderTemplate,
+  WEBHOOK_RULE_REASON,
+  type WebhookRuleReason,
+  type WebhookRuleViolation,
+} from './webhook-rules.js';
 
 /** Request timeout in seconds when the webhook sets none (upstream default). */
 export const DEFAULT_TIMEOUT_SECONDS = 30;
 
-/** Largest timeout in seconds: the longest delay a Node timer supports (2^31 - 1 ms). */
-const MAX_TIMEOUT_SECONDS = 2_147_483.647;
-
 /** Prefix of every delivery failure message. */
 const MESSAGE_PREFIX = 'Hook HTTP request failed';
 
-/** Header names a webhook cannot set, compared lower-cased. */
-const FORBIDDEN_HEADERS = new Set([
-  'host',
-  'content-length',
-  'connection',
-  'transfer-encoding',
-  'trailer',
-  'upgrade',
-]);
-
-/** Prefixes of header names a webhook cannot set, compared lower-cased. */
-const FORBIDDEN_HEADER_PREFIXES = ['proxy-', 'sec-', 'upstash-'] as const;
-
-/** An RFC 9110 token: the only valid header name. */
-const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-
-/** A `${VAR}` template in a header value. */
-const TEMPLATE = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
-
-/** Left by an unresolved template. */
-const TEMPLATE_OPENER = '${';
-
-/**
- * Characters a header value cannot hold: CR, LF, NUL and every other control
- * character but HTAB, and anything outside Latin-1 (RFC 9110 field-value).
- */
-const INVALID_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
-
-/** Schemes a webhook URL may use. */
-const HTTP_PROTOCOLS = new Set(['http:', 'https:']);
+/** Start of an application-relative webhook URL. */
+const RELATIVE_PREFIX = '/';
 
 /** Environment variables that hold the base of application-relative URLs, in order. */
 const BASE_URL_VARS = ['INTERNAL_APP_URL', 'APP_URL'] as const;
@@ -163,6 +143,12 @@ export type DeliveryResult =
       status?: number;
       durationMs: number;
       route?: DeliveryRoute;
+      /**
+       * The webhook rule that refused the delivery (`webhook-rules.ts`), set
+       * for a `configuration` failure of a rule and for `destination_denied`:
+       * the reason registration gives for the same webhook.
+       */
+      rule?: WebhookRuleReason;
     };
 
 /** A failed {@link DeliveryResult}. */
@@ -244,6 +230,12 @@ export interface PostWebhookOptions {
   readonly discard?: ((body: Dispatcher.ResponseData['body']) => void) | undefined;
 }
 
+/** Options of a {@link DeliveryError}. */
+export interface DeliveryErrorOptions extends AgentHooksErrorOptions {
+  /** The webhook rule that refused the webhook. */
+  readonly rule?: WebhookRuleReason | undefined;
+}
+
 /**
  * A webhook cannot be sent as configured: a bad URL, header or timeout. No
  * request was made. The message never holds a header value.
@@ -251,8 +243,10 @@ export interface PostWebhookOptions {
 export class DeliveryError extends AgentHooksError {
   override readonly name = 'DeliveryError';
   readonly code: DeliveryErrorCode;
+  /** The webhook rule that refused the webhook, when one did: the reason registration gives. */
+  readonly rule: WebhookRuleReason | undefined;
 
-  constructor(code: DeliveryErrorCode, diagnostic?: string, options: AgentHooksErrorOptions = {}) {
+  constructor(code: DeliveryErrorCode, diagnostic?: string, options: DeliveryErrorOptions = {}) {
     super(
       'failed_precondition',
       `${REASON_PREFIX}${code.toUpperCase()}`,
@@ -260,6 +254,7 @@ export class DeliveryError extends AgentHooksError {
       options,
     );
     this.code = code;
+    this.rule = options.rule;
   }
 }
 
@@ -286,43 +281,61 @@ export function deliveryFailure(
 }
 
 /**
+ * Returns the `configuration` failure of a broken webhook rule, carrying the
+ * rule's reason; its duration runs from `startedAt`.
+ *
+ * @example violationFailure(checkControlDelivery(webhook), startedAt)
+ */
+export function violationFailure(
+  violation: WebhookRuleViolation,
+  startedAt: number,
+): DeliveryFailure {
+  return {
+    ...deliveryFailure('configuration', startedAt, violation.diagnostic),
+    rule: violation.reason,
+  };
+}
+
+/**
  * Resolves a webhook URL: an absolute `http:`/`https:` URL as is, an
  * application-relative path (`/path`, not `//`) against `base`.
  *
  * @param base Base of relative paths; for fetch delivery `INTERNAL_APP_URL || APP_URL`.
- * @throws DeliveryError `configuration` when the URL cannot be resolved, is
- *   not HTTP(S) or holds credentials.
+ * @throws DeliveryError `configuration`, with `rule` `INVALID_WEBHOOK_URL`,
+ *   when the URL breaks the URL rule of `webhook-rules.ts`, or resolves
+ *   against `base` to a URL that does, or has no usable base.
  */
 export function resolveWebhookUrl(url: string, base: string | undefined): URL {
-  if (url.includes('\\')) throw configuration('URL contains a backslash');
-  const relative = url.startsWith('/');
-  if (relative && url.startsWith('//')) throw configuration('URL is protocol-relative');
-  if (relative && (base === undefined || base === '')) {
-    throw configuration(`relative URL needs ${BASE_URL_VARS.join(' or ')}`);
+  const violation = checkWebhookUrl(url);
+  if (violation !== undefined) throw ruleError(violation);
+  if (!url.startsWith(RELATIVE_PREFIX)) return new URL(url);
+  if (base === undefined || base === '') {
+    throw urlError(`relative URL needs ${BASE_URL_VARS.join(' or ')}`);
   }
   let resolved: URL;
   try {
-    resolved = relative ? new URL(url, base) : new URL(url);
+    resolved = new URL(url, base);
   } catch {
-    // The parser's error quotes the URL, which may hold a secret: it is not kept.
-    throw configuration(relative ? 'base URL is invalid' : 'URL is invalid');
+    // The parser's error quotes the base, which may hold a secret: it is not kept.
+    throw urlError('base URL is invalid');
   }
-  if (!HTTP_PROTOCOLS.has(resolved.protocol)) throw configuration('URL is not HTTP(S)');
-  if (resolved.username !== '' || resolved.password !== '') {
-    throw configuration('URL has credentials');
-  }
+  // The base gives a relative URL its scheme and credentials: the rule applies again.
+  const unsendable = checkWebhookUrl(resolved.href);
+  if (unsendable !== undefined) throw ruleError(unsendable);
   return resolved;
 }
 
 /**
  * Resolves a webhook's headers for sending: names lower-cased, `${VAR}`
  * templates replaced from `env` for the variables in `allowedEnvVars` only.
- * The result holds secrets: never log it.
+ * The headers as configured are first held to the rules registration
+ * applies (`checkWebhookHeaders`), then each resolved value to
+ * `checkResolvedHeader`. The result holds secrets: never log it.
  *
- * @throws DeliveryError `configuration` for a forbidden or invalid name, two
- *   names that differ only in case, a template left unresolved, or a value
- *   with CR, LF, NUL or another invalid character. The message names the
- *   header, never its value.
+ * @throws DeliveryError `configuration`, with the rule's reason as `rule`,
+ *   for a forbidden or invalid name, two names that differ only in case, a
+ *   template left unresolved, or a value with CR, LF, NUL or another invalid
+ *   character. The message names the header, never its value.
  * @example
  * resolveHeaders({ headers: { Authorization: 'Bearer ${TOKEN}' }, allowedEnvVars: ['TOKEN'] }, { TOKEN: 't' })
  * // { authorization: 'Bearer t' }
@@ -331,23 +344,15 @@ export function resolveHeaders(
   webhook: Pick<Webhook, 'headers' | 'allowedEnvVars'>,
   env: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
+  const violation = checkWebhookHeaders(webhook);
+  if (violation !== undefined) throw ruleError(violation);
   const allowed = new Set(webhook.allowedEnvVars);
   const resolved: Record<string, string> = {};
-  for (const [rawName, template] of Object.entries(webhook.headers)) {
-    if (!HEADER_NAME.test(rawName)) throw configuration('invalid header name');
-    const name = rawName.toLowerCase();
-    if (isForbiddenHeader(name)) throw configuration(`forbidden header ${name}`);
-    if (Object.hasOwn(resolved, name)) throw configuration(`duplicate header ${name}`);
-    const value = template.replace(TEMPLATE, (match, variable: string) => {
-      const replacement = allowed.has(variable) ? env[variable] : undefined;
-      return replacement ?? match;
-    });
-    if (value.includes(TEMPLATE_OPENER)) {
-      throw configuration(`header ${name} has an unresolved template`);
-    }
-    if (INVALID_HEADER_VALUE.test(value))
-      throw configuration(`header ${name} has an invalid value`);
-    resolved[name] = value;
+  for (const [name, template] of Object.entries(webhook.headers)) {
+    const value = resolveHeaderTemplate(template, allowed, env);
+    const unsendable = checkResolvedHeader(name, value);
+    if (unsendable !== undefined) throw ruleError(unsendable);
+    resolved[name.toLowerCase()] = value;
   }
   return resolved;
 }
@@ -388,13 +393,13 @@ export async function postWebhook(
   let body: string;
   let timeoutMs: number;
   try {
+    // In registration's order (`checkWebhook`), so both name the same rule first.
     url = resolveWebhookUrl(webhook.url, baseUrl(options.env));
-    headers = { 'content-type': 'application/json', ...resolveHeaders(webhook, options.env) };
     timeoutMs = timeoutMillis(webhook.timeout);
+    headers = { 'content-type': 'application/json', ...resolveHeaders(webhook, options.env) };
     body = JSON.stringify(payload);
   } catch (e: unknown) {
-    if (e instanceof DeliveryError)
-      return { ...deliveryFailure(e.code, startedAt), message: e.message };
+    if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
 
@@ -406,7 +411,10 @@ export async function postWebhook(
     if (deadline.timedOut()) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
     const denied = destinationDeniedError(e);
     if (denied !== undefined) {
-      return deliveryFailure('destination_denied', startedAt, denied.diagnostic);
+      return {
+        ...deliveryFailure('destination_denied', startedAt, denied.diagnostic),
+        rule: WEBHOOK_RULE_REASON.WEBHOOK_DESTINATION_DENIED,
+      };
     }
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
@@ -572,20 +580,19 @@ export class WebhookSender {
       return final(deliveryFailure('configuration', startedAt, 'environment is unreadable'));
     }
     try {
+      // In registration's order (`checkWebhook`), so both name the same rule first.
       url = resolveWebhookUrl(webhook.url, firstOf(env, QSTASH_BASE_URL_VARS));
-      headers = resolveHeaders(webhook, env);
       timeoutMs = timeoutMillis(webhook.timeout);
+      headers = resolveHeaders(webhook, env);
     } catch (e: unknown) {
-      if (e instanceof DeliveryError) {
-        return final({ ...deliveryFailure(e.code, startedAt), message: e.message });
-      }
+      if (e instanceof DeliveryError) return final(errorFailure(e, startedAt));
       return final(deliveryFailure('configuration', startedAt));
     }
     const token = env[QSTASH_TOKEN_VAR];
     if (token === undefined || token === '') {
       return fallsBack(deliveryFailure('configuration', startedAt, QSTASH_NO_TOKEN));
     }
-    if (INVALID_HEADER_VALUE.test(token)) {
+    if (!isValidHeaderValue(token)) {
       // It would go into the Authorization header; the value is never quoted.
       return fallsBack(deliveryFailure('configuration', startedAt, QSTASH_INVALID_TOKEN));
     }
@@ -710,15 +717,23 @@ function deliveryMessage(code: DeliveryErrorCode, diagnostic: string | undefined
     : `${MESSAGE_PREFIX}: ${code}: ${diagnostic}`;
 }
 
-function configuration(diagnostic: string): DeliveryError {
-  return new DeliveryError('configuration', diagnostic);
+/** The `configuration` error of a broken webhook rule. */
+function ruleError(violation: WebhookRuleViolation): DeliveryError {
+  return new DeliveryError('configuration', violation.diagnostic, { rule: violation.reason });
 }
 
-function isForbiddenHeader(name: string): boolean {
-  return (
-    FORBIDDEN_HEADERS.has(name) ||
-    FORBIDDEN_HEADER_PREFIXES.some((prefix) => name.startsWith(prefix))
-  );
+/** A URL the environment cannot resolve: the URL rule, applied at send time. */
+function urlError(diagnostic: string): DeliveryError {
+  return new DeliveryError('configuration', diagnostic, {
+    rule: WEBHOOK_RULE_REASON.INVALID_WEBHOOK_URL,
+  });
+}
+
+/** The failure of a {@link DeliveryError} raised before a request was made. */
+function errorFailure(e: DeliveryError, startedAt: number): DeliveryFailure {
+  const failure: DeliveryFailure = { ...deliveryFailure(e.code, startedAt), message: e.message };
+  if (e.rule !== undefined) failure.rule = e.rule;
+  return failure;
 }
 
 function isSuccess(status: number): boolean {
@@ -847,11 +862,9 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | 
 
 /** Milliseconds of a webhook timeout in seconds: `ceil(timeout * 1000)`, default 30 s. */
 function timeoutMillis(seconds: number | undefined): number {
-  const value = seconds ?? DEFAULT_TIMEOUT_SECONDS;
-  if (!Number.isFinite(value) || value <= 0 || value > MAX_TIMEOUT_SECONDS) {
-    throw configuration('timeout out of range');
-  }
-  return Math.ceil(value * 1000);
+  const violation = checkWebhookTimeout(seconds);
+  if (violation !== undefined) throw ruleError(violation);
+  return Math.ceil((seconds ?? DEFAULT_TIMEOUT_SECONDS) * 1000);
 }
 
 /** The first error code such as `ECONNREFUSED` along the cause chain; never a message. */

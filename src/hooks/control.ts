@@ -34,11 +34,11 @@ import {
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { type ControlResult, executeControl } from '../delivery/control.js';
+import { hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import { AgentHooksError } from '../errors.js';
 import type { DispatchDeps } from './dispatch.js';
 import { durationOf, noteOutcome } from './dispatch.js';
-import { hookTypeLiteral } from './event-json.js';
 import { compileMatcher } from './matcher.js';
 import { isControlHook } from './validate.js';
 

@@ -11,7 +11,7 @@
  * is off and the other four variables are not read at all.
  */
 import { create } from '@bufbuild/protobuf';
-import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import type { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   Delivery,
   type Hook,
@@ -19,9 +19,10 @@ import {
   OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { hookTypeFromLiteral, hookTypeLiteral } from '../delivery/event-json.js';
+import { isValidWebhookUrl } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
-import { hookTypeFromLiteral, hookTypeLiteral } from './event-json.js';
-import { isValidWebhookUrl, RESERVED_HOOK_ID_PREFIX } from './validate.js';
+import { CONTROL_HOOK_TYPES, RESERVED_HOOK_ID_PREFIX } from './validate.js';
 
 /**
  * Prefix of every environment hook id; the full id is
@@ -80,12 +81,6 @@ const DEFAULT_RESPONSE_HANDLING: ResponseHandlingMode = 'ignore';
 const ON_ERROR_VALUES = ['continue', 'block'] as const;
 type OnErrorMode = (typeof ON_ERROR_VALUES)[number];
 const DEFAULT_ON_ERROR: OnErrorMode = 'continue';
-
-/** The events `toolCall` response handling turns into controls. */
-const CONTROL_TYPES: ReadonlySet<HookType> = new Set([
-  HookType.BEFORE_TOOL_CALL,
-  HookType.AFTER_TOOL_CALL,
-]);
 
 /** The `Authorization` template; the token is resolved at send time, never stored here. */
 const AUTHORIZATION_TEMPLATE = `Bearer \${${ENV_VARS.TOKEN}}`;
@@ -197,12 +192,12 @@ export function environmentHooks(
       ENV_VARS.RESPONSE_HANDLING,
     ]);
   }
-  if (mode === 'toolCall' && !types.some((t) => CONTROL_TYPES.has(t))) {
+  if (mode === 'toolCall' && !types.some((t) => CONTROL_HOOK_TYPES.has(t))) {
     return invalid(MESSAGE.TOOL_CALL_REQUIRES_EVENT, [ENV_VARS.RESPONSE_HANDLING, ENV_VARS.EVENTS]);
   }
 
   const hooks = types.map((type) => {
-    const control = mode === 'toolCall' && CONTROL_TYPES.has(type);
+    const control = mode === 'toolCall' && CONTROL_HOOK_TYPES.has(type);
     return deepFreeze(
       create(HookSchema, {
         id: `${ENV_HOOK_ID_PREFIX}${hookTypeLiteral(type)}`,

@@ -20,12 +20,17 @@ export type ToolMatcher = (identifier: string | undefined, apiName: string | und
 /** Number of compiled matchers kept; the least recently used one is dropped first. */
 const MATCHER_CACHE_SIZE = 1_000;
 
-/** Same reason and message as `REASON.INVALID_MATCHER` in `validate.ts`. */
-const INVALID_MATCHER_REASON = 'INVALID_MATCHER';
+/** Reasons of a matcher that cannot be compiled; part of `REASON` in `validate.ts`. */
+export const MATCHER_REASON = {
+  /** The matcher does not compile as a JavaScript regular expression. */
+  INVALID_MATCHER: 'INVALID_MATCHER',
+  /** The matcher is valid JavaScript but needs backtracking (a backreference or lookaround). */
+  MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
+} as const;
+
+/** Upstream message of {@link MATCHER_REASON}`.INVALID_MATCHER`. */
 const INVALID_MATCHER_MESSAGE = 'Invalid hook matcher regular expression';
 
-/** Same reason as `REASON.MATCHER_NOT_LINEAR` in `validate.ts`. */
-const MATCHER_NOT_LINEAR_REASON = 'MATCHER_NOT_LINEAR';
 const MATCHER_NOT_LINEAR_MESSAGE =
   'Hook matcher cannot run on the linear-time engine (backreferences and lookaround are not supported)';
 
@@ -73,14 +78,19 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     if (e instanceof NotLinearError) {
       throw new InvalidArgumentError(
         'matcher',
-        MATCHER_NOT_LINEAR_REASON,
+        MATCHER_REASON.MATCHER_NOT_LINEAR,
         MATCHER_NOT_LINEAR_MESSAGE,
         { cause: e },
       );
     }
-    throw new InvalidArgumentError('matcher', INVALID_MATCHER_REASON, INVALID_MATCHER_MESSAGE, {
-      cause: e,
-    });
+    throw new InvalidArgumentError(
+      'matcher',
+      MATCHER_REASON.INVALID_MATCHER,
+      INVALID_MATCHER_MESSAGE,
+      {
+        cause: e,
+      },
+    );
   }
   // A search keeps no state between calls, so one compiled matcher is shared by every caller.
   const compiled: ToolMatcher = function matchTool(identifier, apiName) {

@@ -11,11 +11,14 @@
  * ({@link ValidationOptions}): which variables `allowedEnvVars` may name,
  * which destinations a webhook URL may have, and size limits on matchers and
  * headers. Matchers must also run on the linear-time engine.
+ *
+ * The webhook's own rules (URL, destination, timeout, headers, templates,
+ * `allowedEnvVars` names, fetch delivery of controls) live in
+ * `delivery/webhook-rules.ts`, which the sender applies again at send time.
  */
 import type { DescEnum } from '@bufbuild/protobuf';
 import { HookType, HookTypeSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
-  Delivery,
   DeliverySchema,
   FallbackSchema,
   type Hook,
@@ -26,8 +29,16 @@ import {
   type Webhook,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import type { DestinationPolicy } from '../delivery/destination.js';
+import {
+  checkControlDelivery,
+  checkWebhook,
+  DEFAULT_HEADER_LIMITS,
+  type HeaderLimits,
+  WEBHOOK_RULE_REASON,
+  webhookRuleError,
+} from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
-import { checkMatcher } from './matcher.js';
+import { checkMatcher, MATCHER_REASON } from './matcher.js';
 
 /**
  * `ErrorInfo.reason` of every validation failure. Reasons are stable; clients
@@ -47,36 +58,16 @@ export const REASON = {
   HOOK_TARGET_REQUIRED: 'HOOK_TARGET_REQUIRED',
   /** A matcher is set on a hook type other than the three tool events. */
   MATCHER_NOT_ALLOWED: 'MATCHER_NOT_ALLOWED',
-  /** The matcher does not compile as a JavaScript regular expression. */
-  INVALID_MATCHER: 'INVALID_MATCHER',
-  /** The matcher is valid JavaScript but needs backtracking (a backreference or lookaround). */
-  MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
   /** The matcher is longer than the limit (default 1,024 characters). */
   MATCHER_TOO_LONG: 'MATCHER_TOO_LONG',
-  /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
-  INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
-  /** The webhook URL's host is a denied address or name (link-local, cloud metadata, `--webhook-deny`). */
-  WEBHOOK_DESTINATION_DENIED: 'WEBHOOK_DESTINATION_DENIED',
-  /** The webhook timeout is not in (0, 2147483.647] seconds. */
-  INVALID_WEBHOOK_TIMEOUT: 'INVALID_WEBHOOK_TIMEOUT',
-  /** A webhook header name is not an HTTP token. */
-  INVALID_HEADER_NAME: 'INVALID_HEADER_NAME',
-  /** A webhook header name is one agenthooks or the transport owns. */
-  FORBIDDEN_HEADER: 'FORBIDDEN_HEADER',
-  /** A webhook header value contains CR, LF or NUL. */
-  INVALID_HEADER_VALUE: 'INVALID_HEADER_VALUE',
-  /** The webhook has more headers than the limit (default 64). */
-  TOO_MANY_HEADERS: 'TOO_MANY_HEADERS',
-  /** A header's name and value together are larger than the limit (default 8 KiB, UTF-8). */
-  HEADER_TOO_LARGE: 'HEADER_TOO_LARGE',
-  /** An `allowedEnvVars` entry is not an environment variable name. */
-  INVALID_ENV_VAR_NAME: 'INVALID_ENV_VAR_NAME',
+  /** The matcher does not compile, or needs backtracking; see `matcher.ts`. */
+  ...MATCHER_REASON,
+  /** The rules of the webhook itself; see `delivery/webhook-rules.ts`. */
+  ...WEBHOOK_RULE_REASON,
   /** An `allowedEnvVars` entry is not in the operator's `--caller-env-allowlist`. */
   ENV_VAR_NOT_ALLOWED: 'ENV_VAR_NOT_ALLOWED',
   /** The operation would have more hooks than `--max-hooks-per-operation`. */
   TOO_MANY_HOOKS: 'TOO_MANY_HOOKS',
-  /** A control hook uses QStash delivery. */
-  CONTROL_REQUIRES_FETCH: 'CONTROL_REQUIRES_FETCH',
   /** A control hook sets `eventFields` or `body`. */
   CONTROL_PAYLOAD_OVERRIDE: 'CONTROL_PAYLOAD_OVERRIDE',
   /** A control hook is on a type other than `beforeToolCall` or `afterToolCall`. */
@@ -101,18 +92,8 @@ const MESSAGE = {
   HOOK_TYPE_REQUIRED: 'Hook type is required',
   HOOK_TARGET_REQUIRED: 'A hook requires a handler or webhook',
   MATCHER_NOT_ALLOWED: 'Matchers are only supported for tool events',
-  INVALID_MATCHER: 'Invalid hook matcher regular expression',
-  INVALID_WEBHOOK_URL:
-    'Webhook URL must be HTTP(S) or an application-relative path without credentials',
-  INVALID_WEBHOOK_TIMEOUT: 'Webhook timeout must be a positive number of seconds up to 2147483.647',
-  INVALID_HEADER_NAME: 'Invalid webhook header name',
-  INVALID_HEADER_VALUE: 'Webhook header values cannot contain CR, LF or NUL',
-  INVALID_ENV_VAR_NAME: 'Invalid allowedEnvVars entry',
   ENV_VAR_NOT_ALLOWED:
     'allowedEnvVars may only name variables the operator allows (--caller-env-allowlist)',
-  WEBHOOK_DESTINATION_DENIED:
-    'Webhook URL points at a denied destination (link-local, cloud metadata or --webhook-deny)',
-  CONTROL_REQUIRES_FETCH: 'toolCall response handling requires fetch delivery',
   CONTROL_PAYLOAD_OVERRIDE: 'Control hooks cannot filter or override the event payload',
   CONTROL_TYPE_NOT_ALLOWED: 'toolCall response handling requires beforeToolCall or afterToolCall',
   CONTROL_HANDLER_NOT_ALLOWED: 'Control hooks cannot have a handler',
@@ -126,24 +107,16 @@ const MESSAGE = {
  */
 export const RESERVED_HOOK_ID_PREFIX = 'server-env-webhook:';
 
-/** Largest webhook timeout in seconds: the largest `setTimeout` delay, 2^31 - 1 ms. */
-const MAX_WEBHOOK_TIMEOUT_SECONDS = 2_147_483.647;
-
 /** Size limits on one caller hook, beyond the reference system's rules. */
-export interface HookLimits {
+export interface HookLimits extends HeaderLimits {
   /** Longest matcher, in UTF-16 code units (JavaScript string length). */
   readonly maxMatcherLength: number;
-  /** Most headers one webhook may set. */
-  readonly maxHeaders: number;
-  /** Largest header, its name and value together, in UTF-8 bytes. */
-  readonly maxHeaderBytes: number;
 }
 
 /** Default {@link HookLimits}: 1,024-character matchers, 64 headers of at most 8 KiB each. */
 export const DEFAULT_HOOK_LIMITS: HookLimits = Object.freeze({
   maxMatcherLength: 1_024,
-  maxHeaders: 64,
-  maxHeaderBytes: 8_192,
+  ...DEFAULT_HEADER_LIMITS,
 });
 
 /**
@@ -175,28 +148,11 @@ const MATCHER_TYPES: ReadonlySet<HookType> = new Set([
   HookType.ON_TOOL_CALL_ERROR,
 ]);
 
-/** Hook types that can be controls. */
-const CONTROL_TYPES: ReadonlySet<HookType> = new Set([
+/** Hook types that can be controls (`toolCall` response handling). */
+export const CONTROL_HOOK_TYPES: ReadonlySet<HookType> = new Set([
   HookType.BEFORE_TOOL_CALL,
   HookType.AFTER_TOOL_CALL,
 ]);
-
-/** An HTTP field name is a `token` (RFC 9110 §5.1, §5.6.2). */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-/**
- * Header names a webhook may not set, as the reference system refuses them at
- * send time (upstream contract §4.1): they belong to the HTTP transport, to
- * the browser-only `Sec-` space, or to QStash's own `Upstash-` options.
- */
-const FORBIDDEN_HEADER_NAME =
-  /^(?:host|content-length|connection|transfer-encoding|trailer|upgrade|proxy-.*|sec-.*|upstash-.*)$/i;
-
-/** CR, LF and NUL would split or truncate a header line. */
-const HEADER_VALUE_FORBIDDEN_CHARS = /[\r\n\0]/;
-
-/** An environment variable name, as `allowedEnvVars` takes it (upstream `agentHook.ts`). */
-const ENV_VAR_NAME = /^[A-Z_]\w*$/i;
 
 /** Returns the numbers an enum defines, its zero value included. */
 function knownNumbers(desc: DescEnum): ReadonlySet<number> {
@@ -212,19 +168,6 @@ const WEBHOOK_ENUMS = [
   { field: 'responseHandling', known: knownNumbers(ResponseHandlingSchema) },
   { field: 'onError', known: knownNumbers(OnErrorSchema) },
 ] as const satisfies readonly { field: keyof Webhook; known: ReadonlySet<number> }[];
-
-/**
- * Returns true when a webhook may not set a header of this name: one of
- * `host, content-length, connection, transfer-encoding, trailer, upgrade`, or
- * any `proxy-*`, `sec-*` or `upstash-*` name, in any case.
- *
- * @example
- * isForbiddenHeaderName('Upstash-Retries'); // true
- * isForbiddenHeaderName('Authorization'); // false
- */
-export function isForbiddenHeaderName(name: string): boolean {
-  return FORBIDDEN_HEADER_NAME.test(name);
-}
 
 /**
  * Returns true when the hook is a control: a webhook with `toolCall` response
@@ -278,9 +221,10 @@ export function validateHooks(
 /**
  * Checks one hook, with the rules in this order: `id`, `type`, a handler or
  * webhook, `matcher` (tool events only, length, syntax, linear-time),
- * webhook `url` (then its destination), `timeout`, `headers` (count, then
- * each name, value and size), `allowedEnvVars` (every name, then the
- * allowlist), the control rules (`toolCall` response handling),
+ * the webhook's own rules (`url`, its destination, `timeout`, `headers`:
+ * count, then each name, value, templates and size, `allowedEnvVars` names;
+ * see `checkWebhook` in `delivery/webhook-rules.ts`), the operator's
+ * variable allowlist, the control rules (`toolCall` response handling),
  * `onError: block`, and finally undefined enum numbers.
  *
  * @param path JSON path of the hook in the request, used in `field`.
@@ -343,90 +287,9 @@ function validateWebhook(
   limits: HookLimits,
 ): void {
   const path = `${hookPath}.webhook`;
-  if (!isValidWebhookUrl(webhook.url)) {
-    throw new InvalidArgumentError(
-      `${path}.url`,
-      REASON.INVALID_WEBHOOK_URL,
-      MESSAGE.INVALID_WEBHOOK_URL,
-    );
-  }
-  // An application-relative URL's host is only known at send time, where the sender checks it.
-  if (options.destinations !== undefined && !webhook.url.startsWith('/')) {
-    const host = new URL(webhook.url).hostname;
-    if (!options.destinations.check(host).allowed) {
-      throw new InvalidArgumentError(
-        `${path}.url`,
-        REASON.WEBHOOK_DESTINATION_DENIED,
-        MESSAGE.WEBHOOK_DESTINATION_DENIED,
-      );
-    }
-  }
+  const violation = checkWebhook(webhook, { destinations: options.destinations, limits });
+  if (violation !== undefined) throw webhookRuleError(violation, path);
 
-  const timeout = webhook.timeout;
-  if (
-    timeout !== undefined &&
-    !(Number.isFinite(timeout) && timeout > 0 && timeout <= MAX_WEBHOOK_TIMEOUT_SECONDS)
-  ) {
-    throw new InvalidArgumentError(
-      `${path}.timeout`,
-      REASON.INVALID_WEBHOOK_TIMEOUT,
-      MESSAGE.INVALID_WEBHOOK_TIMEOUT,
-    );
-  }
-
-  const headers = Object.entries(webhook.headers);
-  if (headers.length > limits.maxHeaders) {
-    throw new InvalidArgumentError(
-      `${path}.headers`,
-      REASON.TOO_MANY_HEADERS,
-      `A webhook can set at most ${limits.maxHeaders} headers`,
-    );
-  }
-  for (const [name, value] of headers) {
-    const field = `${path}.headers[${JSON.stringify(name)}]`;
-    if (!HEADER_NAME.test(name)) {
-      throw new InvalidArgumentError(
-        field,
-        REASON.INVALID_HEADER_NAME,
-        MESSAGE.INVALID_HEADER_NAME,
-      );
-    }
-    if (isForbiddenHeaderName(name)) {
-      throw new InvalidArgumentError(
-        field,
-        REASON.FORBIDDEN_HEADER,
-        `Webhook header ${name} is not allowed`,
-      );
-    }
-    // `${VAR}` templates stay: they resolve at send time (upstream contract §4.1).
-    if (HEADER_VALUE_FORBIDDEN_CHARS.test(value)) {
-      throw new InvalidArgumentError(
-        field,
-        REASON.INVALID_HEADER_VALUE,
-        MESSAGE.INVALID_HEADER_VALUE,
-      );
-    }
-    if (
-      Buffer.byteLength(name, 'utf8') + Buffer.byteLength(value, 'utf8') >
-      limits.maxHeaderBytes
-    ) {
-      throw new InvalidArgumentError(
-        field,
-        REASON.HEADER_TOO_LARGE,
-        `A webhook header's name and value can be at most ${limits.maxHeaderBytes} bytes`,
-      );
-    }
-  }
-
-  webhook.allowedEnvVars.forEach((name, i) => {
-    if (!ENV_VAR_NAME.test(name)) {
-      throw new InvalidArgumentError(
-        `${path}.allowedEnvVars[${i}]`,
-        REASON.INVALID_ENV_VAR_NAME,
-        MESSAGE.INVALID_ENV_VAR_NAME,
-      );
-    }
-  });
   // The operator's allowlist comes after the reference rule, so a malformed
   // name is reported as such wherever it is in the list.
   const allowlist = options.callerEnvAllowlist;
@@ -444,13 +307,8 @@ function validateWebhook(
 
   const control = webhook.responseHandling === ResponseHandling.TOOL_CALL;
   if (control) {
-    if (webhook.delivery === Delivery.QSTASH) {
-      throw new InvalidArgumentError(
-        `${path}.delivery`,
-        REASON.CONTROL_REQUIRES_FETCH,
-        MESSAGE.CONTROL_REQUIRES_FETCH,
-      );
-    }
+    const fetchOnly = checkControlDelivery(webhook);
+    if (fetchOnly !== undefined) throw webhookRuleError(fetchOnly, path);
     // Presence, not content: even an empty projection or body is refused.
     if (webhook.eventFields !== undefined || webhook.body !== undefined) {
       throw new InvalidArgumentError(
@@ -459,7 +317,7 @@ function validateWebhook(
         MESSAGE.CONTROL_PAYLOAD_OVERRIDE,
       );
     }
-    if (!CONTROL_TYPES.has(hook.type)) {
+    if (!CONTROL_HOOK_TYPES.has(hook.type)) {
       // The hook's type is at fault, not a webhook field.
       throw new InvalidArgumentError(
         `${hookPath}.type`,
@@ -492,28 +350,4 @@ function validateWebhook(
       );
     }
   }
-}
-
-/**
- * Returns true for a non-empty URL without backslashes that is either an
- * application-relative path (`/` but not `//`) or an absolute `http:`/`https:`
- * URL without username or password (upstream `agentHook.ts`). Environment
- * hooks use the same rule.
- */
-export function isValidWebhookUrl(url: string): boolean {
-  if (url === '' || url.includes('\\')) return false;
-  if (url.startsWith('/')) return !url.startsWith('//');
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch (e: unknown) {
-    // Only a TypeError ("Invalid URL") means the string does not parse.
-    if (e instanceof TypeError) return false;
-    throw e;
-  }
-  return (
-    (parsed.protocol === 'http:' || parsed.protocol === 'https:') &&
-    parsed.username === '' &&
-    parsed.password === ''
-  );
 }

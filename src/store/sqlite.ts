@@ -62,6 +62,12 @@ import {
   type UserStore,
 } from './store.js';
 
+/**
+ * Database file of `agenthooks serve` and `agenthooks users import` when
+ * neither `--db` nor its variable names one; relative to the working directory.
+ */
+export const DEFAULT_DB_PATH = './data/agenthooks.db';
+
 /** Default of {@link SqliteStoreOptions.busyTimeoutMs}, in milliseconds. */
 export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 

@@ -9,13 +9,21 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { OPTIONS } from '../config/config.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
-import { openSqliteStore } from '../store/sqlite.js';
+import { DEFAULT_DB_PATH, openSqliteStore } from '../store/sqlite.js';
 import type { UserRecord, UserStore } from '../store/store.js';
 
 /** `ErrorInfo.reason` of a file with invalid lines. */
 export const USERS_FILE_INVALID = 'USERS_FILE_INVALID';
+
+/** `ErrorInfo.reason` of a file that cannot be read. */
+export const USERS_FILE_UNREADABLE = 'USERS_FILE_UNREADABLE';
+
+/**
+ * Variable naming the SQLite database file when `--db` is absent, read by
+ * `users import` and by `serve` (the variable of its `--db` option).
+ */
+export const DB_PATH_VAR = 'AGENTHOOKS_DB';
 
 /** How many invalid lines a message names; the rest are counted. */
 const MAX_REPORTED_LINES = 20;
@@ -42,7 +50,7 @@ null). Existing users are replaced. Every line is checked first: one invalid
 line imports nothing.
 
 Options:
-  --db PATH   SQLite database file (default: $AGENTHOOKS_DB, else ./data/agenthooks.db)
+  --db PATH   SQLite database file (default: $${DB_PATH_VAR}, else ${DEFAULT_DB_PATH})
   --help      show this help
 `;
 
@@ -104,7 +112,7 @@ export function readUsersFile(path: string): UserRecord[] {
     const code = (e as NodeJS.ErrnoException).code ?? 'error';
     throw new AgentHooksError(
       'failed_precondition',
-      'USERS_FILE_UNREADABLE',
+      USERS_FILE_UNREADABLE,
       `cannot read ${path}: ${code}`,
       { cause: e },
     );
@@ -197,12 +205,10 @@ export async function runUsersCommand(
   }
 }
 
-/** `AGENTHOOKS_DB`, else the `--db` default of `agenthooks serve`. */
+/** `AGENTHOOKS_DB`, else the store's default file, as for `agenthooks serve`. */
 function defaultDbPath(env: Readonly<Record<string, string | undefined>>): string {
-  const spec = OPTIONS.find((o) => o.flag === 'db');
-  const fromEnv = spec === undefined ? undefined : env[spec.env];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  return spec?.default ?? '';
+  const fromEnv = env[DB_PATH_VAR];
+  return fromEnv !== undefined && fromEnv !== '' ? fromEnv : DEFAULT_DB_PATH;
 }
 
 /** Parses one non-blank line into a user, or returns what is wrong with it. */

@@ -28,6 +28,7 @@ import {
   type WebhookResponse,
   WebhookSender,
 } from '../../src/delivery/webhook.js';
+import { WEBHOOK_RULE_REASON } from '../../src/delivery/webhook-rules.js';
 import { refusedOrigin } from './receiver.js';
 
 /** Address the raw receivers listen on. */
@@ -540,6 +541,8 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
     readonly name: string;
     readonly init: MessageInitShape<typeof WebhookSchema>;
     readonly diagnostic: string;
+    /** The webhook rule that refuses it, when one does. */
+    readonly rule?: string;
   }
 
   it.each<ConfigurationCase>([
@@ -547,11 +550,13 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
       name: 'a forbidden header',
       init: { headers: { Host: 'x' } },
       diagnostic: 'forbidden header host',
+      rule: WEBHOOK_RULE_REASON.FORBIDDEN_HEADER,
     },
     {
       name: 'an unresolved header template',
       init: { headers: { Authorization: 'Bearer ${OTHER}' } },
       diagnostic: 'header authorization has an unresolved template',
+      rule: WEBHOOK_RULE_REASON.INVALID_HEADER_TEMPLATE,
     },
     {
       name: 'a notification webhook',
@@ -562,11 +567,15 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
       name: 'QStash delivery',
       init: { delivery: Delivery.QSTASH },
       diagnostic: 'control cannot use qstash',
+      rule: WEBHOOK_RULE_REASON.CONTROL_REQUIRES_FETCH,
     },
-  ])('fails with configuration and sends nothing for $name', async ({ init, diagnostic }) => {
+  ])('fails with configuration and sends nothing for $name', async ({ init, diagnostic, rule }) => {
     const r = await receiver(withLength('200 OK', ALLOW));
     const result = await executeControl(sender(), control(r.origin, init), PAYLOAD);
-    expect(result).toStrictEqual(failed('configuration', diagnostic));
+    expect(result).toStrictEqual({
+      ...failed('configuration', diagnostic),
+      ...(rule === undefined ? {} : { rule }),
+    });
     expectClean(result);
     expect(r.connections()).toBe(0);
   });

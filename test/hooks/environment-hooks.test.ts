@@ -11,6 +11,7 @@ import {
   ResponseHandling,
   type WebhookSchema,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { hookTypeLiteral } from '../../src/delivery/event-json.js';
 import { AgentHooksError } from '../../src/errors.js';
 import {
   ENV_HOOK_ID_PREFIX,
@@ -19,7 +20,6 @@ import {
   environmentHooks,
   INVALID_ENVIRONMENT,
 } from '../../src/hooks/environment-hooks.js';
-import { hookTypeLiteral } from '../../src/hooks/event-json.js';
 
 /** Distinctive values, so a leak into a message or the hooks is easy to spot. */
 const URL = 'https://hooks.example/ingress-5f2c';

@@ -17,7 +17,7 @@ import {
   eventToReferenceJson,
   hookTypeFromLiteral,
   hookTypeLiteral,
-} from '../../src/hooks/event-json.js';
+} from '../../src/delivery/event-json.js';
 import { loadEventFixtures } from '../support/fixtures.js';
 
 const fixtures = loadEventFixtures();
