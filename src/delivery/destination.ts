@@ -3,16 +3,18 @@
  * a hook could point the sidecar at the pod's cloud metadata service
  * (`169.254.169.254`) and read the node's credentials. The
  * {@link DestinationPolicy} refuses link-local and cloud metadata addresses
- * by default, with operator allow and deny lists of hosts and CIDRs on top.
- * Precedence, first match wins:
+ * by default, with operator allow and deny lists on top. A rule is a host
+ * name (`*.suffix` for its subdomains), an address, a CIDR, or the name of a
+ * class in {@link DESTINATION_CLASSES}: `loopback`, `private`, `link-local`,
+ * `metadata`. Precedence, first match wins:
  *
  * 1. an unspecified address (`0.0.0.0/8`, `::`): always denied, whatever the
  *    allow list says, because `connect()` to it reaches the host itself on
  *    Linux (`http://0:8080/` is `127.0.0.1:8080`);
- * 2. `--webhook-deny` (a host name or an address in a listed network): denied;
+ * 2. `--webhook-deny`: denied;
  * 3. `--webhook-allow`: allowed;
- * 4. the default deny list (link-local `169.254.0.0/16` and `fe80::/10`,
- *    `fd00:ec2::254`, `metadata.google.internal`, `metadata.goog`): denied;
+ * 4. the default deny list {@link DEFAULT_DENY_RULES} (`link-local` and
+ *    `metadata`): denied;
  * 5. anything else (loopback and private networks included): allowed.
  *
  * An address is judged in every form it has: an IPv6 address that embeds an
@@ -33,18 +35,55 @@ import { promises as dns } from 'node:dns';
 import { BlockList, isIP, isIPv4, isIPv6, type LookupFunction } from 'node:net';
 import { buildConnector } from 'undici';
 
-/** Networks denied unless allowed: link-local (IPv4 and IPv6) and AWS's IPv6 metadata address. */
-export const DEFAULT_DENIED_NETWORKS: readonly string[] = [
-  '169.254.0.0/16',
-  'fe80::/10',
-  'fd00:ec2::254/128',
-];
+/** Names of the address classes a rule may name. */
+export type DestinationClass = 'loopback' | 'private' | 'link-local' | 'metadata';
 
-/** Host names denied unless allowed, with their subdomains: Google Cloud's metadata server. */
-export const DEFAULT_DENIED_HOSTS: readonly string[] = [
-  'metadata.google.internal',
-  'metadata.goog',
-];
+/**
+ * The rules each class stands for. IPv6 forms that embed an IPv4 address
+ * need no entry of their own: every address is also judged by the IPv4
+ * address it embeds.
+ */
+export const DESTINATION_CLASSES: Readonly<Record<DestinationClass, readonly string[]>> = {
+  // RFC 1122 §3.2.1.3 and RFC 4291 §2.5.3.
+  loopback: ['127.0.0.0/8', '::1/128'],
+  // RFC 1918, shared address space for carrier-grade NAT (RFC 6598), unique
+  // local (RFC 4193) and the deprecated site-local (RFC 3879) addresses.
+  private: [
+    '10.0.0.0/8',
+    '172.16.0.0/12',
+    '192.168.0.0/16',
+    '100.64.0.0/10',
+    'fc00::/7',
+    'fec0::/10',
+  ],
+  // RFC 3927 and RFC 4291 §2.5.6.
+  'link-local': ['169.254.0.0/16', 'fe80::/10'],
+  metadata: [
+    // AWS, GCP, Azure, Oracle Cloud, DigitalOcean and most others.
+    '169.254.169.254',
+    // Azure's WireServer, which hands out VM extension settings.
+    '168.63.129.16',
+    // Alibaba Cloud, inside the shared address space `100.64.0.0/10`.
+    '100.100.100.200',
+    // Oracle Cloud Infrastructure Classic.
+    '192.0.0.192',
+    // AWS IMDS and EKS Pod Identity over IPv6.
+    'fd00:ec2::254',
+    'fd00:ec2::23',
+    // GCP, Oracle Cloud and Alibaba Cloud over IPv6.
+    'fd20:ce::254',
+    'fd00:c1::a9fe:a9fe',
+    'fd00:100::100:200',
+    // GCP's metadata server by name.
+    'metadata.google.internal',
+    '*.metadata.google.internal',
+    'metadata.goog',
+    '*.metadata.goog',
+  ],
+};
+
+/** Rules denied unless allowed: link-local networks and cloud metadata endpoints. */
+export const DEFAULT_DENY_RULES: readonly string[] = ['link-local', 'metadata'];
 
 /** `code` of the error a guarded connection fails with; matched along the cause chain. */
 export const DESTINATION_DENIED_CODE = 'AGENTHOOKS_DESTINATION_DENIED';
@@ -93,7 +132,10 @@ export interface DestinationVerdict {
   readonly rule: DestinationRule;
 }
 
-/** Options of a {@link DestinationPolicy}: operator rules, each a host name, an address or a CIDR. */
+/**
+ * Options of a {@link DestinationPolicy}: operator rules, each a host name
+ * (`*.suffix` too), an address, a CIDR or a class of {@link DESTINATION_CLASSES}.
+ */
 export interface DestinationPolicyOptions {
   /** `--webhook-allow`: wins over the default deny list, not over an unspecified address. */
   readonly allow?: readonly string[];
@@ -113,8 +155,8 @@ class RuleSet {
   readonly #hosts = new Set<string>();
   readonly #suffixes: string[] = [];
 
-  constructor(rules: readonly string[], subdomainsOfEveryHost = false) {
-    for (const text of rules) this.#add(text, subdomainsOfEveryHost);
+  constructor(rules: readonly string[]) {
+    for (const text of rules) this.#add(text);
   }
 
   /** True when the host name is listed (case and a trailing dot ignored). */
@@ -135,11 +177,15 @@ class RuleSet {
     return this.hasHost(hostname) || (address !== undefined && this.hasAddress(address));
   }
 
-  #add(text: string, subdomainsOfEveryHost: boolean): void {
+  #add(text: string): void {
     const rule = text.trim().toLowerCase();
+    if (Object.hasOwn(DESTINATION_CLASSES, rule)) {
+      for (const member of DESTINATION_CLASSES[rule as DestinationClass]) this.#add(member);
+      return;
+    }
     if (this.#addNetwork(rule)) return;
     const host = rule.replace(/\.$/, '');
-    if (!HOST_RULE.test(host)) throw new TypeError(`not a host, address or CIDR: ${text}`);
+    if (!HOST_RULE.test(host)) throw new TypeError(`not a host, address, CIDR or class: ${text}`);
     // A URL never has such a host name: URL parsing reads it as an IPv4
     // address (`127.1`, `0x7f.1`) or refuses it (`a.10`).
     if (NUMERIC_LABEL.test(host)) {
@@ -149,7 +195,6 @@ class RuleSet {
       this.#suffixes.push(host.slice(1));
     } else {
       this.#hosts.add(host);
-      if (subdomainsOfEveryHost) this.#suffixes.push(`.${host}`);
     }
   }
 
@@ -183,7 +228,7 @@ class RuleSet {
  * comment for the precedence.
  *
  * @example
- * const policy = new DestinationPolicy({ allow: ['169.254.170.2'], deny: ['127.0.0.0/8', '10.0.0.0/8'] });
+ * const policy = new DestinationPolicy({ allow: ['169.254.170.2'], deny: ['loopback', 'private'] });
  * policy.check('metadata', '169.254.169.254'); // { allowed: false, rule: 'default-deny' }
  * policy.check('creds', '169.254.170.2'); // { allowed: true, rule: 'allow' }
  * policy.check('[::ffff:127.0.0.1]'); // { allowed: false, rule: 'deny' }
@@ -194,11 +239,11 @@ export class DestinationPolicy {
   readonly #deny: RuleSet;
   readonly #defaultDeny: RuleSet;
 
-  /** @throws TypeError naming a rule that is neither a host name, an address nor a CIDR. */
+  /** @throws TypeError naming a rule that is neither a host name, an address, a CIDR nor a class. */
   constructor(options: DestinationPolicyOptions = {}) {
     this.#allow = new RuleSet(options.allow ?? []);
     this.#deny = new RuleSet(options.deny ?? []);
-    this.#defaultDeny = new RuleSet([...DEFAULT_DENIED_NETWORKS, ...DEFAULT_DENIED_HOSTS], true);
+    this.#defaultDeny = new RuleSet(DEFAULT_DENY_RULES);
   }
 
   /**

@@ -245,6 +245,94 @@ describe('DestinationPolicy: IPv4 embedded in IPv6 and IPv4 shorthands', () => {
   });
 });
 
+describe('DestinationPolicy: named classes', () => {
+  it.each([
+    ['loopback', [...embeddedForms('127.0.0.1'), '127.255.255.254', '::1']],
+    [
+      'private',
+      [
+        ...embeddedForms('10.1.2.3'),
+        '172.16.0.1',
+        '172.31.255.255',
+        '192.168.1.1',
+        '100.64.0.1',
+        '100.127.255.255',
+        'fc00::1',
+        'fd12:3456::1',
+        'fec0::1',
+      ],
+    ],
+    ['link-local', [...embeddedForms('169.254.1.1'), 'fe80::1']],
+    [
+      'metadata',
+      [...embeddedForms('100.100.100.200'), '168.63.129.16', '192.0.0.192', 'fd20:ce::254'],
+    ],
+  ])('--webhook-deny %s covers every form of its networks', (name, addresses) => {
+    for (const rule of [name, name.toUpperCase()]) {
+      const p = new DestinationPolicy({ deny: [rule] });
+      for (const address of addresses) {
+        expect(p.check(urlHost(address)), address).toEqual({ allowed: false, rule: 'deny' });
+        expect(p.check('alias.test', address), address).toEqual({ allowed: false, rule: 'deny' });
+      }
+    }
+  });
+
+  it.each([
+    ['loopback', ['128.0.0.1', '2001:db8::1', 'a.loopback']],
+    ['private', ['172.32.0.1', '100.128.0.1', '192.169.0.1', '11.0.0.1', 'fe00::1']],
+    ['link-local', ['169.255.0.1', 'fec0::1']],
+    ['metadata', ['100.100.100.201', '8.8.8.8']],
+  ])('--webhook-deny %s leaves its neighbours alone', (name, targets) => {
+    const p = new DestinationPolicy({ deny: [name] });
+    for (const target of targets) {
+      const verdict =
+        target.includes(':') || /^[\d.]+$/.test(target) ? p.check('x', target) : p.check(target);
+      expect(verdict, target).toEqual({ allowed: true, rule: 'default-allow' });
+    }
+  });
+
+  it('--webhook-deny metadata covers the metadata host names and their subdomains', () => {
+    const p = new DestinationPolicy({ deny: ['metadata'] });
+    expect(p.check('metadata.google.internal')).toEqual({ allowed: false, rule: 'deny' });
+    expect(p.check('x.metadata.goog')).toEqual({ allowed: false, rule: 'deny' });
+  });
+
+  it('--webhook-allow link-local opens the link-local networks, but not the other metadata endpoints', () => {
+    const p = new DestinationPolicy({ allow: ['link-local'] });
+    expect(p.check('x', '169.254.170.2')).toEqual({ allowed: true, rule: 'allow' });
+    expect(p.check('x', '::ffff:169.254.170.2')).toEqual({ allowed: true, rule: 'allow' });
+    expect(p.check('x', '100.100.100.200')).toEqual({ allowed: false, rule: 'default-deny' });
+    const q = new DestinationPolicy({ allow: ['link-local'], deny: ['metadata'] });
+    expect(q.check('x', METADATA_IP)).toEqual({ allowed: false, rule: 'deny' });
+  });
+});
+
+describe('DestinationPolicy: the default deny list', () => {
+  const policy = new DestinationPolicy();
+  const METADATA_IPV4 = [METADATA_IP, '168.63.129.16', '100.100.100.200', '192.0.0.192'];
+
+  it.each(METADATA_IPV4)('denies the metadata address %s in every form', (ipv4) => {
+    const denied = { allowed: false, rule: 'default-deny' };
+    for (const address of embeddedForms(ipv4)) {
+      expect(policy.check(urlHost(address)), address).toEqual(denied);
+      expect(policy.check('alias.test', address), address).toEqual(denied);
+    }
+    for (const host of shorthands(ipv4)) expect(policy.check(host), host).toEqual(denied);
+  });
+
+  it.each([
+    'fd00:ec2::254',
+    'fd00:ec2::23',
+    'fd20:ce::254',
+    'fd00:c1::a9fe:a9fe',
+    'fd00:100::100:200',
+  ])('denies the IPv6 metadata address %s', (address) => {
+    const denied = { allowed: false, rule: 'default-deny' };
+    expect(policy.check(urlHost(address))).toEqual(denied);
+    expect(policy.check('alias.test', address)).toEqual(denied);
+  });
+});
+
 describe('the guarded connection of WebhookSender', () => {
   it('refuses a URL with a denied IP literal before connecting, as destination_denied', async () => {
     const { resolve, calls } = fixedResolver(['127.0.0.1']);
@@ -336,7 +424,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
     expect(result).toMatchObject({ ok: true, status: 200 });
   });
 
-  it.each(['127.0.0.0/8'])(
+  it.each(['127.0.0.0/8', 'loopback'])(
     'refuses http://0:PORT/ under --webhook-deny %s, and the receiver on 127.0.0.1 sees nothing',
     async (rule) => {
       const r = await receiver();
@@ -353,14 +441,14 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
   );
 
   it.each(LOOPBACK_HOSTS)(
-    'refuses the URL host %s under --webhook-deny 127.0.0.0/8,::1 before connecting',
+    'refuses the URL host %s under --webhook-deny loopback before connecting',
     async (host) => {
       const r = await receiver();
       const { resolve, calls } = fixedResolver(['127.0.0.1']);
       const port = new URL(r.origin).port;
       const result = await sender({
         resolver: resolve,
-        destinations: new DestinationPolicy({ deny: ['127.0.0.0/8', '::1'] }),
+        destinations: new DestinationPolicy({ deny: ['loopback'] }),
       }).notify(webhook(`http://${host}:${port}/hook`), PAYLOAD);
       expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
       expect(calls).toEqual([]);
@@ -369,14 +457,14 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
   );
 
   it.each(LOOPBACK_ADDRESSES)(
-    'refuses a name resolving to %s under --webhook-deny 127.0.0.0/8,::1',
+    'refuses a name resolving to %s under --webhook-deny loopback',
     async (address) => {
       const r = await receiver();
       const { resolve, calls } = fixedResolver([address]);
       const port = new URL(r.origin).port;
       const result = await sender({
         resolver: resolve,
-        destinations: new DestinationPolicy({ deny: ['127.0.0.0/8', '::1'] }),
+        destinations: new DestinationPolicy({ deny: ['loopback'] }),
       }).notify(webhook(`http://loopback-alias.test:${port}/hook`), PAYLOAD);
       expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
       expect(calls).toEqual(['loopback-alias.test']);
