@@ -55,7 +55,7 @@ export const REASON = {
   MATCHER_TOO_LONG: 'MATCHER_TOO_LONG',
   /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
   INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
-  /** The webhook URL's host is a denied address or name (link-local, cloud metadata, `--webhook-deny`). */
+  /** The webhook URL's host is a denied address or name (unspecified, link-local, cloud metadata, `--webhook-deny`). */
   WEBHOOK_DESTINATION_DENIED: 'WEBHOOK_DESTINATION_DENIED',
   /** The webhook timeout is not in (0, 2147483.647] seconds. */
   INVALID_WEBHOOK_TIMEOUT: 'INVALID_WEBHOOK_TIMEOUT',
@@ -111,7 +111,7 @@ const MESSAGE = {
   ENV_VAR_NOT_ALLOWED:
     'allowedEnvVars may only name variables the operator allows (--caller-env-allowlist)',
   WEBHOOK_DESTINATION_DENIED:
-    'Webhook URL points at a denied destination (link-local, cloud metadata or --webhook-deny)',
+    'Webhook URL points at a denied destination (unspecified, link-local, cloud metadata or --webhook-deny)',
   CONTROL_REQUIRES_FETCH: 'toolCall response handling requires fetch delivery',
   CONTROL_PAYLOAD_OVERRIDE: 'Control hooks cannot filter or override the event payload',
   CONTROL_TYPE_NOT_ALLOWED: 'toolCall response handling requires beforeToolCall or afterToolCall',
