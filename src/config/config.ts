@@ -182,14 +182,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_WEBHOOK_ALLOW',
     value: 'RULES',
     multiple: true,
-    help: 'hosts (*.suffix too), addresses or CIDRs webhooks may reach even when link-local or cloud metadata',
+    help: 'hosts (*.suffix too), addresses, CIDRs or classes (such as link-local) webhooks may reach despite the default deny list',
   },
   {
     flag: 'webhook-deny',
     env: 'AGENTHOOKS_WEBHOOK_DENY',
     value: 'RULES',
     multiple: true,
-    help: 'hosts (*.suffix too), addresses or CIDRs webhooks may never reach; wins over --webhook-allow',
+    help: 'hosts (*.suffix too), addresses, CIDRs or classes (such as loopback) webhooks may never reach; wins over --webhook-allow',
   },
   {
     flag: 'dns-server',

@@ -31,7 +31,7 @@ import type { DestinationPolicy } from './destination.js';
 export const WEBHOOK_RULE_REASON = {
   /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
   INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
-  /** The webhook URL's host is a denied address or name (link-local, cloud metadata, `--webhook-deny`). */
+  /** The webhook URL's host is a denied address or name (unspecified, link-local, cloud metadata, `--webhook-deny`). */
   WEBHOOK_DESTINATION_DENIED: 'WEBHOOK_DESTINATION_DENIED',
   /** The webhook timeout is not in (0, 2147483.647] seconds. */
   INVALID_WEBHOOK_TIMEOUT: 'INVALID_WEBHOOK_TIMEOUT',
@@ -100,7 +100,7 @@ const MESSAGE = {
   INVALID_WEBHOOK_URL:
     'Webhook URL must be HTTP(S) or an application-relative path without credentials',
   WEBHOOK_DESTINATION_DENIED:
-    'Webhook URL points at a denied destination (link-local, cloud metadata or --webhook-deny)',
+    'Webhook URL points at a denied destination (unspecified, link-local, cloud metadata or --webhook-deny)',
   INVALID_WEBHOOK_TIMEOUT: 'Webhook timeout must be a positive number of seconds up to 2147483.647',
   INVALID_HEADER_NAME: 'Invalid webhook header name',
   HEADER_LINE_BREAK: 'Webhook header values cannot contain CR, LF or NUL',

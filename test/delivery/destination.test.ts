@@ -4,7 +4,10 @@
  * metadata addresses, and the check on the address actually connected to,
  * against real receivers on 127.0.0.1 and a real DNS responder. No test
  * sends a packet anywhere but loopback: denied addresses are refused before
- * any connection is made.
+ * any connection is made, and the bypass tables that go through a real
+ * connection use only spellings of loopback and of the unspecified address
+ * (which Linux connects to loopback); every other form is checked on the
+ * policy alone, so that even a broken policy sends nothing off the host.
  */
 import { create, type JsonObject } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -116,12 +119,218 @@ describe('DestinationPolicy', () => {
     expect(policy.check('[::1]').allowed).toBe(true);
   });
 
-  it.each(['http://x', '10.0.0.0/33', 'a b', '::1/200', '1.2.3.4/8/1'])(
-    'refuses the rule %j',
-    (rule) => {
-      expect(() => new DestinationPolicy({ allow: [rule] })).toThrow(TypeError);
+  it.each([
+    'http://x',
+    '10.0.0.0/33',
+    'a b',
+    '::1/200',
+    '1.2.3.4/8/1',
+    '127.1',
+    '2130706433',
+    '0x7f.1',
+    '10/8',
+    '*.10',
+    'loopback/8',
+  ])('refuses the rule %j', (rule) => {
+    expect(() => new DestinationPolicy({ allow: [rule] })).toThrow(TypeError);
+  });
+});
+
+/**
+ * Spellings of one IPv4 address, as a URL host and as an address a name
+ * resolves to: plain, IPv4-mapped, IPv4-compatible, NAT64 (64:ff9b::/96) and
+ * 6to4 (2002::/16).
+ */
+function embeddedForms(ipv4: string): string[] {
+  const [a = 0, b = 0, c = 0, d = 0] = ipv4.split('.').map(Number);
+  const hi = ((a << 8) | b).toString(16);
+  const lo = ((c << 8) | d).toString(16);
+  return [
+    ipv4,
+    `::ffff:${ipv4}`,
+    `::ffff:${hi}:${lo}`,
+    `::${ipv4}`,
+    `64:ff9b::${ipv4}`,
+    `2002:${hi}:${lo}::1`,
+  ];
+}
+
+/** Decimal, hex and octal shorthands of an IPv4 address that URL parsing accepts as a host. */
+function shorthands(ipv4: string): string[] {
+  const octets = ipv4.split('.').map(Number);
+  const value = octets.reduce((n, octet) => n * 256 + octet, 0);
+  return [
+    String(value),
+    `0x${value.toString(16)}`,
+    octets.map((o) => `0${o.toString(8)}`).join('.'),
+    `${octets[0]}.${value % 2 ** 24}`,
+  ];
+}
+
+/** An address as a URL host: IPv6 in brackets. */
+function urlHost(address: string): string {
+  return address.includes(':') ? `[${address}]` : address;
+}
+
+describe('DestinationPolicy: unspecified addresses', () => {
+  const UNSPECIFIED = [
+    ...embeddedForms('0.0.0.0'),
+    '0.1.2.3',
+    '::',
+    '0:0:0:0:0:0:0:0',
+    '::ffff:0:0.0.0.0',
+  ];
+  const policies = {
+    default: new DestinationPolicy(),
+    'allowing everything': new DestinationPolicy({ allow: ['0.0.0.0/0', '::/0'] }),
+    'allowing 0.0.0.0 by name': new DestinationPolicy({ allow: ['0.0.0.0', '::', 'zero.test'] }),
+  };
+
+  describe.each(Object.entries(policies))('under the %s policy', (_, policy) => {
+    it.each(UNSPECIFIED)('denies %s as a URL host and as a resolved address', (address) => {
+      const denied = { allowed: false, rule: 'unspecified' };
+      expect(policy.check(urlHost(address))).toEqual(denied);
+      expect(policy.check('zero.test', address)).toEqual(denied);
+    });
+
+    it.each(['0', '0x0', '0.0', '00.0.0.0', '0.0.0.0.'])('denies the URL host %s', (host) => {
+      expect(policy.check(host)).toEqual({ allowed: false, rule: 'unspecified' });
+    });
+  });
+});
+
+describe('DestinationPolicy: IPv4 embedded in IPv6 and IPv4 shorthands', () => {
+  const loopbackRecipe = new DestinationPolicy({ deny: ['127.0.0.0/8'] });
+
+  it.each([
+    ...embeddedForms('127.0.0.1'),
+    '::ffff:0:127.0.0.1',
+    // Teredo: client 127.0.0.1, obfuscated (RFC 4380 §4).
+    '2001:0:4136:e378:8000:63bf:80ff:fffe',
+  ])('judges %s by its IPv4 address under --webhook-deny 127.0.0.0/8', (address) => {
+    expect(loopbackRecipe.check(urlHost(address))).toEqual({ allowed: false, rule: 'deny' });
+    expect(loopbackRecipe.check('alias.test', address)).toEqual({ allowed: false, rule: 'deny' });
+  });
+
+  it.each([...shorthands('127.0.0.1'), '127.1', '0x7f.1', '127.0.0.1.'])(
+    'reads the URL host %s as 127.0.0.1',
+    (host) => {
+      expect(loopbackRecipe.check(host)).toEqual({ allowed: false, rule: 'deny' });
     },
   );
+
+  it('denies when either form is denied, so an allowed IPv6 network does not open an IPv4 one', () => {
+    const p = new DestinationPolicy({ allow: ['::/0', '2002::/16', '64:ff9b::/96'] });
+    for (const address of embeddedForms(METADATA_IP).slice(1)) {
+      expect(p.check('x', address)).toEqual({ allowed: false, rule: 'default-deny' });
+    }
+    // And an allowed IPv4 address is allowed in every form.
+    const creds = new DestinationPolicy({ allow: ['169.254.170.2'] });
+    for (const address of embeddedForms('169.254.170.2')) {
+      expect(creds.check('x', address)).toEqual({ allowed: true, rule: 'allow' });
+    }
+  });
+
+  it('matches an address only against networks of its own family, an IPv4-mapped rule being IPv4', () => {
+    const p = new DestinationPolicy({ allow: ['::/0'], deny: ['::ffff:10.0.0.0/104'] });
+    expect(p.check('x', METADATA_IP)).toEqual({ allowed: false, rule: 'default-deny' });
+    expect(p.check('x', '10.1.2.3')).toEqual({ allowed: false, rule: 'deny' });
+    expect(p.check('x', '2001:db8::1')).toEqual({ allowed: true, rule: 'allow' });
+  });
+
+  it('keeps names that only look like numbers as names', () => {
+    const p = new DestinationPolicy({ deny: ['deadbeef', '*.example.test'] });
+    expect(p.check('deadbeef')).toEqual({ allowed: false, rule: 'deny' });
+    expect(p.check('0x7f.example.test')).toEqual({ allowed: false, rule: 'deny' });
+  });
+});
+
+describe('DestinationPolicy: named classes', () => {
+  it.each([
+    ['loopback', [...embeddedForms('127.0.0.1'), '127.255.255.254', '::1']],
+    [
+      'private',
+      [
+        ...embeddedForms('10.1.2.3'),
+        '172.16.0.1',
+        '172.31.255.255',
+        '192.168.1.1',
+        '100.64.0.1',
+        '100.127.255.255',
+        'fc00::1',
+        'fd12:3456::1',
+        'fec0::1',
+      ],
+    ],
+    ['link-local', [...embeddedForms('169.254.1.1'), 'fe80::1']],
+    [
+      'metadata',
+      [...embeddedForms('100.100.100.200'), '168.63.129.16', '192.0.0.192', 'fd20:ce::254'],
+    ],
+  ])('--webhook-deny %s covers every form of its networks', (name, addresses) => {
+    for (const rule of [name, name.toUpperCase()]) {
+      const p = new DestinationPolicy({ deny: [rule] });
+      for (const address of addresses) {
+        expect(p.check(urlHost(address)), address).toEqual({ allowed: false, rule: 'deny' });
+        expect(p.check('alias.test', address), address).toEqual({ allowed: false, rule: 'deny' });
+      }
+    }
+  });
+
+  it.each([
+    ['loopback', ['128.0.0.1', '2001:db8::1', 'a.loopback']],
+    ['private', ['172.32.0.1', '100.128.0.1', '192.169.0.1', '11.0.0.1', 'fe00::1']],
+    ['link-local', ['169.255.0.1', 'fec0::1']],
+    ['metadata', ['100.100.100.201', '8.8.8.8']],
+  ])('--webhook-deny %s leaves its neighbours alone', (name, targets) => {
+    const p = new DestinationPolicy({ deny: [name] });
+    for (const target of targets) {
+      const verdict =
+        target.includes(':') || /^[\d.]+$/.test(target) ? p.check('x', target) : p.check(target);
+      expect(verdict, target).toEqual({ allowed: true, rule: 'default-allow' });
+    }
+  });
+
+  it('--webhook-deny metadata covers the metadata host names and their subdomains', () => {
+    const p = new DestinationPolicy({ deny: ['metadata'] });
+    expect(p.check('metadata.google.internal')).toEqual({ allowed: false, rule: 'deny' });
+    expect(p.check('x.metadata.goog')).toEqual({ allowed: false, rule: 'deny' });
+  });
+
+  it('--webhook-allow link-local opens the link-local networks, but not the other metadata endpoints', () => {
+    const p = new DestinationPolicy({ allow: ['link-local'] });
+    expect(p.check('x', '169.254.170.2')).toEqual({ allowed: true, rule: 'allow' });
+    expect(p.check('x', '::ffff:169.254.170.2')).toEqual({ allowed: true, rule: 'allow' });
+    expect(p.check('x', '100.100.100.200')).toEqual({ allowed: false, rule: 'default-deny' });
+    const q = new DestinationPolicy({ allow: ['link-local'], deny: ['metadata'] });
+    expect(q.check('x', METADATA_IP)).toEqual({ allowed: false, rule: 'deny' });
+  });
+});
+
+describe('DestinationPolicy: the default deny list', () => {
+  const policy = new DestinationPolicy();
+  const METADATA_IPV4 = [METADATA_IP, '168.63.129.16', '100.100.100.200', '192.0.0.192'];
+
+  it.each(METADATA_IPV4)('denies the metadata address %s in every form', (ipv4) => {
+    const denied = { allowed: false, rule: 'default-deny' };
+    for (const address of embeddedForms(ipv4)) {
+      expect(policy.check(urlHost(address)), address).toEqual(denied);
+      expect(policy.check('alias.test', address), address).toEqual(denied);
+    }
+    for (const host of shorthands(ipv4)) expect(policy.check(host), host).toEqual(denied);
+  });
+
+  it.each([
+    'fd00:ec2::254',
+    'fd00:ec2::23',
+    'fd20:ce::254',
+    'fd00:c1::a9fe:a9fe',
+    'fd00:100::100:200',
+  ])('denies the IPv6 metadata address %s', (address) => {
+    const denied = { allowed: false, rule: 'default-deny' };
+    expect(policy.check(urlHost(address))).toEqual(denied);
+    expect(policy.check('alias.test', address)).toEqual(denied);
+  });
 });
 
 describe('the guarded connection of WebhookSender', () => {
@@ -192,6 +401,88 @@ describe('the guarded connection of WebhookSender', () => {
     });
     const result = await executeControl(s, control, PAYLOAD);
     expect(result).toMatchObject({ status: 'error', code: 'destination_denied' });
+  });
+});
+
+describe('the guarded connection: loopback and unspecified spellings', () => {
+  const LOOPBACK_HOSTS = [
+    '0',
+    '0.0.0.0',
+    '[::]',
+    '[::ffff:0.0.0.0]',
+    '[::1]',
+    '[::ffff:127.0.0.1]',
+    '127.1',
+    '0x7f.1',
+    '2130706433',
+  ];
+  const LOOPBACK_ADDRESSES = ['0.0.0.0', '::', '::ffff:0.0.0.0', '::1', '::ffff:127.0.0.1'];
+
+  it('reaches the receiver at 127.0.0.1 when loopback is allowed, so a refusal below is the policy', async () => {
+    const r = await receiver();
+    const result = await sender({}).notify(webhook(`${r.origin}/hook`), PAYLOAD);
+    expect(result).toMatchObject({ ok: true, status: 200 });
+  });
+
+  it.each(['127.0.0.0/8', 'loopback'])(
+    'refuses http://0:PORT/ under --webhook-deny %s, and the receiver on 127.0.0.1 sees nothing',
+    async (rule) => {
+      const r = await receiver();
+      const port = new URL(r.origin).port;
+      const result = await sender({
+        destinations: new DestinationPolicy({ deny: [rule] }),
+      }).notify(webhook(`http://0:${port}/hook`), PAYLOAD);
+      expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
+      expect(!result.ok && result.message).toBe(
+        'Hook HTTP request failed: destination_denied: 0.0.0.0 is denied: unspecified address',
+      );
+      expect(r.connections()).toBe(0);
+    },
+  );
+
+  it.each(LOOPBACK_HOSTS)(
+    'refuses the URL host %s under --webhook-deny loopback before connecting',
+    async (host) => {
+      const r = await receiver();
+      const { resolve, calls } = fixedResolver(['127.0.0.1']);
+      const port = new URL(r.origin).port;
+      const result = await sender({
+        resolver: resolve,
+        destinations: new DestinationPolicy({ deny: ['loopback'] }),
+      }).notify(webhook(`http://${host}:${port}/hook`), PAYLOAD);
+      expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
+      expect(calls).toEqual([]);
+      expect(r.connections()).toBe(0);
+    },
+  );
+
+  it.each(LOOPBACK_ADDRESSES)(
+    'refuses a name resolving to %s under --webhook-deny loopback',
+    async (address) => {
+      const r = await receiver();
+      const { resolve, calls } = fixedResolver([address]);
+      const port = new URL(r.origin).port;
+      const result = await sender({
+        resolver: resolve,
+        destinations: new DestinationPolicy({ deny: ['loopback'] }),
+      }).notify(webhook(`http://loopback-alias.test:${port}/hook`), PAYLOAD);
+      expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
+      expect(calls).toEqual(['loopback-alias.test']);
+      expect(r.connections()).toBe(0);
+    },
+  );
+
+  it('refuses a name resolving to 0.0.0.0 under the default policy', async () => {
+    const r = await receiver();
+    const { resolve } = fixedResolver(['0.0.0.0']);
+    const port = new URL(r.origin).port;
+    const result = await sender({ resolver: resolve }).notify(
+      webhook(`http://zero.test:${port}/hook`),
+      PAYLOAD,
+    );
+    expect(result).toMatchObject({ ok: false, code: 'destination_denied' });
+    expect(!result.ok && result.message).toContain('zero.test (0.0.0.0) is denied');
+    expect(r.connections()).toBe(0);
   });
 });
 
