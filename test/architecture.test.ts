@@ -185,6 +185,10 @@ describe('the architecture check', () => {
     expect(findCycle(graphOf(cyclic.filter((i) => i.to !== 'a')))).toBeUndefined();
   });
 
+  it('keeps src/server a transport edge: it imports no store, delivery or users module', () => {
+    expect(importsBetween(IMPORTS, 'server', ['store', 'delivery', 'users'])).toEqual([]);
+  });
+
   it('finds the imports of the real sources', () => {
     // Guards against a reader that finds nothing, with which the cycle check would pass.
     expect(importsBetween(IMPORTS, 'hooks', ['delivery'])).toContain(
