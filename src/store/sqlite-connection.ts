@@ -2,11 +2,12 @@
  * @module One configured better-sqlite3 connection of the SQLite store, with
  * its prepared statements and synchronous transactions. `./sqlite.ts` holds
  * one connection at a time and replaces it when `ping()` finds it stuck
- * (read-only, corrupt, unavailable). Methods throw what better-sqlite3 throws;
- * `./sqlite.ts` maps it to domain errors.
+ * (read-only, corrupt, unavailable) or the file restored after it was lost.
+ * Methods throw what better-sqlite3 throws; `./sqlite.ts` maps it to domain
+ * errors.
  */
 import Database from 'better-sqlite3';
-import { migrate } from './migrations/index.js';
+import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
 import { operationExpiredError, type UserRecord } from './store.js';
 
@@ -79,6 +80,49 @@ export function openConnection(path: string, settings: ConnectionSettings): Sqli
   } catch (e: unknown) {
     db?.close();
     throw e;
+  }
+}
+
+/**
+ * Tells, without writing to it, why the file at `path` is not an agenthooks
+ * database that may be reopened: undefined when it is one (written by any
+ * schema version from 1 on, and holding the `hooks` table), else the reason
+ * in words. A file of schema version 0 (empty, or another program's) is
+ * refused: migrating it would create an empty store that answers "no hooks".
+ * Opens it read-only, so a file still being copied into place is not
+ * initialised or changed.
+ *
+ * @throws what better-sqlite3 throws when the file cannot be opened or read,
+ *   except that a file that is not a database is a reason, not an error.
+ */
+export function whyNotAgentHooksDatabase(path: string, busyTimeoutMs: number): string | undefined {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version < 1) {
+      return 'schema version 0: empty, or not written by agenthooks';
+    }
+    if (version > SCHEMA_VERSION) {
+      // openConnection() refuses it with STORE_NEWER_THAN_CODE.
+      return undefined;
+    }
+    const hooks = db
+      .prepare<[], { name: string }>(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'hooks'",
+      )
+      .get();
+    return hooks === undefined ? `schema version ${version} without a hooks table` : undefined;
+  } catch (e: unknown) {
+    if (
+      e instanceof Database.SqliteError &&
+      (e.code === 'SQLITE_NOTADB' || e.code === 'SQLITE_CORRUPT')
+    ) {
+      return `not a database: ${e.message}`;
+    }
+    throw e;
+  } finally {
+    db.close();
   }
 }
 
@@ -389,6 +433,16 @@ export class SqliteConnection {
         this.#rollback.run();
       }
     }
+  }
+
+  /**
+   * Copies the whole log into the database file and empties the `-wal` file
+   * (`PRAGMA wal_checkpoint(TRUNCATE)`); true when it did, false when
+   * another connection's read kept part of the log.
+   */
+  drainLog(): boolean {
+    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return result?.busy === 0;
   }
 
   /** The user's stored email, or null. */

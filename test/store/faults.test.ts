@@ -9,16 +9,7 @@
  */
 
 import { spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  chownSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { toJson } from '@bufbuild/protobuf';
@@ -272,16 +263,10 @@ describe('store faults', () => {
       await expect(store.ping()).rejects.toMatchObject(readOnly);
       expect(await store.getParkedCall('call-1')).toMatchObject({ toolCallId: 'call-1' });
 
-      // The file is writable again but not where the store expects it: ping
-      // reopens and fails rather than create a new, empty database there.
+      // The file is writable again: the stuck connection keeps failing writes
+      // until ping reopens it. (A file that left its path while open is
+      // lost-file.test.ts's.)
       immutable.clear(temp.path());
-      renameSync(temp.path(), temp.path('elsewhere.db'));
-      await expect(store.ping()).rejects.toMatchObject({ reason: 'STORE_UNAVAILABLE' });
-      expect(existsSync(temp.path())).toBe(false);
-      // The old connection keeps serving reads meanwhile.
-      expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
-
-      renameSync(temp.path('elsewhere.db'), temp.path());
       await expect(store.parkCall(parkedCall('call-2'))).rejects.toMatchObject(readOnly);
       await expect(store.ping()).resolves.toBeUndefined();
 
