@@ -76,11 +76,25 @@ export function openConnection(path: string, settings: ConnectionSettings): Sqli
     db = new Database(path, { fileMustExist: !settings.create });
     const pageSize = configure(db, settings);
     migrate(db);
-    return new SqliteConnection(db, pageSize);
+    return new SqliteConnection(db, pageSize, commitProbePages(pageSize, settings));
   } catch (e: unknown) {
     db?.close();
     throw e;
   }
+}
+
+/** Most pages the committed probe writes (64 KiB at the default page size of 4 KiB). */
+const COMMIT_PROBE_MAX_PAGES = 16;
+
+/**
+ * Pages of the committed probe: enough that a write of a few hooks fits, at
+ * most a sixteenth of the size limit, so that a small `maxSizeBytes` can
+ * still pass it, and at least one.
+ */
+function commitProbePages(pageSize: number, settings: ConnectionSettings): number {
+  if (settings.maxSizeBytes === undefined) return COMMIT_PROBE_MAX_PAGES;
+  const limitPages = Math.floor(settings.maxSizeBytes / pageSize);
+  return Math.max(1, Math.min(COMMIT_PROBE_MAX_PAGES, Math.floor(limitPages / 16)));
 }
 
 /**
@@ -208,6 +222,9 @@ export class SqliteConnection {
   readonly #begin: Database.Statement<[]>;
   readonly #insertProbe: Database.Statement<[number]>;
   readonly #rollback: Database.Statement<[]>;
+  readonly #commitProbePages: number;
+  readonly #writeProbe: Database.Transaction<(bytes: number) => void>;
+  readonly #clearProbe: Database.Transaction<() => void>;
   readonly #selectEmail: Database.Statement<[string], { email: string | null }>;
   readonly #upsertUsers: Database.Transaction<
     (users: readonly UserRecord[], now: number) => number
@@ -223,9 +240,13 @@ export class SqliteConnection {
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
   readonly #expire: Database.Transaction<(batch: RetentionBatch, now: number) => ExpiredRows>;
 
-  constructor(db: Database.Database, pageSize: number) {
+  /**
+   * @param commitProbePages Pages that {@link SqliteConnection.commitProbe} writes.
+   */
+  constructor(db: Database.Database, pageSize: number, commitProbePages: number) {
     this.db = db;
     this.#pageSize = pageSize;
+    this.#commitProbePages = commitProbePages;
 
     // Every statement is prepared once, here, for the life of the connection.
     const selectStatus = db.prepare<[string], { status: OperationStatus }>(
@@ -262,6 +283,18 @@ export class SqliteConnection {
     this.#begin = db.prepare<[]>('BEGIN IMMEDIATE');
     this.#insertProbe = db.prepare<[number]>('INSERT INTO probe (data) VALUES (zeroblob(?))');
     this.#rollback = db.prepare<[]>('ROLLBACK');
+    // The committed probe: a blob written and committed, then deleted in a
+    // second transaction. Deleted in the same transaction, it would leave
+    // little to write at the commit (SQLite need not write a freed page).
+    const deleteProbe = db.prepare<[]>('DELETE FROM probe');
+    this.#writeProbe = db.transaction((bytes: number) => {
+      // A row left by a probe whose second transaction failed goes first.
+      deleteProbe.run();
+      this.#insertProbe.run(bytes);
+    });
+    this.#clearProbe = db.transaction(() => {
+      deleteProbe.run();
+    });
     this.#selectEmail = db.prepare<[string], { email: string | null }>(
       'SELECT email FROM users WHERE id = ?',
     );
@@ -433,6 +466,20 @@ export class SqliteConnection {
         this.#rollback.run();
       }
     }
+  }
+
+  /**
+   * Proves that a write needing fresh pages reaches the disk: commits a blob
+   * of a few pages (see `commitProbePages`), then deletes it in a second
+   * transaction. {@link SqliteConnection.probe} rolls back in memory, so it
+   * cannot see a failure that only the write of the `-wal` file at the commit
+   * meets: a full disk (`SQLITE_FULL`), a file-size limit or a failing device
+   * (`SQLITE_IOERR`). Leaves the pages on the free list; when the second
+   * transaction fails, the row stays until the next probe deletes it.
+   */
+  commitProbe(): void {
+    this.#writeProbe.immediate(this.#commitProbePages * this.#pageSize);
+    this.#clearProbe.immediate();
   }
 
   /**

@@ -33,6 +33,12 @@
  * `STORE_FILE_REPLACED`; `ping()` reopens once an agenthooks database is at
  * the path again (checked read-only first: an empty or foreign file is never
  * migrated into an empty store).
+ *
+ * A commit can fail where the rolled-back probe of `ping()` succeeds: SQLite
+ * writes the `-wal` file only at the commit, so a full disk (`STORE_FULL`) or
+ * a failing device (`STORE_UNAVAILABLE`) never shows in a probe that rolls
+ * back in memory. A write that failed so is remembered: `quickCheck()` fails
+ * with it, and `ping()` commits its probe until one commits.
  */
 import { type BigIntStats, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -88,6 +94,16 @@ export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 const REOPEN_REASONS: ReadonlySet<string> = new Set<StoreErrorReason>([
   'STORE_READ_ONLY',
   'STORE_CORRUPT',
+  'STORE_UNAVAILABLE',
+]);
+
+/**
+ * Failures of a write that the rolled-back probe cannot see, because they
+ * happen when the commit writes the `-wal` file: a full disk or size limit,
+ * and I/O errors. After one, `ping()` commits its probe.
+ */
+const COMMIT_FAILURE_REASONS: ReadonlySet<string> = new Set<StoreErrorReason>([
+  'STORE_FULL',
   'STORE_UNAVAILABLE',
 ]);
 
@@ -238,6 +254,8 @@ class SqliteStoreImpl implements SqliteStore {
   #files: OpenedFiles;
   /** Set while the file opened is gone from its path. */
   #lost: LostFile | undefined;
+  /** The last write's failure that only a commit can clear (see `COMMIT_FAILURE_REASONS`). */
+  #writeFailure: AgentHooksError | undefined;
   #closed = false;
   readonly #observe: StoreObserver | undefined;
 
@@ -257,11 +275,13 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async lookupUserEmail(userId: string): Promise<string | null> {
-    return this.#run('lookupUserEmail', 'look up a user', (c) => c.lookupUserEmail(userId));
+    return this.#run('lookupUserEmail', 'look up a user', 'read', (c) => c.lookupUserEmail(userId));
   }
 
   async upsertUsers(users: readonly UserRecord[]): Promise<number> {
-    return this.#run('upsertUsers', 'import users', (c) => c.upsertUsers(users, Date.now()));
+    return this.#run('upsertUsers', 'import users', 'write', (c) =>
+      c.upsertUsers(users, Date.now()),
+    );
   }
 
   async appendHooks(
@@ -272,13 +292,13 @@ class SqliteStoreImpl implements SqliteStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    return this.#run('appendHooks', 'append hooks', (c) =>
+    return this.#run('appendHooks', 'append hooks', 'write', (c) =>
       c.appendHooks(operationId, parentId, rows, Date.now()),
     );
   }
 
   async listHooks(operationId: string): Promise<OperationHooks> {
-    const { status, parentId, rows } = this.#run('listHooks', 'list hooks', (c) =>
+    const { status, parentId, rows } = this.#run('listHooks', 'list hooks', 'read', (c) =>
       c.listHooks(operationId),
     );
     if (status === 'expired') {
@@ -289,14 +309,16 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async deleteHooks(operationId: string): Promise<number> {
-    return this.#run('deleteHooks', 'delete hooks', (c) => c.deleteHooks(operationId, Date.now()));
+    return this.#run('deleteHooks', 'delete hooks', 'write', (c) =>
+      c.deleteHooks(operationId, Date.now()),
+    );
   }
 
   async parkCall(record: NewParkedCall): Promise<ParkOutcome> {
     const row = toParkedCallRow(record);
     // The call's own operation first, then the chain; each once.
     const operationIds = [...new Set([record.operationId, ...record.chain])];
-    const existing = this.#run('parkCall', 'park a tool call', (c) =>
+    const existing = this.#run('parkCall', 'park a tool call', 'write', (c) =>
       c.parkCall(row, operationIds),
     );
     if (existing !== undefined) {
@@ -310,7 +332,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
-    const row = this.#run('getParkedCall', 'read a parked call', (c) =>
+    const row = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>
       c.getParkedCall(toolCallId),
     );
     return row === undefined ? undefined : fromParkedCallRow(row);
@@ -323,7 +345,7 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<PublishOutcome> {
     assertEpochMs('publishedAt', publishedAt);
     const bytes = encodeResult(result);
-    const outcome = this.#run('publishResult', 'publish a deferred result', (c) =>
+    const outcome = this.#run('publishResult', 'publish a deferred result', 'write', (c) =>
       c.publish(toolCallId, bytes, publishedAt),
     );
     if (outcome === undefined) {
@@ -339,7 +361,7 @@ class SqliteStoreImpl implements SqliteStore {
     const statuses =
       operationIds.length === 0
         ? new Map<string, OperationState>()
-        : this.#run('operationState', 'read operation states', (c) =>
+        : this.#run('operationState', 'read operation states', 'read', (c) =>
             c.operationStatuses(operationIds),
           );
     return new Map(operationIds.map((id) => [id, statuses.get(id) ?? 'unknown']));
@@ -347,7 +369,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   async markOperationCompleted(operationId: string, at: number): Promise<void> {
     assertEpochMs('at', at);
-    this.#run('markOperationCompleted', 'complete an operation', (c) =>
+    this.#run('markOperationCompleted', 'complete an operation', 'write', (c) =>
       c.markCompleted(operationId, at),
     );
   }
@@ -357,7 +379,7 @@ class SqliteStoreImpl implements SqliteStore {
     if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
       throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     }
-    return this.#run('expireBefore', 'expire old records', (c) =>
+    return this.#run('expireBefore', 'expire old records', 'write', (c) =>
       c.expire(cutoff, batchSize, Date.now()),
     );
   }
@@ -369,6 +391,12 @@ class SqliteStoreImpl implements SqliteStore {
       this.#verifyFiles(connection);
     } catch (e: unknown) {
       throw storeErrorFromSqlite(e, action);
+    }
+    const failed = this.#writeFailure;
+    if (failed !== undefined) {
+      throw new StoreUnavailableError(failed.reason, `the last write failed: ${failed.message}`, {
+        cause: failed,
+      });
     }
   }
 
@@ -384,17 +412,23 @@ class SqliteStoreImpl implements SqliteStore {
     } catch (e: unknown) {
       throw storeErrorFromSqlite(e, action);
     }
+    const commit = this.#writeFailure !== undefined;
     let failure: AgentHooksError;
     try {
-      connection.probe();
+      probe(connection, commit);
+      this.#writeFailure = undefined;
       return;
     } catch (e: unknown) {
       failure = this.#error(e, action);
     }
+    if (COMMIT_FAILURE_REASONS.has(failure.reason)) {
+      this.#writeFailure = failure;
+    }
     if (!REOPEN_REASONS.has(failure.reason)) {
       throw failure;
     }
-    this.#reopen(connection);
+    this.#reopen(connection, commit);
+    this.#writeFailure = undefined;
   }
 
   async close(): Promise<void> {
@@ -551,6 +585,7 @@ class SqliteStoreImpl implements SqliteStore {
     this.#connection = fresh;
     this.#files = files;
     this.#lost = undefined;
+    this.#writeFailure = undefined;
   }
 
   /**
@@ -558,12 +593,12 @@ class SqliteStoreImpl implements SqliteStore {
    * old one is closed then. When the new one cannot write either, it is
    * closed and the old one stays, still serving reads.
    */
-  #reopen(stale: SqliteConnection): void {
+  #reopen(stale: SqliteConnection, commit: boolean): void {
     let fresh: SqliteConnection | undefined;
     let files: OpenedFiles;
     try {
       fresh = openConnection(this.path, this.#settings);
-      fresh.probe();
+      probe(fresh, commit);
       files = recordFiles(this.path);
     } catch (e: unknown) {
       const error = storeErrorFromSqlite(e, 'reopen the store');
@@ -577,9 +612,15 @@ class SqliteStoreImpl implements SqliteStore {
 
   /**
    * Runs `fn` on the current connection, turns whatever it throws into a
-   * domain error, and reports the call to the `observe` option.
+   * domain error, remembers a write's failure that only a commit clears,
+   * and reports the call to the `observe` option.
    */
-  #run<T>(operation: string, action: string, fn: (connection: SqliteConnection) => T): T {
+  #run<T>(
+    operation: string,
+    action: string,
+    kind: 'read' | 'write',
+    fn: (connection: SqliteConnection) => T,
+  ): T {
     const observe = this.#observe;
     const started = observe === undefined ? 0 : performance.now();
     try {
@@ -588,6 +629,9 @@ class SqliteStoreImpl implements SqliteStore {
       return result;
     } catch (e: unknown) {
       const err = this.#error(e, action);
+      if (kind === 'write' && COMMIT_FAILURE_REASONS.has(err.reason)) {
+        this.#writeFailure = err;
+      }
       observe?.(operation, err.reason, (performance.now() - started) / 1000);
       throw err;
     }
@@ -595,6 +639,15 @@ class SqliteStoreImpl implements SqliteStore {
 
   #error(e: unknown, action: string): AgentHooksError {
     return storeErrorFromSqlite(e, action, this.#connection?.db);
+  }
+}
+
+/** Runs the probe of `ping()`: rolled back, or committed after a write failed at its commit. */
+function probe(connection: SqliteConnection, commit: boolean): void {
+  if (commit) {
+    connection.commitProbe();
+  } else {
+    connection.probe();
   }
 }
 

@@ -54,7 +54,10 @@ export interface HookStore {
    * Checks that the store can be written now (for health): takes the write
    * lock and writes a probe that needs a fresh page, then rolls it back, so it
    * fails with `STORE_LOCKED`, `STORE_READ_ONLY`, `STORE_FULL`,
-   * `STORE_CORRUPT` or `STORE_UNAVAILABLE` when a write would. A backend may repair its connection here (the SQLite store
+   * `STORE_CORRUPT` or `STORE_UNAVAILABLE` when a write would. After a write
+   * failed for want of space or with an I/O error, the probe is committed
+   * instead (only a commit reaches the disk), and the store stays failed until
+   * one commits. A backend may repair its connection here (the SQLite store
    * reopens a connection stuck read-only or broken, and reopens a database
    * file restored at its path); other methods never do. Blocks for up to the
    * busy timeout, so it is not for every interval.
@@ -64,9 +67,10 @@ export interface HookStore {
    * Checks cheaply, without a transaction, what `ping()` cannot see between
    * two pings: that the backing store is still the one opened (the SQLite
    * store compares the identity of its file, and of its `-wal` file, with the
-   * one recorded at open). Fails with `STORE_FILE_MISSING` or
-   * `STORE_FILE_REPLACED`, after which every call fails with that reason
-   * until `ping()` reopens a restored file.
+   * one recorded at open) and that no write failed for want of space since
+   * the last good ping. Fails with `STORE_FILE_MISSING` or
+   * `STORE_FILE_REPLACED` (after which every call fails with that reason
+   * until `ping()` reopens a restored file) or with the failed write's reason.
    */
   quickCheck(): Promise<void>;
   /** Closes the store; every later call rejects with `STORE_CLOSED`. Closing twice is a no-op. */

@@ -221,6 +221,28 @@ describe('store faults', () => {
       expect(await store.appendHooks('op-2', undefined, [paddedHook('big', 8_192)])).toBe(1);
     });
 
+    it('remembers the failed write: the quick check reports STORE_FULL without a lock until a ping commits its probe', async () => {
+      const store = temp.open({ maxSizeBytes: MAX_SIZE_BYTES, busyTimeoutMs: LOCK_WAIT_MS });
+      await expect(store.quickCheck()).resolves.toBeUndefined();
+      await fill(store, 'op-fill');
+      const full = { kind: 'unavailable', reason: 'STORE_FULL' };
+
+      // No transaction: the answer comes while another connection holds the write lock.
+      const other = temp.raw();
+      other.exec('BEGIN IMMEDIATE');
+      await expect(store.quickCheck()).rejects.toMatchObject(full);
+      other.exec('ROLLBACK');
+      await expect(store.ping()).rejects.toMatchObject(full);
+
+      // Space freed: the failure is still the last word until a probe commits.
+      expect(await store.deleteHooks('op-fill')).toBeGreaterThan(0);
+      await expect(store.quickCheck()).rejects.toMatchObject(full);
+      await expect(store.ping()).resolves.toBeUndefined();
+      await expect(store.quickCheck()).resolves.toBeUndefined();
+      // The committed probe deleted its row again.
+      expect(other.prepare('SELECT count(*) AS n FROM probe').get()).toEqual({ n: 0 });
+    });
+
     it('limits only the connection that asked: another connection to the file may grow it', async () => {
       const store = temp.open({ maxSizeBytes: MAX_SIZE_BYTES });
       await fill(store, 'op-fill');
