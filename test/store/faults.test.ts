@@ -179,6 +179,16 @@ describe('store faults', () => {
       expect((await store.operationState(['op-1'])).get('op-1')).toBe('completed');
     });
 
+    it('passes the quick check while another connection holds the write lock: it takes no lock', async () => {
+      const store = temp.open({ busyTimeoutMs: LOCK_WAIT_MS });
+      const other = temp.raw();
+      other.exec('BEGIN IMMEDIATE');
+
+      await expect(store.quickCheck()).resolves.toBeUndefined();
+      await expect(store.ping()).rejects.toMatchObject({ reason: 'STORE_LOCKED' });
+      other.exec('ROLLBACK');
+    });
+
     it('leaves no trace of the probe: ping writes nothing', async () => {
       const store = temp.open();
 
