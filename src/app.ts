@@ -119,9 +119,11 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   const background = new BackgroundScope(logger);
   const health = new HealthState([HookService.typeName]);
   let closing = false;
-  // Health follows the store: NOT_SERVING while it cannot be written (checked on an
-  // interval, and at once after a call failed with a store error).
+  // Health follows the store: NOT_SERVING while it cannot be written or its file is
+  // lost. The interval runs the quick check (two stats, no transaction) while healthy,
+  // the write probe while unhealthy and at once after a call failed with a store error.
   const storeHealth = new StoreHealthMonitor({
+    quickCheck: () => store.quickCheck(),
     ping: () => store.ping(),
     intervalMs: config.storeCheckIntervalMs,
     logger,

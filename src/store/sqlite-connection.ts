@@ -2,11 +2,12 @@
  * @module One configured better-sqlite3 connection of the SQLite store, with
  * its prepared statements and synchronous transactions. `./sqlite.ts` holds
  * one connection at a time and replaces it when `ping()` finds it stuck
- * (read-only, corrupt, unavailable). Methods throw what better-sqlite3 throws;
- * `./sqlite.ts` maps it to domain errors.
+ * (read-only, corrupt, unavailable) or the file restored after it was lost.
+ * Methods throw what better-sqlite3 throws; `./sqlite.ts` maps it to domain
+ * errors.
  */
 import Database from 'better-sqlite3';
-import { migrate } from './migrations/index.js';
+import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
 import { operationExpiredError, type UserRecord } from './store.js';
 
@@ -75,10 +76,67 @@ export function openConnection(path: string, settings: ConnectionSettings): Sqli
     db = new Database(path, { fileMustExist: !settings.create });
     const pageSize = configure(db, settings);
     migrate(db);
-    return new SqliteConnection(db, pageSize);
+    return new SqliteConnection(db, pageSize, commitProbePages(pageSize, settings));
   } catch (e: unknown) {
     db?.close();
     throw e;
+  }
+}
+
+/** Most pages the committed probe writes (64 KiB at the default page size of 4 KiB). */
+const COMMIT_PROBE_MAX_PAGES = 16;
+
+/**
+ * Pages of the committed probe: enough that a write of a few hooks fits, at
+ * most a sixteenth of the size limit, so that a small `maxSizeBytes` can
+ * still pass it, and at least one.
+ */
+function commitProbePages(pageSize: number, settings: ConnectionSettings): number {
+  if (settings.maxSizeBytes === undefined) return COMMIT_PROBE_MAX_PAGES;
+  const limitPages = Math.floor(settings.maxSizeBytes / pageSize);
+  return Math.max(1, Math.min(COMMIT_PROBE_MAX_PAGES, Math.floor(limitPages / 16)));
+}
+
+/**
+ * Tells, without writing to it, why the file at `path` is not an agenthooks
+ * database that may be reopened: undefined when it is one (written by any
+ * schema version from 1 on, and holding the `hooks` table), else the reason
+ * in words. A file of schema version 0 (empty, or another program's) is
+ * refused: migrating it would create an empty store that answers "no hooks".
+ * Opens it read-only, so a file still being copied into place is not
+ * initialised or changed.
+ *
+ * @throws what better-sqlite3 throws when the file cannot be opened or read,
+ *   except that a file that is not a database is a reason, not an error.
+ */
+export function whyNotAgentHooksDatabase(path: string, busyTimeoutMs: number): string | undefined {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version < 1) {
+      return 'schema version 0: empty, or not written by agenthooks';
+    }
+    if (version > SCHEMA_VERSION) {
+      // openConnection() refuses it with STORE_NEWER_THAN_CODE.
+      return undefined;
+    }
+    const hooks = db
+      .prepare<[], { name: string }>(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'hooks'",
+      )
+      .get();
+    return hooks === undefined ? `schema version ${version} without a hooks table` : undefined;
+  } catch (e: unknown) {
+    if (
+      e instanceof Database.SqliteError &&
+      (e.code === 'SQLITE_NOTADB' || e.code === 'SQLITE_CORRUPT')
+    ) {
+      return `not a database: ${e.message}`;
+    }
+    throw e;
+  } finally {
+    db.close();
   }
 }
 
@@ -164,6 +222,9 @@ export class SqliteConnection {
   readonly #begin: Database.Statement<[]>;
   readonly #insertProbe: Database.Statement<[number]>;
   readonly #rollback: Database.Statement<[]>;
+  readonly #commitProbePages: number;
+  readonly #writeProbe: Database.Transaction<(bytes: number) => void>;
+  readonly #clearProbe: Database.Transaction<() => void>;
   readonly #selectEmail: Database.Statement<[string], { email: string | null }>;
   readonly #upsertUsers: Database.Transaction<
     (users: readonly UserRecord[], now: number) => number
@@ -179,9 +240,13 @@ export class SqliteConnection {
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
   readonly #expire: Database.Transaction<(batch: RetentionBatch, now: number) => ExpiredRows>;
 
-  constructor(db: Database.Database, pageSize: number) {
+  /**
+   * @param commitProbePages Pages that {@link SqliteConnection.commitProbe} writes.
+   */
+  constructor(db: Database.Database, pageSize: number, commitProbePages: number) {
     this.db = db;
     this.#pageSize = pageSize;
+    this.#commitProbePages = commitProbePages;
 
     // Every statement is prepared once, here, for the life of the connection.
     const selectStatus = db.prepare<[string], { status: OperationStatus }>(
@@ -218,6 +283,18 @@ export class SqliteConnection {
     this.#begin = db.prepare<[]>('BEGIN IMMEDIATE');
     this.#insertProbe = db.prepare<[number]>('INSERT INTO probe (data) VALUES (zeroblob(?))');
     this.#rollback = db.prepare<[]>('ROLLBACK');
+    // The committed probe: a blob written and committed, then deleted in a
+    // second transaction. Deleted in the same transaction, it would leave
+    // little to write at the commit (SQLite need not write a freed page).
+    const deleteProbe = db.prepare<[]>('DELETE FROM probe');
+    this.#writeProbe = db.transaction((bytes: number) => {
+      // A row left by a probe whose second transaction failed goes first.
+      deleteProbe.run();
+      this.#insertProbe.run(bytes);
+    });
+    this.#clearProbe = db.transaction(() => {
+      deleteProbe.run();
+    });
     this.#selectEmail = db.prepare<[string], { email: string | null }>(
       'SELECT email FROM users WHERE id = ?',
     );
@@ -389,6 +466,30 @@ export class SqliteConnection {
         this.#rollback.run();
       }
     }
+  }
+
+  /**
+   * Proves that a write needing fresh pages reaches the disk: commits a blob
+   * of a few pages (see `commitProbePages`), then deletes it in a second
+   * transaction. {@link SqliteConnection.probe} rolls back in memory, so it
+   * cannot see a failure that only the write of the `-wal` file at the commit
+   * meets: a full disk (`SQLITE_FULL`), a file-size limit or a failing device
+   * (`SQLITE_IOERR`). Leaves the pages on the free list; when the second
+   * transaction fails, the row stays until the next probe deletes it.
+   */
+  commitProbe(): void {
+    this.#writeProbe.immediate(this.#commitProbePages * this.#pageSize);
+    this.#clearProbe.immediate();
+  }
+
+  /**
+   * Copies the whole log into the database file and empties the `-wal` file
+   * (`PRAGMA wal_checkpoint(TRUNCATE)`); true when it did, false when
+   * another connection's read kept part of the log.
+   */
+  drainLog(): boolean {
+    const [result] = this.db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+    return result?.busy === 0;
   }
 
   /** The user's stored email, or null. */

@@ -20,15 +20,32 @@
  * and only `ping()`, opens a new connection to the existing file (same
  * settings, migrations only if the schema is behind), checks that it can
  * write, and swaps it in; until then the old connection keeps serving reads.
- * The health check pings periodically, so the store recovers when the
- * operator fixes the fault, while ordinary calls fail fast.
+ * The health check pings while the store is unhealthy, so the store recovers
+ * when the operator fixes the fault, while ordinary calls fail fast.
+ *
+ * A file removed or replaced while open: the connection would keep writing
+ * into the old inode, which no restart finds again, and a new connection
+ * would pair the file now at the path with the old file's `-wal` log.
+ * `quickCheck()` (and `ping()`) compare the device and inode at the path, and
+ * at the `-wal` path, with those recorded at open. On a difference the store
+ * copies the old log into the old file, empties the `-wal` file, closes the
+ * connection and fails every call with `STORE_FILE_MISSING` or
+ * `STORE_FILE_REPLACED`; `ping()` reopens once an agenthooks database is at
+ * the path again (checked read-only first: an empty or foreign file is never
+ * migrated into an empty store).
+ *
+ * A commit can fail where the rolled-back probe of `ping()` succeeds: SQLite
+ * writes the `-wal` file only at the commit, so a full disk (`STORE_FULL`) or
+ * a failing device (`STORE_UNAVAILABLE`) never shows in a probe that rolls
+ * back in memory. A write that failed so is remembered: `quickCheck()` fails
+ * with it, and `ping()` commits its probe until one commits.
  */
-import { mkdirSync } from 'node:fs';
+import { type BigIntStats, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError, StoreUnavailableError } from '../errors.js';
 import {
   assertEpochMs,
   decodeResult,
@@ -42,6 +59,7 @@ import {
   openConnection,
   type SqliteConnection,
   type StoredHookRow,
+  whyNotAgentHooksDatabase,
 } from './sqlite-connection.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
 import {
@@ -57,6 +75,8 @@ import {
   type PublishOutcome,
   parkedCallNotFoundError,
   type RetentionStore,
+  STORE_FILE_MISSING,
+  STORE_FILE_REPLACED,
   type StoreErrorReason,
   type UserRecord,
   type UserStore,
@@ -80,6 +100,16 @@ export const DEFAULT_BUSY_TIMEOUT_MS = 5000;
 const REOPEN_REASONS: ReadonlySet<string> = new Set<StoreErrorReason>([
   'STORE_READ_ONLY',
   'STORE_CORRUPT',
+  'STORE_UNAVAILABLE',
+]);
+
+/**
+ * Failures of a write that the rolled-back probe cannot see, because they
+ * happen when the commit writes the `-wal` file: a full disk or size limit,
+ * and I/O errors. After one, `ping()` commits its probe.
+ */
+const COMMIT_FAILURE_REASONS: ReadonlySet<string> = new Set<StoreErrorReason>([
+  'STORE_FULL',
   'STORE_UNAVAILABLE',
 ]);
 
@@ -144,18 +174,94 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...(maxSizeBytes === undefined ? {} : { maxSizeBytes }),
     create: true,
   };
+  let connection: SqliteConnection | undefined;
   try {
     mkdirSync(dirname(path), { recursive: true });
-    return new SqliteStoreImpl(path, settings, openConnection(path, settings), options.observe);
+    connection = openConnection(path, settings);
+    return new SqliteStoreImpl(path, settings, connection, recordFiles(path), options.observe);
   } catch (e: unknown) {
+    closeQuietly(connection);
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
+}
+
+/** Where a file is: its device and inode, as bigints (an inode number may pass 2^53). */
+interface FileIdentity {
+  readonly dev: bigint;
+  readonly ino: bigint;
+}
+
+/** The files of an open connection, as found at their paths right after it opened. */
+interface OpenedFiles {
+  readonly db: FileIdentity;
+  /** Undefined when there was no `-wal` file yet; recorded when one appears. */
+  readonly wal: FileIdentity | undefined;
+}
+
+/** The state of a store whose file left its path: every call fails until `ping()` reopens one. */
+interface LostFile {
+  reason: typeof STORE_FILE_MISSING | typeof STORE_FILE_REPLACED;
+  /** What happened, in words, for the messages. */
+  detail: string;
+  /** The files of the connection that was closed. */
+  readonly files: OpenedFiles;
+  /**
+   * Device, inode, size and modification time of the last file at the path found not
+   * to be an agenthooks database, so that an unchanged file is not opened again.
+   */
+  refused?: string;
+}
+
+/** Path of the write-ahead log of the database at `path`. */
+function walPathOf(path: string): string {
+  return `${path}-wal`;
+}
+
+/**
+ * Stats `path` (one `stat` call of a few microseconds; no file is opened), or
+ * undefined when nothing is there.
+ *
+ * @throws the file-system error for anything but a missing entry.
+ */
+function statPath(path: string): BigIntStats | undefined {
+  return statSync(path, { bigint: true, throwIfNoEntry: false });
+}
+
+function sameFile(found: BigIntStats, expected: FileIdentity): boolean {
+  return found.ino === expected.ino && found.dev === expected.dev;
+}
+
+/**
+ * Records the files of a connection just opened at `path`. better-sqlite3
+ * gives no access to its file descriptors, so the paths are stat'ed; a file
+ * swapped in between the open and this call is not told apart.
+ */
+function recordFiles(path: string): OpenedFiles {
+  const db = statPath(path);
+  if (db === undefined) {
+    throw new StoreUnavailableError(
+      STORE_FILE_MISSING,
+      `${path} was removed while the store opened it`,
+    );
+  }
+  const wal = statPath(walPathOf(path));
+  return {
+    db: { dev: db.dev, ino: db.ino },
+    wal: wal === undefined ? undefined : { dev: wal.dev, ino: wal.ino },
+  };
 }
 
 class SqliteStoreImpl implements SqliteStore {
   readonly path: string;
   readonly #settings: ConnectionSettings;
-  #connection: SqliteConnection;
+  /** The connection calls use; undefined while the file is lost. */
+  #connection: SqliteConnection | undefined;
+  /** The files of `#connection`. */
+  #files: OpenedFiles;
+  /** Set while the file opened is gone from its path. */
+  #lost: LostFile | undefined;
+  /** The last write's failure that only a commit can clear (see `COMMIT_FAILURE_REASONS`). */
+  #writeFailure: AgentHooksError | undefined;
   #closed = false;
   readonly #observe: StoreObserver | undefined;
 
@@ -163,6 +269,7 @@ class SqliteStoreImpl implements SqliteStore {
     path: string,
     settings: ConnectionSettings,
     connection: SqliteConnection,
+    files: OpenedFiles,
     observe: StoreObserver | undefined,
   ) {
     this.path = path;
@@ -170,14 +277,17 @@ class SqliteStoreImpl implements SqliteStore {
     // A reopened connection must find the file: never create an empty one.
     this.#settings = { ...settings, create: false };
     this.#connection = connection;
+    this.#files = files;
   }
 
   async lookupUserEmail(userId: string): Promise<string | null> {
-    return this.#run('lookupUserEmail', 'look up a user', (c) => c.lookupUserEmail(userId));
+    return this.#run('lookupUserEmail', 'look up a user', 'read', (c) => c.lookupUserEmail(userId));
   }
 
   async upsertUsers(users: readonly UserRecord[]): Promise<number> {
-    return this.#run('upsertUsers', 'import users', (c) => c.upsertUsers(users, Date.now()));
+    return this.#run('upsertUsers', 'import users', 'write', (c) =>
+      c.upsertUsers(users, Date.now()),
+    );
   }
 
   async appendHooks(
@@ -188,13 +298,13 @@ class SqliteStoreImpl implements SqliteStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    return this.#run('appendHooks', 'append hooks', (c) =>
+    return this.#run('appendHooks', 'append hooks', 'write', (c) =>
       c.appendHooks(operationId, parentId, rows, Date.now()),
     );
   }
 
   async listHooks(operationId: string): Promise<OperationHooks> {
-    const { status, parentId, rows } = this.#run('listHooks', 'list hooks', (c) =>
+    const { status, parentId, rows } = this.#run('listHooks', 'list hooks', 'read', (c) =>
       c.listHooks(operationId),
     );
     if (status === 'expired') {
@@ -205,14 +315,16 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async deleteHooks(operationId: string): Promise<number> {
-    return this.#run('deleteHooks', 'delete hooks', (c) => c.deleteHooks(operationId, Date.now()));
+    return this.#run('deleteHooks', 'delete hooks', 'write', (c) =>
+      c.deleteHooks(operationId, Date.now()),
+    );
   }
 
   async parkCall(record: NewParkedCall): Promise<ParkOutcome> {
     const row = toParkedCallRow(record);
     // The call's own operation first, then the chain; each once.
     const operationIds = [...new Set([record.operationId, ...record.chain])];
-    const existing = this.#run('parkCall', 'park a tool call', (c) =>
+    const existing = this.#run('parkCall', 'park a tool call', 'write', (c) =>
       c.parkCall(row, operationIds),
     );
     if (existing !== undefined) {
@@ -226,7 +338,7 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
-    const row = this.#run('getParkedCall', 'read a parked call', (c) =>
+    const row = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>
       c.getParkedCall(toolCallId),
     );
     return row === undefined ? undefined : fromParkedCallRow(row);
@@ -239,7 +351,7 @@ class SqliteStoreImpl implements SqliteStore {
   ): Promise<PublishOutcome> {
     assertEpochMs('publishedAt', publishedAt);
     const bytes = encodeResult(result);
-    const outcome = this.#run('publishResult', 'publish a deferred result', (c) =>
+    const outcome = this.#run('publishResult', 'publish a deferred result', 'write', (c) =>
       c.publish(toolCallId, bytes, publishedAt),
     );
     if (outcome === undefined) {
@@ -255,7 +367,7 @@ class SqliteStoreImpl implements SqliteStore {
     const statuses =
       operationIds.length === 0
         ? new Map<string, OperationState>()
-        : this.#run('operationState', 'read operation states', (c) =>
+        : this.#run('operationState', 'read operation states', 'read', (c) =>
             c.operationStatuses(operationIds),
           );
     return new Map(operationIds.map((id) => [id, statuses.get(id) ?? 'unknown']));
@@ -263,7 +375,7 @@ class SqliteStoreImpl implements SqliteStore {
 
   async markOperationCompleted(operationId: string, at: number): Promise<void> {
     assertEpochMs('at', at);
-    this.#run('markOperationCompleted', 'complete an operation', (c) =>
+    this.#run('markOperationCompleted', 'complete an operation', 'write', (c) =>
       c.markCompleted(operationId, at),
     );
   }
@@ -273,23 +385,56 @@ class SqliteStoreImpl implements SqliteStore {
     if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
       throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     }
-    return this.#run('expireBefore', 'expire old records', (c) =>
+    return this.#run('expireBefore', 'expire old records', 'write', (c) =>
       c.expire(cutoff, batchSize, Date.now()),
     );
   }
 
+  async quickCheck(): Promise<void> {
+    const action = 'check the store files';
+    const connection = this.#current(action);
+    try {
+      this.#verifyFiles(connection);
+    } catch (e: unknown) {
+      throw storeErrorFromSqlite(e, action);
+    }
+    const failed = this.#writeFailure;
+    if (failed !== undefined) {
+      throw new StoreUnavailableError(failed.reason, `the last write failed: ${failed.message}`, {
+        cause: failed,
+      });
+    }
+  }
+
   async ping(): Promise<void> {
+    const action = 'check the store';
+    if (this.#lost !== undefined && !this.#closed) {
+      this.#recover(this.#lost);
+      return;
+    }
+    const connection = this.#current(action);
+    try {
+      this.#verifyFiles(connection);
+    } catch (e: unknown) {
+      throw storeErrorFromSqlite(e, action);
+    }
+    const commit = this.#writeFailure !== undefined;
     let failure: AgentHooksError;
     try {
-      this.#connection.probe();
+      probe(connection, commit);
+      this.#writeFailure = undefined;
       return;
     } catch (e: unknown) {
-      failure = this.#error(e, 'check the store');
+      failure = this.#error(e, action);
     }
-    if (this.#closed || !REOPEN_REASONS.has(failure.reason)) {
+    if (COMMIT_FAILURE_REASONS.has(failure.reason)) {
+      this.#writeFailure = failure;
+    }
+    if (!REOPEN_REASONS.has(failure.reason)) {
       throw failure;
     }
-    this.#reopen();
+    this.#reopen(connection, commit);
+    this.#writeFailure = undefined;
   }
 
   async close(): Promise<void> {
@@ -297,11 +442,156 @@ class SqliteStoreImpl implements SqliteStore {
       return;
     }
     this.#closed = true;
+    const connection = this.#connection;
+    if (connection === undefined) {
+      // The file was lost: its connection is closed already.
+      return;
+    }
     try {
-      this.#connection.close();
+      connection.close();
     } catch (e: unknown) {
       throw storeErrorFromSqlite(e, 'optimize the store before closing');
     }
+  }
+
+  /**
+   * The connection for a call, or the call's error: `STORE_CLOSED`, or the
+   * lost file's reason.
+   */
+  #current(action: string): SqliteConnection {
+    if (this.#closed) {
+      throw new StoreUnavailableError('STORE_CLOSED', `cannot ${action}: the store is closed`);
+    }
+    const lost = this.#lost;
+    if (lost !== undefined || this.#connection === undefined) {
+      throw new StoreUnavailableError(
+        lost?.reason ?? STORE_FILE_MISSING,
+        `cannot ${action}: ${lost?.detail ?? 'the database file is lost'}`,
+      );
+    }
+    return this.#connection;
+  }
+
+  /**
+   * Compares the files at the database and `-wal` paths with those of the
+   * connection (two `stat` calls); on a difference, loses the file.
+   *
+   * @throws StoreUnavailableError `STORE_FILE_MISSING` or `STORE_FILE_REPLACED`.
+   * @throws the file-system error when a path cannot be stat'ed.
+   */
+  #verifyFiles(connection: SqliteConnection): void {
+    const db = statPath(this.path);
+    if (db === undefined) {
+      this.#lose(connection, STORE_FILE_MISSING, `${this.path} was removed while open`);
+    }
+    if (!sameFile(db, this.#files.db)) {
+      this.#lose(connection, STORE_FILE_REPLACED, `another file replaced ${this.path} while open`);
+    }
+    const walPath = walPathOf(this.path);
+    const wal = statPath(walPath);
+    const expected = this.#files.wal;
+    if (expected === undefined) {
+      if (wal !== undefined) this.#files = { ...this.#files, wal: { dev: wal.dev, ino: wal.ino } };
+      return;
+    }
+    if (wal === undefined) {
+      this.#lose(connection, STORE_FILE_MISSING, `${walPath} was removed while open`);
+    }
+    if (!sameFile(wal, expected)) {
+      this.#lose(connection, STORE_FILE_REPLACED, `another file replaced ${walPath} while open`);
+    }
+  }
+
+  /**
+   * Fails the store closed after its file (or log) left the path: copies the
+   * log into the file the connection has open (which saves it when that file
+   * still exists, as with a `-wal` file removed or a hard link kept), which
+   * also empties the `-wal` file, so that no later connection applies this
+   * log to another file; then closes the connection without `PRAGMA
+   * optimize`, which would write to the log again.
+   */
+  #lose(connection: SqliteConnection, reason: LostFile['reason'], detail: string): never {
+    this.#lost = { reason, detail, files: this.#files };
+    this.#connection = undefined;
+    try {
+      connection.drainLog();
+    } catch (_e: unknown) {
+      // The log stays; #recover() refuses to pair it with another file.
+    }
+    connection.db.close();
+    throw new StoreUnavailableError(reason, `the store failed closed: ${detail}`);
+  }
+
+  /**
+   * Reopens the store once an agenthooks database is at the path again: the
+   * lost file itself (a hard link put back) or a restored copy. Refuses a
+   * file that is not an agenthooks database, without writing to it, and a
+   * `-wal` file still holding the lost file's log next to another file.
+   */
+  #recover(lost: LostFile): void {
+    const action = 'reopen the store';
+    const walPath = walPathOf(this.path);
+    // Records why the store stays lost, for the calls' errors too.
+    const refuse = (reason: LostFile['reason'], detail: string): StoreUnavailableError => {
+      lost.reason = reason;
+      lost.detail = detail;
+      return new StoreUnavailableError(reason, `cannot ${action}: ${detail}`);
+    };
+    let found: BigIntStats | undefined;
+    let log: BigIntStats | undefined;
+    try {
+      found = statPath(this.path);
+      log = statPath(walPath);
+    } catch (e: unknown) {
+      throw storeErrorFromSqlite(e, action);
+    }
+    if (found === undefined) {
+      throw refuse(STORE_FILE_MISSING, `${this.path} is missing`);
+    }
+    const lostLog = lost.files.wal;
+    if (
+      !sameFile(found, lost.files.db) &&
+      log !== undefined &&
+      lostLog !== undefined &&
+      sameFile(log, lostLog) &&
+      log.size > 0n
+    ) {
+      throw refuse(
+        STORE_FILE_REPLACED,
+        `${walPath} still holds the log of the database that was at ${this.path}; move it away`,
+      );
+    }
+    const signature = `${found.dev}:${found.ino}:${found.size}:${found.mtimeNs}`;
+    if (lost.refused !== signature) {
+      let why: string | undefined;
+      try {
+        why = whyNotAgentHooksDatabase(this.path, this.#settings.busyTimeoutMs);
+      } catch (e: unknown) {
+        throw storeErrorFromSqlite(e, action);
+      }
+      lost.refused = why === undefined ? undefined : signature;
+      if (why !== undefined) {
+        throw refuse(STORE_FILE_REPLACED, `${this.path} is not an agenthooks database (${why})`);
+      }
+    }
+    if (lost.refused !== undefined) {
+      throw new StoreUnavailableError(lost.reason, `cannot ${action}: ${lost.detail}`);
+    }
+    let fresh: SqliteConnection | undefined;
+    let files: OpenedFiles;
+    try {
+      fresh = openConnection(this.path, this.#settings);
+      fresh.probe();
+      files = recordFiles(this.path);
+    } catch (e: unknown) {
+      const error = storeErrorFromSqlite(e, action);
+      closeQuietly(fresh);
+      throw error;
+    }
+    this.#connection = fresh;
+    this.#files = files;
+    this.#lost = undefined;
+    this.#writeFailure = undefined;
   }
 
   /**
@@ -309,41 +599,61 @@ class SqliteStoreImpl implements SqliteStore {
    * old one is closed then. When the new one cannot write either, it is
    * closed and the old one stays, still serving reads.
    */
-  #reopen(): void {
+  #reopen(stale: SqliteConnection, commit: boolean): void {
     let fresh: SqliteConnection | undefined;
+    let files: OpenedFiles;
     try {
       fresh = openConnection(this.path, this.#settings);
-      fresh.probe();
+      probe(fresh, commit);
+      files = recordFiles(this.path);
     } catch (e: unknown) {
       const error = storeErrorFromSqlite(e, 'reopen the store');
       closeQuietly(fresh);
       throw error;
     }
-    const stale = this.#connection;
     this.#connection = fresh;
+    this.#files = files;
     closeQuietly(stale);
   }
 
   /**
    * Runs `fn` on the current connection, turns whatever it throws into a
-   * domain error, and reports the call to the `observe` option.
+   * domain error, remembers a write's failure that only a commit clears,
+   * and reports the call to the `observe` option.
    */
-  #run<T>(operation: string, action: string, fn: (connection: SqliteConnection) => T): T {
+  #run<T>(
+    operation: string,
+    action: string,
+    kind: 'read' | 'write',
+    fn: (connection: SqliteConnection) => T,
+  ): T {
     const observe = this.#observe;
     const started = observe === undefined ? 0 : performance.now();
     try {
-      const result = fn(this.#connection);
+      const result = fn(this.#current(action));
       observe?.(operation, 'ok', (performance.now() - started) / 1000);
       return result;
     } catch (e: unknown) {
       const err = this.#error(e, action);
+      if (kind === 'write' && COMMIT_FAILURE_REASONS.has(err.reason)) {
+        this.#writeFailure = err;
+      }
       observe?.(operation, err.reason, (performance.now() - started) / 1000);
       throw err;
     }
   }
 
   #error(e: unknown, action: string): AgentHooksError {
-    return storeErrorFromSqlite(e, action, this.#connection.db);
+    return storeErrorFromSqlite(e, action, this.#connection?.db);
+  }
+}
+
+/** Runs the probe of `ping()`: rolled back, or committed after a write failed at its commit. */
+function probe(connection: SqliteConnection, commit: boolean): void {
+  if (commit) {
+    connection.commitProbe();
+  } else {
+    connection.probe();
   }
 }
 

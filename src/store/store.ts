@@ -54,11 +54,25 @@ export interface HookStore {
    * Checks that the store can be written now (for health): takes the write
    * lock and writes a probe that needs a fresh page, then rolls it back, so it
    * fails with `STORE_LOCKED`, `STORE_READ_ONLY`, `STORE_FULL`,
-   * `STORE_CORRUPT` or `STORE_UNAVAILABLE` exactly when a write would. A
-   * backend may repair its connection here (the SQLite store reopens a
-   * connection stuck read-only or broken); other methods never do.
+   * `STORE_CORRUPT` or `STORE_UNAVAILABLE` when a write would. After a write
+   * failed for want of space or with an I/O error, the probe is committed
+   * instead (only a commit reaches the disk), and the store stays failed until
+   * one commits. A backend may repair its connection here (the SQLite store
+   * reopens a connection stuck read-only or broken, and reopens a database
+   * file restored at its path); other methods never do. Blocks for up to the
+   * busy timeout, so it is not for every interval.
    */
   ping(): Promise<void>;
+  /**
+   * Checks cheaply, without a transaction, what `ping()` cannot see between
+   * two pings: that the backing store is still the one opened (the SQLite
+   * store compares the identity of its file, and of its `-wal` file, with the
+   * one recorded at open) and that no write failed for want of space since
+   * the last good ping. Fails with `STORE_FILE_MISSING` or
+   * `STORE_FILE_REPLACED` (after which every call fails with that reason
+   * until `ping()` reopens a restored file) or with the failed write's reason.
+   */
+  quickCheck(): Promise<void>;
   /** Closes the store; every later call rejects with `STORE_CLOSED`. Closing twice is a no-op. */
   close(): Promise<void>;
 }
@@ -100,6 +114,8 @@ export interface UserStore {
  * - `STORE_UNAVAILABLE`: the store cannot be opened, read or written (I/O, permissions).
  * - `STORE_CLOSED`: the store was closed.
  * - `STORE_NEWER_THAN_CODE`: the schema was written by a newer agenthooks.
+ * - {@link STORE_FILE_MISSING} and {@link STORE_FILE_REPLACED}: the file is
+ *   no longer the one opened.
  */
 export type StoreErrorReason =
   | 'STORE_LOCKED'
@@ -108,7 +124,22 @@ export type StoreErrorReason =
   | 'STORE_CORRUPT'
   | 'STORE_UNAVAILABLE'
   | 'STORE_CLOSED'
-  | 'STORE_NEWER_THAN_CODE';
+  | 'STORE_NEWER_THAN_CODE'
+  | typeof STORE_FILE_MISSING
+  | typeof STORE_FILE_REPLACED;
+
+/**
+ * Reason of every store call once the database file (or its `-wal` file) was
+ * removed from its path while open: writes would go to a file that no restart
+ * finds again, so the store fails closed until the file is back.
+ */
+export const STORE_FILE_MISSING = 'STORE_FILE_MISSING';
+/**
+ * Reason of every store call once another file took the database file's (or
+ * its `-wal` file's) place while open, and while the file at the path is not
+ * an agenthooks database the store can reopen.
+ */
+export const STORE_FILE_REPLACED = 'STORE_FILE_REPLACED';
 
 /** Why a tool-call context or result stored with a parked call cannot be used. */
 export const TOOL_CALL_CONTEXT_UNAVAILABLE = 'TOOL_CALL_CONTEXT_UNAVAILABLE';
