@@ -53,6 +53,8 @@ export interface App {
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
+  /** Called once the listeners are bound: health turns SERVING unless the store already failed. */
+  markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
   serverFault(e: unknown): void;
   /** Re-reads the effective environment (SIGHUP); returns the new generation. */
@@ -119,6 +121,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   const background = new BackgroundScope(logger);
   const health = new HealthState([HookService.typeName]);
   let closing = false;
+  let listening = false;
   // Health follows the store: NOT_SERVING while it cannot be written or its file is
   // lost. The interval runs the quick check (two stats, no transaction) while healthy,
   // the write probe while unhealthy and at once after a call failed with a store error.
@@ -128,7 +131,9 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     intervalMs: config.storeCheckIntervalMs,
     logger,
     onChange: (healthy) => {
-      if (!closing) health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      // Before the listeners are bound nothing is served yet; markListening sets the first status.
+      if (closing || !listening) return;
+      health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
   const retention = startRetention({
@@ -168,6 +173,10 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     metrics,
     logger,
     background,
+    markListening() {
+      listening = true;
+      if (storeHealth.healthy) health.setAll(ServingStatus.SERVING);
+    },
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();
     },

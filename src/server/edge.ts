@@ -40,6 +40,8 @@ export interface EdgeApp {
   readonly health: HealthState;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Called once the listeners are bound; turns health SERVING unless the app knows better. */
+  markListening(): void;
   /** Told about each call that failed on the server's side. */
   serverFault(e: unknown): void;
 }

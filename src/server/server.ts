@@ -176,7 +176,7 @@ export function createServer(
       if (httpServer !== undefined && config.httpListen !== undefined) {
         httpAddress = await listenHttp(httpServer, config.httpListen);
       }
-      app.health.setAll(ServingStatus.SERVING);
+      app.markListening();
       return { grpc: grpcAddresses, health: healthAddress, http: httpAddress };
     },
     shutdown(deadlineMs) {
