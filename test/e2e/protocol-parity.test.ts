@@ -8,6 +8,7 @@
  * client errors leave no log line.
  */
 import { request as httpRequest } from 'node:http';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
@@ -18,7 +19,7 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { HookService, ListHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -123,9 +124,10 @@ function toolContext() {
 async function answersOver(
   sidecar: SidecarProcess,
   call: (client: HookClient) => Promise<unknown>,
+  protocols: readonly Protocol[] = PROTOCOLS,
 ): Promise<Record<Protocol, Answer>> {
   const out = {} as Record<Protocol, Answer>;
-  for (const protocol of PROTOCOLS) {
+  for (const protocol of protocols) {
     const client = createClient(HookService, transportFor(protocol, sidecar));
     try {
       await call(client);
@@ -220,6 +222,8 @@ function grpcRawStatus(address: string, bytes: Buffer): Promise<grpc.ServiceErro
 /** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
+/** A small --max-message-bytes for the oversize test. */
+const MAX_BYTES = 65_536;
 
 describe('protocol parity', () => {
   let sidecar: SidecarProcess;
@@ -289,6 +293,35 @@ describe('protocol parity', () => {
   it('logged none of the client errors above', () => {
     const failures = sidecar.logs.filter((l) => l.level === 'error' || l.level === 'warn');
     expect(failures).toEqual([]);
+  });
+});
+
+describe('protocol parity of an oversize request', () => {
+  it('answers RESOURCE_EXHAUSTED on every transport past --max-message-bytes', async () => {
+    const sidecar = await startSidecar({ args: ['--max-message-bytes', String(MAX_BYTES)] });
+    try {
+      const big = { operationId: 'x'.repeat(MAX_BYTES * 2) };
+      const grpcAnswer = await answersOver(sidecar, (c) => c.listHooks(big), ['grpc']);
+      expect(grpcAnswer.grpc.code).toBe('ResourceExhausted');
+      // Raw requests over HTTP/1.1: the answer comes before the body is read, and a
+      // client library may report that as a broken upload rather than the status.
+      const http = sidecar.http as string;
+      const bytes = toBinary(ListHooksRequestSchema, create(ListHooksRequestSchema, big));
+      const json = new TextEncoder().encode(JSON.stringify(big));
+      for (const [type, body] of [
+        ['application/proto', bytes],
+        ['application/json', json],
+      ] as const) {
+        const answer = await post(http, LIST_HOOKS_PATH, type, body);
+        expect((JSON.parse(answer.body.toString('utf8')) as { code: string }).code, type).toBe(
+          'resource_exhausted',
+        );
+      }
+      const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', envelope(bytes));
+      expect(grpcWebStatus(web)).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    } finally {
+      await killSidecar(sidecar);
+    }
   });
 });
 
