@@ -28,7 +28,7 @@ import {
   type WebhookResponse,
   WebhookSender,
 } from '../../src/delivery/webhook.js';
-import { refusedOrigin } from './receiver.js';
+import { refusedUrl } from '../support/receiver.js';
 
 /** Address the raw receivers listen on. */
 const HOST = '127.0.0.1';
@@ -504,7 +504,7 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
   });
 
   it('reports a closed port as network_error', async () => {
-    const result = await executeControl(sender(), control(await refusedOrigin()), PAYLOAD);
+    const result = await executeControl(sender(), control(await refusedUrl()), PAYLOAD);
     expect(result).toStrictEqual(failed('network_error', 'ECONNREFUSED'));
   });
 
