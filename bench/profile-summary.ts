@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { REPO_ROOT } from './lib/processes.js';
+import { REPO_ROOT } from '../test/support/sidecar.js';
 import { type CpuProfile, profileMarkdown, summariseProfile } from './lib/profile.js';
 
 const { values, positionals } = parseArgs({

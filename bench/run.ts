@@ -38,6 +38,7 @@ import { create } from '@bufbuild/protobuf';
 import { HookOutcomeStatus } from '../gen/agenthooks/v1/decisions_pb.js';
 import { HookType } from '../gen/agenthooks/v1/events_pb.js';
 import { HookService, RegisterHooksRequestSchema } from '../gen/agenthooks/v1/service_pb.js';
+import { killRemainingChildren, MAIN_JS, REPO_ROOT, withTimeout } from '../test/support/sidecar.js';
 import { createClient, unaryMethod, waitForReady } from './lib/grpc-codec.js';
 import {
   ALLOW_PATH,
@@ -47,14 +48,7 @@ import {
   notificationHook,
   stepEvent,
 } from './lib/messages.js';
-import {
-  killRemainingChildren,
-  MAIN_JS,
-  REPO_ROOT,
-  startBenchChild,
-  startSidecar,
-  withTimeout,
-} from './lib/processes.js';
+import { startBenchChild, startBenchSidecar } from './lib/processes.js';
 import {
   type CpuProfile,
   type ProfiledProcess,
@@ -123,8 +117,8 @@ interface ScenarioResults {
 
 /** Learns the control and notification payloads the sidecar POSTs, from the receiver. */
 async function calibrate(receiverUrl: string): Promise<{ control: string; notify: string }> {
-  const sidecar = await startSidecar();
-  const client = createClient(sidecar.address);
+  const sidecar = await startBenchSidecar();
+  const client = createClient(sidecar.grpc);
   try {
     await waitForReady(client, CONNECT_TIMEOUT_MS);
     const registerHooks = unaryMethod(

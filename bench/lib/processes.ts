@@ -1,156 +1,61 @@
 /**
- * @module Child processes of the bench: the real sidecar (`dist/src/main.js
- * serve` on 127.0.0.1 port 0 with a fresh temp database), the echo baseline
+ * @module Child processes of the bench, started by the one launcher of the
+ * tests and the bench (`test/support/sidecar.ts`, from a scrubbed
+ * environment): the real sidecar (`dist/src/main.js serve` on 127.0.0.1 port
+ * 0 with a fresh temp database as its working directory), the echo baseline
  * server and the webhook receiver; plus what `/proc` says about a process
  * (RSS, CPU time). Node flags (such as `--cpu-prof`) are passed to any child.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import {
+  launchNode,
+  type NodeChild,
+  type SidecarProcess,
+  startSidecar,
+  tempDbPath,
+  withTimeout,
+} from '../../test/support/sidecar.js';
 import { MS_PER_S } from './stats.js';
 
-/** Repository root (this file is `dist/bench/lib/processes.js` once built). */
-export const REPO_ROOT = join(import.meta.dirname, '..', '..', '..');
-/** The built sidecar entry point. */
-export const MAIN_JS = join(REPO_ROOT, 'dist', 'src', 'main.js');
-/** The built bench folder (`dist/bench`). */
+/** The built bench folder (`dist/bench`; this file is `dist/bench/lib/processes.js` once built). */
 export const BENCH_DIST = join(import.meta.dirname, '..');
 
-/** How long a child may take to say where it listens. */
+/** How long a bench child may take to say where it listens. */
 const START_TIMEOUT_MS = 20_000;
-/** How long a child may take to exit after SIGTERM before it is killed. */
-const STOP_TIMEOUT_MS = 15_000;
 /** Clock ticks per second of `/proc/<pid>/stat` CPU times (USER_HZ, 100 on Linux). */
 const CLOCK_TICKS_PER_S = 100;
 /** Kibibytes per mebibyte. */
 const KIB_PER_MIB = 1024;
 
-/** Environment variable prefixes removed from children, so the host's settings cannot leak in. */
-const STRIPPED_ENV_PREFIXES = ['AGENT_HOOK_', 'AGENTHOOKS_', 'QSTASH_'];
-/** Environment variables removed from children, for the same reason. */
-const STRIPPED_ENV_NAMES = new Set([
-  'APP_URL',
-  'INTERNAL_APP_URL',
-  'VERCEL_AUTOMATION_BYPASS_SECRET',
-  'NODE_OPTIONS',
-]);
-
-/** Every child started and not yet exited, so that a failed run can stop them. */
-const live = new Set<ChildProcess>();
-
-function track(child: ChildProcess): void {
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-}
-
-/** Kills (SIGKILL) every child this process started that is still running. */
-export function killRemainingChildren(): void {
-  for (const child of live) child.kill('SIGKILL');
-}
-
-/** The bench's own environment without anything that configures the sidecar. */
-export function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (STRIPPED_ENV_NAMES.has(key)) continue;
-    if (STRIPPED_ENV_PREFIXES.some((p) => key.startsWith(p))) continue;
-    env[key] = value;
-  }
-  return env;
-}
-
-/** A started child that listens somewhere. */
-export interface Child {
-  readonly process: ChildProcess;
-  readonly pid: number;
+/** A started bench child that listens somewhere. */
+export interface BenchChild extends NodeChild {
   /** `host:port` it listens on. */
   readonly address: string;
-  /** Log lines (parsed JSON, else `{msg}`) it wrote on stderr. */
-  readonly logs: Record<string, unknown>[];
-  /** Stops it with SIGTERM (SIGKILL after a grace period) and removes its temp files. */
-  stop(): Promise<void>;
 }
 
-/** Options of {@link startSidecar}. */
-export interface SidecarStartOptions {
+/** Options of {@link startBenchSidecar}. */
+export interface BenchSidecarOptions {
   /** Node flags placed before the entry point, such as `--cpu-prof`. */
   readonly nodeFlags?: readonly string[];
   /** Arguments after `serve`, added to the defaults. */
   readonly args?: readonly string[];
 }
 
-/** A started sidecar, with the time from spawn to its `listening` line. */
-export interface SidecarChild extends Child {
-  /** `process.hrtime.bigint()` just before the spawn. */
-  readonly spawnedAt: bigint;
-  readonly db: string;
-  /** Its temp folder (database, and its working directory). */
-  readonly dir: string;
-}
-
 /**
  * Starts the real sidecar as a runtime's pod would: `node dist/src/main.js
  * serve` on 127.0.0.1 port 0 (gRPC and HTTP), a fresh temp database, and
- * the default log level. Resolves once it logged `listening`.
+ * the default log level. Its working directory is the database's temp
+ * folder, so a heap snapshot lands there; `stop()` removes the folder.
  */
-export async function startSidecar(options: SidecarStartOptions = {}): Promise<SidecarChild> {
-  const dir = mkdtempSync(join(tmpdir(), 'agenthooks-bench-'));
-  const db = join(dir, 'agenthooks.db');
-  const argv = [
-    ...(options.nodeFlags ?? []),
-    MAIN_JS,
-    'serve',
-    '--grpc-listen',
-    '127.0.0.1:0',
-    '--http-listen',
-    '127.0.0.1:0',
-    '--db',
+export function startBenchSidecar(options: BenchSidecarOptions = {}): Promise<SidecarProcess> {
+  const db = tempDbPath();
+  return startSidecar({
     db,
-    ...(options.args ?? []),
-  ];
-  const spawnedAt = process.hrtime.bigint();
-  const child = spawn(process.execPath, argv, {
-    env: cleanEnv(),
-    stdio: ['ignore', 'ignore', 'pipe'],
-    cwd: dir,
+    cwd: dirname(db),
+    nodeFlags: options.nodeFlags,
+    args: options.args,
   });
-  track(child);
-  const logs: Record<string, unknown>[] = [];
-  const listening = new Promise<Record<string, unknown>>((resolve, reject) => {
-    createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (text) => {
-      let line: Record<string, unknown>;
-      try {
-        line = JSON.parse(text) as Record<string, unknown>;
-      } catch {
-        line = { msg: text, raw: true };
-      }
-      logs.push(line);
-      if (line.msg === 'listening') resolve(line);
-    });
-    child.once('exit', (code, signal) =>
-      reject(
-        new Error(`sidecar exited (${code ?? signal}) before listening: ${JSON.stringify(logs)}`),
-      ),
-    );
-  });
-  const line = await withTimeout(listening, START_TIMEOUT_MS, 'sidecar did not start');
-  const address = (line.grpc as string[])[0] as string;
-  return {
-    process: child,
-    pid: child.pid as number,
-    address,
-    logs,
-    spawnedAt,
-    db,
-    dir,
-    stop: async () => {
-      await stopChild(child);
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 /**
@@ -161,46 +66,21 @@ export async function startBenchChild(
   script: string,
   args: readonly string[] = [],
   nodeFlags: readonly string[] = [],
-): Promise<Child> {
-  const child = spawn(process.execPath, [...nodeFlags, join(BENCH_DIST, script), ...args], {
-    env: cleanEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  track(child);
-  const logs: Record<string, unknown>[] = [];
-  createInterface({ input: child.stderr as NodeJS.ReadableStream }).on('line', (text) => {
-    logs.push({ msg: text });
-  });
-  const ready = new Promise<number>((resolve, reject) => {
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).once('line', (text) => {
-      try {
-        resolve((JSON.parse(text) as { port: number }).port);
-      } catch (e: unknown) {
-        reject(e);
-      }
-    });
-    child.once('exit', (code, signal) =>
-      reject(new Error(`${script} exited (${code ?? signal}): ${JSON.stringify(logs)}`)),
+): Promise<BenchChild> {
+  const child = launchNode({ args: [...nodeFlags, join(BENCH_DIST, script), ...args] });
+  try {
+    const line = await withTimeout(
+      child.waitForOutput(() => true),
+      START_TIMEOUT_MS,
+      `${script} did not start`,
     );
-  });
-  const port = await withTimeout(ready, START_TIMEOUT_MS, `${script} did not start`);
-  return {
-    process: child,
-    pid: child.pid as number,
-    address: `127.0.0.1:${port}`,
-    logs,
-    stop: () => stopChild(child),
-  };
-}
-
-/** Sends SIGTERM and waits for the exit; SIGKILL when it takes too long. */
-export async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = once(child, 'exit');
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
-  await exited;
-  clearTimeout(timer);
+    const { port } = JSON.parse(line) as { port: number };
+    return { ...child, address: `127.0.0.1:${port}` };
+  } catch (e: unknown) {
+    await child.destroy();
+    const reason = e instanceof Error ? e.message : String(e);
+    throw new Error(`${script} did not start (${reason}): ${JSON.stringify(child.logs)}`);
+  }
 }
 
 /** Resident memory of a process, from `/proc/<pid>/status`. */
@@ -239,13 +119,4 @@ export function cpuMsOf(pid: number): number {
   const utime = Number(fields[11]);
   const stime = Number(fields[12]);
   return ((utime + stime) * MS_PER_S) / CLOCK_TICKS_PER_S;
-}
-
-/** Rejects with `message` when `promise` takes longer than `ms`. */
-export function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${message} within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

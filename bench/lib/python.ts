@@ -7,7 +7,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanEnv, REPO_ROOT, withTimeout } from './processes.js';
+import { REPO_ROOT, scrubbedEnv, withTimeout } from '../../test/support/sidecar.js';
 
 /** The bench's venv. */
 export const VENV_DIR = join(REPO_ROOT, 'bench', '.venv');
@@ -84,7 +84,7 @@ export interface PythonClientOptions {
 
 /** Runs the Python client once and answers what it measured. */
 export async function runPythonClient(options: PythonClientOptions): Promise<PythonRun> {
-  const env = cleanEnv();
+  const env = scrubbedEnv();
   if (existsSync(GENERATED_CLIENT_DIR)) env.PYTHONPATH = GENERATED_CLIENT_DIR;
   const args = [
     CLIENT_PY,

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT } from './processes.js';
+import { REPO_ROOT } from '../../test/support/sidecar.js';
 import type { MetricDef, Scenario } from './scenarios.js';
 import type { Spread } from './stats.js';
 import type { Target } from './targets.js';

@@ -29,6 +29,7 @@ import {
   HealthCheckRequestSchema,
   HealthCheckResponse_ServingStatus,
 } from '../../gen/grpc/health/v1/health_pb.js';
+import type { SidecarProcess } from '../../test/support/sidecar.js';
 import {
   bidiStream,
   createClient,
@@ -54,12 +55,11 @@ import {
   withToolCallId,
 } from './messages.js';
 import {
-  type Child,
+  type BenchChild,
   cpuMsOf,
   memoryOf,
-  type SidecarChild,
   startBenchChild,
-  startSidecar,
+  startBenchSidecar,
 } from './processes.js';
 import { runPythonClient } from './python.js';
 import { median, NS_PER_MS } from './stats.js';
@@ -286,10 +286,10 @@ function method<I extends DescMessage, O extends DescMessage>(
 /** Starts a fresh sidecar, connects a client, runs `fn`, and stops both; notes its warnings. */
 async function withSidecar(
   ctx: RunContext,
-  fn: (sidecar: SidecarChild, client: grpc.Client) => Promise<Omit<ScenarioResult, 'notes'>>,
+  fn: (sidecar: SidecarProcess, client: grpc.Client) => Promise<Omit<ScenarioResult, 'notes'>>,
 ): Promise<ScenarioResult> {
-  const sidecar = await startSidecar({ nodeFlags: ctx.sidecarFlags });
-  const client = createClient(sidecar.address);
+  const sidecar = await startBenchSidecar({ nodeFlags: ctx.sidecarFlags });
+  const client = createClient(sidecar.grpc);
   try {
     await waitForReady(client, CONNECT_TIMEOUT_MS);
     const result = await fn(sidecar, client);
@@ -306,7 +306,7 @@ async function withSidecar(
 /** Starts the echo baseline server, connects a client, runs `fn`, stops both. */
 async function withEcho(
   ctx: RunContext,
-  fn: (echo: Child, client: grpc.Client) => Promise<Omit<ScenarioResult, 'notes'>>,
+  fn: (echo: BenchChild, client: grpc.Client) => Promise<Omit<ScenarioResult, 'notes'>>,
 ): Promise<ScenarioResult> {
   const echo = await startBenchChild('echo-server.js', [], ctx.baselineFlags);
   const client = createClient(echo.address);
@@ -496,7 +496,7 @@ const pythonDecide: Scenario = {
     if (ctx.pythonUnavailable !== undefined) return pythonSkipped(ctx.pythonUnavailable);
     return withSidecar(ctx, async (sidecar) => {
       const run = await runPythonClient({
-        target: sidecar.address,
+        target: sidecar.grpc,
         method: `/${HookService.typeName}/${HookService.method.decideToolCall.name}`,
         request: decideRequestBytes(),
         echo: false,
@@ -844,7 +844,7 @@ const HEAP_SNAPSHOT_TIMEOUT_MS = 120_000;
  * calls again (writing blocks it), and answers the summary as Markdown.
  */
 async function heapSnapshotOf(
-  sidecar: SidecarChild,
+  sidecar: SidecarProcess,
   client: grpc.Client,
   hooks: number,
 ): Promise<string> {
@@ -876,8 +876,8 @@ const coldStart: Scenario = {
   run: async (ctx) => {
     const samples: number[] = [];
     for (let n = 0; n < ctx.params.coldStarts; n++) {
-      const sidecar = await startSidecar({ nodeFlags: ctx.sidecarFlags });
-      const client = createClient(sidecar.address);
+      const sidecar = await startBenchSidecar({ nodeFlags: ctx.sidecarFlags });
+      const client = createClient(sidecar.grpc);
       try {
         const check = method(client, Health.typeName, Health.method.check);
         for (let attempt = 0; ; attempt++) {

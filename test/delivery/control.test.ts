@@ -4,7 +4,6 @@
  * 127.0.0.1 whose HTTP/1.1 bytes, framing, resets and timing the test chooses.
  */
 import { Buffer } from 'node:buffer';
-import { type AddressInfo, createServer, type Server, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
@@ -29,10 +28,8 @@ import {
   WebhookSender,
 } from '../../src/delivery/webhook.js';
 import { WEBHOOK_RULE_REASON } from '../../src/delivery/webhook-rules.js';
-import { refusedOrigin } from './receiver.js';
-
-/** Address the raw receivers listen on. */
-const HOST = '127.0.0.1';
+import { type RawBehaviour, type RawReceiver, startRawReceiver } from '../support/raw-receiver.js';
+import { refusedUrl } from '../support/receiver.js';
 
 const PAYLOAD: JsonObject = { hookId: 'policy', hookType: 'beforeToolCall', toolCallId: 'c1' };
 
@@ -58,97 +55,7 @@ const ALLOW = '{"decision":"allow"}';
 
 const DURATION = expect.any(Number) as unknown as number;
 
-// Raw receiver ---------------------------------------------------------------
-
-/** One request a {@link RawReceiver} got. */
-interface RawRequest {
-  /** Request line and headers, without the blank line. */
-  readonly head: string;
-  readonly body: Buffer;
-  readonly socket: Socket;
-  /** Settles when the request's socket closes. */
-  readonly socketClosed: Promise<void>;
-}
-
-/** Writes the raw response bytes of a request; it may also never answer. */
-type RawResponder = (socket: Socket, request: RawRequest) => void;
-
-/** A listening raw-socket receiver; closed in `afterEach`. */
-interface RawReceiver {
-  readonly origin: string;
-  readonly requests: readonly RawRequest[];
-  /** TCP connections accepted so far. */
-  readonly connections: () => number;
-  /** Settles once `count` requests have been received. */
-  readonly received: (count: number) => Promise<void>;
-  readonly close: () => Promise<void>;
-}
-
-const HEAD_END = Buffer.from('\r\n\r\n');
-const CONTENT_LENGTH = /^content-length:\s*(\d+)\s*$/im;
-
-/** Starts a `node:net` receiver that parses requests (Content-Length framing) and answers raw. */
-async function startRawReceiver(respond: RawResponder): Promise<RawReceiver> {
-  const requests: RawRequest[] = [];
-  const sockets = new Set<Socket>();
-  const waiters: { count: number; resolve: () => void }[] = [];
-  let connections = 0;
-
-  const server: Server = createServer((socket) => {
-    connections += 1;
-    sockets.add(socket);
-    // The client may reset the socket while the receiver still writes.
-    socket.on('error', () => undefined);
-    const socketClosed = new Promise<void>((resolve) =>
-      socket.once('close', () => {
-        sockets.delete(socket);
-        resolve();
-      }),
-    );
-    let buffered = Buffer.alloc(0);
-    socket.on('data', (data: Buffer) => {
-      buffered = Buffer.concat([buffered, data]);
-      for (;;) {
-        const headEnd = buffered.indexOf(HEAD_END);
-        if (headEnd < 0) return;
-        const head = buffered.subarray(0, headEnd).toString('latin1');
-        const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0);
-        const bodyStart = headEnd + HEAD_END.length;
-        if (buffered.length < bodyStart + length) return;
-        const request = {
-          head,
-          body: buffered.subarray(bodyStart, bodyStart + length),
-          socket,
-          socketClosed,
-        };
-        buffered = buffered.subarray(bodyStart + length);
-        requests.push(request);
-        for (const waiter of waiters.filter((w) => requests.length >= w.count)) {
-          waiters.splice(waiters.indexOf(waiter), 1);
-          waiter.resolve();
-        }
-        respond(socket, request);
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, HOST, resolve));
-  const { port } = server.address() as AddressInfo;
-  return {
-    origin: `http://${HOST}:${port}`,
-    requests,
-    connections: () => connections,
-    received: (count) =>
-      requests.length >= count
-        ? Promise.resolve()
-        : new Promise<void>((resolve) => waiters.push({ count, resolve })),
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve, reject) =>
-        server.close((e) => (e === undefined ? resolve() : reject(e))),
-      );
-    },
-  };
-}
+// Raw answers ----------------------------------------------------------------
 
 /** Bytes of a response head: status line, headers and the blank line. */
 function head(status: string, headers: readonly string[] = []): Buffer {
@@ -161,7 +68,7 @@ function chunk(data: Buffer): Buffer {
 }
 
 /** Answers with a Content-Length framed body. */
-function withLength(status: string, body: string | Buffer = ''): RawResponder {
+function withLength(status: string, body: string | Buffer = ''): RawBehaviour {
   const bytes = Buffer.from(body);
   return (socket) =>
     socket.write(
@@ -173,7 +80,7 @@ function withLength(status: string, body: string | Buffer = ''): RawResponder {
 }
 
 /** Answers 200 with a chunked body cut into {@link CHUNK_BYTES} chunks. */
-function chunked(body: string | Buffer): RawResponder {
+function chunked(body: string | Buffer): RawBehaviour {
   const bytes = Buffer.from(body);
   const parts: Buffer[] = [head('200 OK', ['Transfer-Encoding: chunked'])];
   for (let at = 0; at < bytes.length; at += CHUNK_BYTES) {
@@ -184,7 +91,7 @@ function chunked(body: string | Buffer): RawResponder {
 }
 
 /** Answers 200 with a chunked body that never ends, written as fast as the client reads. */
-const endless: RawResponder = (socket) => {
+const endless: RawBehaviour = (socket) => {
   socket.write(head('200 OK', ['Transfer-Encoding: chunked']));
   const data = chunk(Buffer.concat([Buffer.from(ALLOW), Buffer.alloc(ENDLESS_CHUNK_BYTES, ' ')]));
   const pump = (): void => {
@@ -199,14 +106,14 @@ const endless: RawResponder = (socket) => {
 };
 
 /** Sends the head and part of a 100-byte body, then nothing: the body stalls. */
-const stallBody: RawResponder = (socket) => {
+const stallBody: RawBehaviour = (socket) => {
   socket.write(
     Buffer.concat([head('200 OK', ['Content-Length: 100']), Buffer.from('{"decision"')]),
   );
 };
 
 /** Sends the head and part of a 100-byte body, then closes the socket. */
-const resetMidBody: RawResponder = (socket) => {
+const resetMidBody: RawBehaviour = (socket) => {
   socket.write(
     Buffer.concat([head('200 OK', ['Content-Length: 100']), Buffer.from('{"decision"')]),
     () => socket.destroy(),
@@ -214,7 +121,7 @@ const resetMidBody: RawResponder = (socket) => {
 };
 
 /** Never answers; the socket stays open until the client gives up. */
-const neverRespond: RawResponder = () => undefined;
+const neverRespond: RawBehaviour = () => undefined;
 
 /** `text` padded with trailing spaces to exactly `bytes` bytes. */
 function padded(text: string, bytes: number): string {
@@ -233,7 +140,7 @@ afterEach(async () => {
   receivers = [];
 });
 
-async function receiver(respond: RawResponder): Promise<RawReceiver> {
+async function receiver(respond: RawBehaviour): Promise<RawReceiver> {
   const r = await startRawReceiver(respond);
   receivers.push(r);
   return r;
@@ -357,7 +264,7 @@ describe('parseControlResponse', () => {
 describe('executeControl against a raw HTTP/1.1 receiver', () => {
   interface Case {
     readonly name: string;
-    readonly respond: RawResponder;
+    readonly respond: RawBehaviour;
     readonly expected: ControlResult;
     /** Webhook timeout in seconds; default {@link LONG_TIMEOUT_SECONDS}. */
     readonly timeout?: number;
@@ -365,7 +272,7 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
     readonly closesSocket?: boolean;
   }
 
-  const json = (text: string | Buffer): RawResponder => withLength('200 OK', text);
+  const json = (text: string | Buffer): RawBehaviour => withLength('200 OK', text);
   const cases: readonly Case[] = [
     { name: 'allow', respond: json(ALLOW), expected: success({ decision: 'allow' }) },
     {
@@ -480,7 +387,7 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
     const r = await receiver(respond);
     const result = await executeControl(
       sender(),
-      control(`${r.origin}/policy`, { timeout: timeout ?? LONG_TIMEOUT_SECONDS }),
+      control(`${r.url}/policy`, { timeout: timeout ?? LONG_TIMEOUT_SECONDS }),
       PAYLOAD,
     );
     expect(result).toStrictEqual(expected);
@@ -496,24 +403,24 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
     const target = await receiver(withLength('200 OK', ALLOW));
     const r = await receiver(
       (socket) =>
-        void socket.write(head('302 Found', [`Location: ${target.origin}/x`, 'Content-Length: 0'])),
+        void socket.write(head('302 Found', [`Location: ${target.url}/x`, 'Content-Length: 0'])),
     );
-    const result = await executeControl(sender(), control(r.origin), PAYLOAD);
+    const result = await executeControl(sender(), control(r.url), PAYLOAD);
     expect(result).toStrictEqual(failed('http_error', 'HTTP 302', 302));
     expect(r.requests).toHaveLength(1);
     expect(target.connections()).toBe(0);
   });
 
   it('reports a closed port as network_error', async () => {
-    const result = await executeControl(sender(), control(await refusedOrigin()), PAYLOAD);
+    const result = await executeControl(sender(), control(await refusedUrl()), PAYLOAD);
     expect(result).toStrictEqual(failed('network_error', 'ECONNREFUSED'));
   });
 
   it('is cancelled when the caller aborts while the receiver never answers, and closes the socket', async () => {
     const r = await receiver(neverRespond);
     const controller = new AbortController();
-    const pending = executeControl(sender(), control(r.origin), PAYLOAD, controller.signal);
-    await r.received(1);
+    const pending = executeControl(sender(), control(r.url), PAYLOAD, controller.signal);
+    await r.waitForRequests(1);
     controller.abort();
     expect(await pending).toStrictEqual({ status: 'cancelled', durationMs: DURATION });
     await r.requests[0]?.socketClosed;
@@ -525,14 +432,14 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
       stallBody(socket, request);
       controller.abort();
     });
-    const result = await executeControl(sender(), control(r.origin), PAYLOAD, controller.signal);
+    const result = await executeControl(sender(), control(r.url), PAYLOAD, controller.signal);
     expect(result).toStrictEqual({ status: 'cancelled', durationMs: DURATION });
     await r.requests[0]?.socketClosed;
   });
 
   it('is cancelled without a request when the signal is already aborted', async () => {
     const r = await receiver(withLength('200 OK', ALLOW));
-    const result = await executeControl(sender(), control(r.origin), PAYLOAD, AbortSignal.abort());
+    const result = await executeControl(sender(), control(r.url), PAYLOAD, AbortSignal.abort());
     expect(result).toStrictEqual({ status: 'cancelled', durationMs: DURATION });
     expect(r.connections()).toBe(0);
   });
@@ -571,7 +478,7 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
     },
   ])('fails with configuration and sends nothing for $name', async ({ init, diagnostic, rule }) => {
     const r = await receiver(withLength('200 OK', ALLOW));
-    const result = await executeControl(sender(), control(r.origin, init), PAYLOAD);
+    const result = await executeControl(sender(), control(r.url, init), PAYLOAD);
     expect(result).toStrictEqual({
       ...failed('configuration', diagnostic),
       ...(rule === undefined ? {} : { rule }),

@@ -20,7 +20,7 @@ import {
 } from '../../src/delivery/destination.js';
 import { WebhookSender, type WebhookSenderOptions } from '../../src/delivery/webhook.js';
 import { type DnsResponder, startDnsResponder } from '../support/dns-responder.js';
-import { type Receiver, type Responder, startReceiver } from './receiver.js';
+import { type Receiver, type Reply, startReceiver } from '../support/receiver.js';
 
 const PAYLOAD: JsonObject = { hookId: 'h1', hookType: 'afterStep' };
 const METADATA_IP = '169.254.169.254';
@@ -33,12 +33,10 @@ afterEach(async () => {
 });
 
 /** Answers 200 and closes the connection, so that the next request connects (and resolves) again. */
-const respondAndClose: Responder = (_req, res) => {
-  res.writeHead(200, { connection: 'close' }).end('ok');
-};
+const RESPOND_AND_CLOSE: Reply = { headers: { connection: 'close' }, body: 'ok' };
 
 async function receiver(): Promise<Receiver> {
-  const r = await startReceiver(respondAndClose);
+  const r = await startReceiver({ answer: RESPOND_AND_CLOSE });
   cleanups.push(() => r.close());
   return r;
 }
@@ -351,7 +349,7 @@ describe('the guarded connection of WebhookSender', () => {
   it('refuses a name that resolves to a denied address, and the receiver sees nothing', async () => {
     const r = await receiver();
     const { resolve, calls } = fixedResolver([METADATA_IP]);
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     const result = await sender({ resolver: resolve }).notify(
       webhook(`http://metadata-alias.test:${port}/hook`),
       PAYLOAD,
@@ -364,7 +362,7 @@ describe('the guarded connection of WebhookSender', () => {
   it('connects only to the permitted addresses of a name', async () => {
     const r = await receiver();
     const { resolve } = fixedResolver([METADATA_IP, '127.0.0.1']);
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     const result = await sender({ resolver: resolve }).notify(
       webhook(`http://mixed.test:${port}/hook`),
       PAYLOAD,
@@ -375,10 +373,10 @@ describe('the guarded connection of WebhookSender', () => {
 
   it('refuses loopback under --webhook-deny, and allows metadata-range hosts under --webhook-allow', async () => {
     const r = await receiver();
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     const denied = await sender({
       destinations: new DestinationPolicy({ deny: ['127.0.0.0/8'] }),
-    }).notify(webhook(r.origin), PAYLOAD);
+    }).notify(webhook(r.url), PAYLOAD);
     expect(denied).toMatchObject({ ok: false, code: 'destination_denied' });
     expect(!denied.ok && denied.message).toContain('--webhook-deny');
     expect(r.connections()).toBe(0);
@@ -420,7 +418,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
 
   it('reaches the receiver at 127.0.0.1 when loopback is allowed, so a refusal below is the policy', async () => {
     const r = await receiver();
-    const result = await sender({}).notify(webhook(`${r.origin}/hook`), PAYLOAD);
+    const result = await sender({}).notify(webhook(`${r.url}/hook`), PAYLOAD);
     expect(result).toMatchObject({ ok: true, status: 200 });
   });
 
@@ -428,7 +426,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
     'refuses http://0:PORT/ under --webhook-deny %s, and the receiver on 127.0.0.1 sees nothing',
     async (rule) => {
       const r = await receiver();
-      const port = new URL(r.origin).port;
+      const port = new URL(r.url).port;
       const result = await sender({
         destinations: new DestinationPolicy({ deny: [rule] }),
       }).notify(webhook(`http://0:${port}/hook`), PAYLOAD);
@@ -445,7 +443,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
     async (host) => {
       const r = await receiver();
       const { resolve, calls } = fixedResolver(['127.0.0.1']);
-      const port = new URL(r.origin).port;
+      const port = new URL(r.url).port;
       const result = await sender({
         resolver: resolve,
         destinations: new DestinationPolicy({ deny: ['loopback'] }),
@@ -461,7 +459,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
     async (address) => {
       const r = await receiver();
       const { resolve, calls } = fixedResolver([address]);
-      const port = new URL(r.origin).port;
+      const port = new URL(r.url).port;
       const result = await sender({
         resolver: resolve,
         destinations: new DestinationPolicy({ deny: ['loopback'] }),
@@ -475,7 +473,7 @@ describe('the guarded connection: loopback and unspecified spellings', () => {
   it('refuses a name resolving to 0.0.0.0 under the default policy', async () => {
     const r = await receiver();
     const { resolve } = fixedResolver(['0.0.0.0']);
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     const result = await sender({ resolver: resolve }).notify(
       webhook(`http://zero.test:${port}/hook`),
       PAYLOAD,
@@ -498,7 +496,7 @@ describe('createDnsResolver', () => {
     dns.answer('rebind.test', ['127.0.0.1', METADATA_IP]);
     const r = await receiver();
     // The receiver closes each connection, so every request needs a new lookup.
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     const s = sender({ resolver: createDnsResolver(dns.server) });
     const url = `http://rebind.test:${port}/hook`;
     const first = await s.notify(webhook(url), PAYLOAD);

@@ -20,8 +20,8 @@ import {
   type WebhookSenderOptions,
 } from '../../src/delivery/webhook.js';
 import { createLogger, type Logger } from '../../src/log.js';
+import { type Receiver, refusedUrl, startReceiver } from '../support/receiver.js';
 import { type FakeQStash, startFakeQStash } from './qstash-server.js';
-import { type Receiver, refusedOrigin, startReceiver } from './receiver.js';
 
 const TOKEN = 'qstash-private-token';
 const BYPASS_SECRET = 'private-bypass-secret';
@@ -58,7 +58,7 @@ afterEach(async () => {
 });
 
 async function receiver(): Promise<Receiver> {
-  const r = await startReceiver();
+  const r = await startReceiver({ answer: { body: 'ok' } });
   receivers.push(r);
   return r;
 }
@@ -104,7 +104,7 @@ describe('QStash delivery', () => {
   it('publishes once per the documented API and QStash forwards the payload with the headers', async () => {
     const r = await receiver();
     const s = sender({ QSTASH_TOKEN: TOKEN, HOOK_SECRET: HEADER_SECRET });
-    const hook = webhook(`${r.origin}/hooks/in?x=1`, {
+    const hook = webhook(`${r.url}/hooks/in?x=1`, {
       headers: { 'X-Tenant': 'acme', Authorization: 'Bearer ${HOOK_SECRET}' },
       allowedEnvVars: ['HOOK_SECRET'],
       timeout: 2.5,
@@ -115,7 +115,7 @@ describe('QStash delivery', () => {
     expect(qstash.violations).toEqual([]);
     expect(qstash.publishes).toHaveLength(1);
     const [published] = qstash.publishes;
-    expect(published?.destination).toBe(`${r.origin}/hooks/in?x=1`);
+    expect(published?.destination).toBe(`${r.url}/hooks/in?x=1`);
     expect(published?.authorization).toBe(`Bearer ${TOKEN}`);
     expect(published?.method).toBe('POST');
     expect(published?.timeout).toBe('2.5s');
@@ -131,9 +131,9 @@ describe('QStash delivery', () => {
     );
 
     // What QStash delivered to the destination: the headers unprefixed and the JSON body.
-    await r.received(1);
+    await r.waitForRequests(1);
     const [delivered] = r.requests;
-    expect(delivered?.url).toBe('/hooks/in?x=1');
+    expect(delivered?.path).toBe('/hooks/in?x=1');
     expect(delivered?.headers['x-tenant']).toBe('acme');
     expect(delivered?.headers['content-type']).toBe('application/json');
     expect(JSON.parse(delivered?.body ?? '')).toEqual(PAYLOAD);
@@ -141,7 +141,7 @@ describe('QStash delivery', () => {
 
   it('sends Upstash-Timeout 30s when the hook sets no timeout', async () => {
     const r = await receiver();
-    await sender({ QSTASH_TOKEN: TOKEN }).notify(webhook(r.origin), PAYLOAD);
+    await sender({ QSTASH_TOKEN: TOKEN }).notify(webhook(r.url), PAYLOAD);
     expect(qstash.publishes.map((p) => p.timeout)).toEqual(['30s']);
     expect(qstash.violations).toEqual([]);
   });
@@ -149,10 +149,10 @@ describe('QStash delivery', () => {
   it('resolves a relative URL against APP_URL before INTERNAL_APP_URL, the reverse of fetch', async () => {
     const app = await receiver();
     const internal = await receiver();
-    const env = { QSTASH_TOKEN: TOKEN, APP_URL: app.origin, INTERNAL_APP_URL: internal.origin };
+    const env = { QSTASH_TOKEN: TOKEN, APP_URL: app.url, INTERNAL_APP_URL: internal.url };
     const s = sender(env);
     expect(await s.notify(webhook('/api/hook'), PAYLOAD)).toMatchObject({ route: 'qstash' });
-    expect(qstash.publishes.map((p) => p.destination)).toEqual([`${app.origin}/api/hook`]);
+    expect(qstash.publishes.map((p) => p.destination)).toEqual([`${app.url}/api/hook`]);
 
     // The fallback fetch resolves the same path with the fetch order.
     qstash.behaviour = { kind: 'status', status: 500 };
@@ -160,8 +160,8 @@ describe('QStash delivery', () => {
       ok: true,
       route: 'fallback',
     });
-    await internal.received(1);
-    expect(internal.requests.map((q) => q.url)).toEqual(['/api/hook']);
+    await internal.waitForRequests(1);
+    expect(internal.requests.map((q) => q.path)).toEqual(['/api/hook']);
   });
 
   it('adds x-vercel-protection-bypass only for the application origin', async () => {
@@ -169,12 +169,12 @@ describe('QStash delivery', () => {
     const other = await receiver();
     const s = sender({
       QSTASH_TOKEN: TOKEN,
-      APP_URL: app.origin,
+      APP_URL: app.url,
       VERCEL_AUTOMATION_BYPASS_SECRET: BYPASS_SECRET,
     });
-    await s.notify(webhook(`${other.origin}/hook`), PAYLOAD);
+    await s.notify(webhook(`${other.url}/hook`), PAYLOAD);
     await s.notify(webhook('/hook'), PAYLOAD);
-    await s.notify(webhook(`${app.origin}/other`), PAYLOAD);
+    await s.notify(webhook(`${app.url}/other`), PAYLOAD);
     expect(qstash.publishes.map((p) => p.forwarded['x-vercel-protection-bypass'])).toEqual([
       undefined,
       BYPASS_SECRET,
@@ -187,7 +187,7 @@ describe('QStash delivery', () => {
     const r = await receiver();
     qstash.behaviour = { kind: 'status', status: 500, body: RESPONSE_SECRET };
     const s = sender({ QSTASH_TOKEN: TOKEN });
-    const result = await s.notify(webhook(`${r.origin}/hook`), PAYLOAD);
+    const result = await s.notify(webhook(`${r.url}/hook`), PAYLOAD);
     expect(result).toEqual({
       ok: true,
       route: 'fallback',
@@ -196,7 +196,7 @@ describe('QStash delivery', () => {
     });
     expect(qstash.publishes).toHaveLength(1);
     expect(r.requests).toHaveLength(1);
-    expect(r.requests[0]?.url).toBe('/hook');
+    expect(r.requests[0]?.path).toBe('/hook');
     expect(JSON.parse(r.requests[0]?.body ?? '')).toEqual(PAYLOAD);
     expect(logLines.map((l) => JSON.parse(l))).toEqual([
       expect.objectContaining({
@@ -214,7 +214,7 @@ describe('QStash delivery', () => {
     const r = await receiver();
     qstash.behaviour = { kind: 'status', status: 503, body: RESPONSE_SECRET };
     const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(
-      webhook(`${r.origin}/hook`, { fallback: Fallback.NONE }),
+      webhook(`${r.url}/hook`, { fallback: Fallback.NONE }),
       PAYLOAD,
     );
     expect(result).toEqual({
@@ -243,8 +243,8 @@ describe('QStash delivery', () => {
 
   it('falls back once when the QStash connection is refused', async () => {
     const r = await receiver();
-    const s = sender({ QSTASH_TOKEN: TOKEN }, { qstashUrl: await refusedOrigin() });
-    const result = await s.notify(webhook(`${r.origin}/hook`), PAYLOAD);
+    const s = sender({ QSTASH_TOKEN: TOKEN }, { qstashUrl: await refusedUrl() });
+    const result = await s.notify(webhook(`${r.url}/hook`), PAYLOAD);
     expect(result).toMatchObject({ ok: true, route: 'fallback', status: 200 });
     expect(r.requests).toHaveLength(1);
     expectNoSecrets(result);
@@ -252,11 +252,8 @@ describe('QStash delivery', () => {
 
   it('reports network_error and sends nothing more when refused and fallback is none', async () => {
     const r = await receiver();
-    const s = sender({ QSTASH_TOKEN: TOKEN }, { qstashUrl: await refusedOrigin() });
-    const result = await s.notify(
-      webhook(`${r.origin}/hook`, { fallback: Fallback.NONE }),
-      PAYLOAD,
-    );
+    const s = sender({ QSTASH_TOKEN: TOKEN }, { qstashUrl: await refusedUrl() });
+    const result = await s.notify(webhook(`${r.url}/hook`, { fallback: Fallback.NONE }), PAYLOAD);
     expect(result).toEqual({
       ok: false,
       route: 'qstash',
@@ -271,10 +268,7 @@ describe('QStash delivery', () => {
   it('does not retry a reset connection: one connection, one request, one fallback', async () => {
     const r = await receiver();
     qstash.behaviour = { kind: 'reset' };
-    const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(
-      webhook(`${r.origin}/hook`),
-      PAYLOAD,
-    );
+    const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(webhook(`${r.url}/hook`), PAYLOAD);
     expect(result).toMatchObject({ ok: true, route: 'fallback' });
     expect(qstash.publishes).toHaveLength(1);
     expect(qstash.connections()).toBe(1);
@@ -283,7 +277,7 @@ describe('QStash delivery', () => {
 
   it('treats a missing token as configuration, then falls back to fetch', async () => {
     const r = await receiver();
-    const result = await sender({}).notify(webhook(`${r.origin}/hook`), PAYLOAD);
+    const result = await sender({}).notify(webhook(`${r.url}/hook`), PAYLOAD);
     expect(result).toMatchObject({ ok: true, route: 'fallback', status: 200 });
     expect(qstash.connections()).toBe(0);
     expect(r.requests).toHaveLength(1);
@@ -299,7 +293,7 @@ describe('QStash delivery', () => {
   it('reports the missing token and sends nothing when fallback is none', async () => {
     const r = await receiver();
     const result = await sender({ QSTASH_TOKEN: '' }).notify(
-      webhook(`${r.origin}/hook`, { fallback: Fallback.NONE }),
+      webhook(`${r.url}/hook`, { fallback: Fallback.NONE }),
       PAYLOAD,
     );
     expect(result).toEqual({
@@ -316,7 +310,7 @@ describe('QStash delivery', () => {
   it('does not fall back for a header that cannot be resolved: nothing is sent', async () => {
     const r = await receiver();
     const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(
-      webhook(`${r.origin}/hook`, { headers: { authorization: 'Bearer ${MISSING}' } }),
+      webhook(`${r.url}/hook`, { headers: { authorization: 'Bearer ${MISSING}' } }),
       PAYLOAD,
     );
     expect(result).toMatchObject({
@@ -334,9 +328,9 @@ describe('QStash delivery', () => {
     const r = await receiver();
     const env: Record<string, string> = { QSTASH_TOKEN: TOKEN };
     const s = sender(env);
-    await s.notify(webhook(r.origin), PAYLOAD);
+    await s.notify(webhook(r.url), PAYLOAD);
     env.QSTASH_TOKEN = 'rotated-token';
-    await s.notify(webhook(r.origin, { fallback: Fallback.NONE }), PAYLOAD);
+    await s.notify(webhook(r.url, { fallback: Fallback.NONE }), PAYLOAD);
     expect(qstash.publishes.map((p) => p.authorization)).toEqual([
       `Bearer ${TOKEN}`,
       'Bearer rotated-token',
@@ -348,7 +342,7 @@ describe('QStash delivery', () => {
     qstash.behaviour = { kind: 'hang' };
     const s = sender({ QSTASH_TOKEN: TOKEN });
     const none = await s.notify(
-      webhook(`${r.origin}/hook`, { timeout: 0.2, fallback: Fallback.NONE }),
+      webhook(`${r.url}/hook`, { timeout: 0.2, fallback: Fallback.NONE }),
       PAYLOAD,
     );
     expect(none).toMatchObject({
@@ -358,7 +352,7 @@ describe('QStash delivery', () => {
       message: 'Hook HTTP request failed: timeout: QStash publish after 200 ms',
     });
     expect(r.requests).toHaveLength(0);
-    const fallback = await s.notify(webhook(`${r.origin}/hook`, { timeout: 0.2 }), PAYLOAD);
+    const fallback = await s.notify(webhook(`${r.url}/hook`, { timeout: 0.2 }), PAYLOAD);
     expect(fallback).toMatchObject({ ok: true, route: 'fallback' });
     expect(r.requests).toHaveLength(1);
   });
@@ -368,7 +362,7 @@ describe('QStash delivery', () => {
     qstash.behaviour = { kind: 'hang' };
     const controller = new AbortController();
     const pending = sender({ QSTASH_TOKEN: TOKEN }).notify(
-      webhook(`${r.origin}/hook`),
+      webhook(`${r.url}/hook`),
       PAYLOAD,
       controller.signal,
     );
@@ -383,7 +377,7 @@ describe('QStash delivery', () => {
     const before = getGlobalDispatcher();
     const s = sender({ QSTASH_TOKEN: TOKEN }, { globalDispatcher: true });
     expect(getGlobalDispatcher()).not.toBe(before);
-    const hook = webhook(`${r.origin}/hook`);
+    const hook = webhook(`${r.url}/hook`);
     for (let i = 0; i < 200; i++) {
       expect(await s.notify(hook, { ...PAYLOAD, i })).toMatchObject({ ok: true, route: 'qstash' });
     }

@@ -13,12 +13,21 @@ import {
   WebhookSender,
   type WebhookSenderOptions,
 } from '../../src/delivery/webhook.js';
-import { type Receiver, type Responder, refusedOrigin, startReceiver } from './receiver.js';
+import {
+  type Answer,
+  type Receiver,
+  type Reply,
+  refusedUrl,
+  startReceiver,
+} from '../support/receiver.js';
 
 const PAYLOAD: JsonObject = { hookId: 'h1', hookType: 'afterStep', stepIndex: 0, ok: false };
 
+/** Answers 200 with a short text body. */
+const OK: Reply = { headers: { 'content-type': 'text/plain' }, body: 'ok' };
+
 /** Never answers; the socket stays open until the client gives up. */
-const neverRespond: Responder = () => undefined;
+const NEVER: Reply = { hang: true };
 
 const TOKEN_TEMPLATE = '${HOOK_TOKEN}';
 const BEARER_TEMPLATE = 'Bearer ${HOOK_TOKEN}';
@@ -37,8 +46,8 @@ afterEach(async () => {
   receivers = [];
 });
 
-async function receiver(respond?: Responder): Promise<Receiver> {
-  const r = await startReceiver(respond);
+async function receiver(answer: Answer = OK): Promise<Receiver> {
+  const r = await startReceiver({ answer });
   receivers.push(r);
   return r;
 }
@@ -56,28 +65,28 @@ function webhook(url: string, init: MessageInitShape<typeof WebhookSchema> = {})
 describe('WebhookSender.notify', () => {
   it('POSTs the payload as JSON and reports a 2xx as delivered', async () => {
     const r = await receiver();
-    const result = await sender().notify(webhook(`${r.origin}/hooks/in?x=1`), PAYLOAD);
+    const result = await sender().notify(webhook(`${r.url}/hooks/in?x=1`), PAYLOAD);
     expect(result).toMatchObject({ ok: true, route: 'fetch', status: 200 });
     expect(result.durationMs).toBeGreaterThanOrEqual(0);
     expect(r.requests).toHaveLength(1);
     const [request] = r.requests;
     expect(request?.method).toBe('POST');
-    expect(request?.url).toBe('/hooks/in?x=1');
+    expect(request?.path).toBe('/hooks/in?x=1');
     expect(request?.headers['content-type']).toBe('application/json');
     expect(JSON.parse(request?.body ?? '')).toEqual(PAYLOAD);
   });
 
   it('reports a 204 as delivered', async () => {
-    const r = await receiver((_req, res) => res.writeHead(204).end());
-    expect(await sender().notify(webhook(r.origin), PAYLOAD)).toMatchObject({
+    const r = await receiver({ status: 204 });
+    expect(await sender().notify(webhook(r.url), PAYLOAD)).toMatchObject({
       ok: true,
       status: 204,
     });
   });
 
   it('reports a 500 as http_error with its status and without the response text', async () => {
-    const r = await receiver((_req, res) => res.writeHead(500).end('internal secret detail'));
-    const result = await sender().notify(webhook(r.origin), PAYLOAD);
+    const r = await receiver({ status: 500, body: 'internal secret detail' });
+    const result = await sender().notify(webhook(r.url), PAYLOAD);
     expect(result).toEqual({
       ok: false,
       code: 'http_error',
@@ -90,9 +99,9 @@ describe('WebhookSender.notify', () => {
   it('does not follow a redirect: a 302 is http_error and its target gets no request', async () => {
     const target = await receiver();
     const r = await receiver((_req, res) =>
-      res.writeHead(302, { location: `${target.origin}/elsewhere` }).end(),
+      res.writeHead(302, { location: `${target.url}/elsewhere` }).end(),
     );
-    const result = await sender().notify(webhook(r.origin), PAYLOAD);
+    const result = await sender().notify(webhook(r.url), PAYLOAD);
     expect(result).toMatchObject({ ok: false, code: 'http_error', status: 302 });
     expect(r.requests).toHaveLength(1);
     expect(target.requests).toHaveLength(0);
@@ -100,8 +109,8 @@ describe('WebhookSender.notify', () => {
   });
 
   it('times out after webhook.timeout seconds and closes the socket', async () => {
-    const r = await receiver(neverRespond);
-    const result = await sender().notify(webhook(r.origin, { timeout: 0.2 }), PAYLOAD);
+    const r = await receiver(NEVER);
+    const result = await sender().notify(webhook(r.url, { timeout: 0.2 }), PAYLOAD);
     expect(result).toMatchObject({
       ok: false,
       code: 'timeout',
@@ -112,7 +121,7 @@ describe('WebhookSender.notify', () => {
   });
 
   it('reports a refused connection as network_error', async () => {
-    const result = await sender().notify(webhook(await refusedOrigin()), PAYLOAD);
+    const result = await sender().notify(webhook(await refusedUrl()), PAYLOAD);
     expect(result).toMatchObject({
       ok: false,
       code: 'network_error',
@@ -121,10 +130,10 @@ describe('WebhookSender.notify', () => {
   });
 
   it('reports a caller abort as cancelled and closes the socket', async () => {
-    const r = await receiver(neverRespond);
+    const r = await receiver(NEVER);
     const controller = new AbortController();
-    const pending = sender().notify(webhook(r.origin), PAYLOAD, controller.signal);
-    await r.received(1);
+    const pending = sender().notify(webhook(r.url), PAYLOAD, controller.signal);
+    await r.waitForRequests(1);
     controller.abort();
     expect(await pending).toMatchObject({
       ok: false,
@@ -137,10 +146,10 @@ describe('WebhookSender.notify', () => {
   it('sends nothing for a signal that is already aborted', async () => {
     const r = await receiver();
     const s = sender();
-    const result = await s.notify(webhook(r.origin), PAYLOAD, AbortSignal.abort());
+    const result = await s.notify(webhook(r.url), PAYLOAD, AbortSignal.abort());
     expect(result).toMatchObject({ ok: false, code: 'cancelled' });
-    await s.notify(webhook(`${r.origin}/after`), PAYLOAD);
-    expect(r.requests.map((q) => q.url)).toEqual(['/after']);
+    await s.notify(webhook(`${r.url}/after`), PAYLOAD);
+    expect(r.requests.map((q) => q.path)).toEqual(['/after']);
   });
 
   it('resolves on the status without waiting for a never-ending body', async () => {
@@ -152,7 +161,7 @@ describe('WebhookSender.notify', () => {
       res.on('close', () => clearInterval(writer));
     });
     const s = sender();
-    expect(await s.notify(webhook(r.origin), PAYLOAD)).toMatchObject({ ok: true, status: 200 });
+    expect(await s.notify(webhook(r.url), PAYLOAD)).toMatchObject({ ok: true, status: 200 });
     // The body is still being discarded: close() drops it rather than wait for it.
     await s.close();
     await r.requests[0]?.socketClosed;
@@ -160,7 +169,7 @@ describe('WebhookSender.notify', () => {
 
   it('resolves a templated header from an allowed variable of the injected env', async () => {
     const r = await receiver();
-    const hook = webhook(r.origin, {
+    const hook = webhook(r.url, {
       headers: { Authorization: BEARER_TEMPLATE, 'X-Static': 'plain $ value' },
       allowedEnvVars: ['HOOK_TOKEN'],
     });
@@ -173,7 +182,7 @@ describe('WebhookSender.notify', () => {
   it('reads the env at each send, so a rotated secret applies at once', async () => {
     const r = await receiver();
     const env: Record<string, string> = { HOOK_TOKEN: 'one' };
-    const hook = webhook(r.origin, {
+    const hook = webhook(r.url, {
       headers: { authorization: TOKEN_TEMPLATE },
       allowedEnvVars: ['HOOK_TOKEN'],
     });
@@ -188,7 +197,7 @@ describe('WebhookSender.notify', () => {
     const r = await receiver();
     const s = sender({ env: () => ({ HOOK_TOKEN: SECRET, OTHER: SECRET }) });
     const result = await s.notify(
-      webhook(r.origin, {
+      webhook(r.url, {
         headers: { Authorization: BEARER_OTHER_TEMPLATE },
         allowedEnvVars: ['HOOK_TOKEN'],
       }),
@@ -200,15 +209,15 @@ describe('WebhookSender.notify', () => {
       message:
         'Hook HTTP request failed: configuration: header authorization has an unresolved template',
     });
-    await s.notify(webhook(`${r.origin}/after`), PAYLOAD);
-    expect(r.requests.map((q) => q.url)).toEqual(['/after']);
+    await s.notify(webhook(`${r.url}/after`), PAYLOAD);
+    expect(r.requests.map((q) => q.path)).toEqual(['/after']);
   });
 
   it('refuses a resolved header value with CR/LF and never puts the value in the message', async () => {
     const r = await receiver();
     const s = sender({ env: () => ({ HOOK_TOKEN: `${SECRET}\r\nx-injected: 1` }) });
     const result = await s.notify(
-      webhook(r.origin, {
+      webhook(r.url, {
         headers: { 'x-token': TOKEN_TEMPLATE },
         allowedEnvVars: ['HOOK_TOKEN'],
       }),
@@ -216,29 +225,29 @@ describe('WebhookSender.notify', () => {
     );
     expect(result).toMatchObject({ ok: false, code: 'configuration' });
     expect(JSON.stringify(result)).not.toContain(SECRET);
-    await s.notify(webhook(`${r.origin}/after`), PAYLOAD);
-    expect(r.requests.map((q) => q.url)).toEqual(['/after']);
+    await s.notify(webhook(`${r.url}/after`), PAYLOAD);
+    expect(r.requests.map((q) => q.path)).toEqual(['/after']);
   });
 
   it('resolves a relative URL against INTERNAL_APP_URL before APP_URL', async () => {
     const internal = await receiver();
     const app = await receiver();
     const env: Record<string, string> = {
-      INTERNAL_APP_URL: internal.origin,
-      APP_URL: app.origin,
+      INTERNAL_APP_URL: internal.url,
+      APP_URL: app.url,
     };
     const s = sender({ env: () => env });
     expect(await s.notify(webhook('/api/hooks?a=1'), PAYLOAD)).toMatchObject({ ok: true });
     env.INTERNAL_APP_URL = '';
     expect(await s.notify(webhook('/api/hooks?a=2'), PAYLOAD)).toMatchObject({ ok: true });
-    expect(internal.requests.map((q) => q.url)).toEqual(['/api/hooks?a=1']);
-    expect(app.requests.map((q) => q.url)).toEqual(['/api/hooks?a=2']);
+    expect(internal.requests.map((q) => q.path)).toEqual(['/api/hooks?a=1']);
+    expect(app.requests.map((q) => q.path)).toEqual(['/api/hooks?a=2']);
   });
 
   it('refuses a relative URL without a base, and URLs that are not HTTP(S) or hold credentials', async () => {
     const r = await receiver();
     const s = sender({ env: () => ({}) });
-    const port = new URL(r.origin).port;
+    const port = new URL(r.url).port;
     for (const url of [
       '/api/hooks',
       '//127.0.0.1/x',
@@ -258,7 +267,7 @@ describe('WebhookSender.notify', () => {
   it('reuses pooled keep-alive connections across 1,000 sequential notifications', async () => {
     const r = await receiver();
     const s = sender();
-    const hook = webhook(r.origin);
+    const hook = webhook(r.url);
     for (let i = 0; i < 1_000; i++) {
       expect((await s.notify(hook, { ...PAYLOAD, i })).ok).toBe(true);
     }
@@ -272,7 +281,7 @@ describe('WebhookSender.post', () => {
     const r = await receiver((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"decision":"allow"}');
     });
-    const response = await sender().post(webhook(r.origin), PAYLOAD);
+    const response = await sender().post(webhook(r.url), PAYLOAD);
     if (!response.ok) throw new Error(response.message);
     expect(response.status).toBe(200);
     expect(response.headers['content-type']).toBe('application/json');
@@ -283,7 +292,7 @@ describe('WebhookSender.post', () => {
     const r = await receiver((_req, res) => {
       res.writeHead(200).write('{"decision":');
     });
-    const response = await sender().post(webhook(r.origin, { timeout: 0.2 }), PAYLOAD);
+    const response = await sender().post(webhook(r.url, { timeout: 0.2 }), PAYLOAD);
     if (!response.ok) throw new Error(response.message);
     const failure = await response.body.text().then(
       () => undefined,
