@@ -83,6 +83,14 @@ async function main(argv: string[]): Promise<number> {
     setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   }
   const logger = createLogger({ level: config.logLevel });
+  // Signals are taken from the start: one that arrives while the sidecar starts
+  // is acted on once it has started, instead of killing it without a drain.
+  let requested: string | undefined;
+  let onSignal: (signal: string) => void = (signal) => {
+    requested ??= signal;
+  };
+  process.once('SIGTERM', () => onSignal('SIGTERM'));
+  process.once('SIGINT', () => onSignal('SIGINT'));
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
   try {
@@ -100,8 +108,12 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const started = { app, server };
+  process.on('SIGHUP', () => {
+    logger.info('signal received', { signal: 'SIGHUP' });
+    started.app.reloadEnvironment();
+  });
   return new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
+    onSignal = (signal: string) => {
       logger.info('signal received', { signal });
       shutdown(started, config.shutdownGraceMs, logger).then(
         () => resolve(0),
@@ -111,12 +123,7 @@ async function main(argv: string[]): Promise<number> {
         },
       );
     };
-    process.on('SIGHUP', () => {
-      logger.info('signal received', { signal: 'SIGHUP' });
-      started.app.reloadEnvironment();
-    });
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+    if (requested !== undefined) onSignal(requested);
   });
 }
 
