@@ -30,6 +30,7 @@ import type { Metrics } from '../metrics.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
+import { checkToolName } from './tool-call.js';
 import { isControlHook } from './validate.js';
 
 /** What dispatch and control evaluation need. */
@@ -104,7 +105,8 @@ export interface EventRoute extends EventCase {
 /**
  * Returns the routing facts of an event.
  *
- * @throws InvalidArgumentError when no event is set or it names no operation.
+ * @throws InvalidArgumentError when no event is set, it names no
+ *   operation, or its tool name is too long (`IDENTIFIER_TOO_LONG`).
  */
 export function routeOf(event: HookEvent | undefined, field = 'event'): EventRoute {
   const c = event === undefined ? undefined : eventCase(event);
@@ -122,6 +124,11 @@ export function routeOf(event: HookEvent | undefined, field = 'event'): EventRou
       ? `${field}.${caseName(event)}.context.operationId`
       : `${field}.${caseName(event)}.operationId`;
     throw new InvalidArgumentError(path, 'OPERATION_ID_REQUIRED', 'operationId is required');
+  }
+  if (context) {
+    const contextPath = `${field}.${caseName(event)}.context`;
+    checkToolName(context.identifier, `${contextPath}.identifier`);
+    checkToolName(context.apiName, `${contextPath}.apiName`);
   }
   return { ...c, operationId, identifier: context?.identifier, apiName: context?.apiName };
 }

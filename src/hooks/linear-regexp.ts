@@ -16,19 +16,55 @@
  * the input by code point, so an astral character (an emoji) is one
  * character to `.` and to quantifiers, where JavaScript without the `u` flag
  * sees two UTF-16 code units.
+ *
+ * Linear time is not cheap time: RE2 expands a counted repetition into
+ * copies of its operand, and a search costs up to the program size for each
+ * input character. So the translation also estimates the size of the program
+ * RE2 will build, and a pattern whose counted repetition or program is over
+ * {@link LINEAR_REGEXP_LIMITS} throws a {@link TooComplexError} before RE2
+ * builds anything. The search keeps a lazy DFA whose memory is capped at
+ * {@link LINEAR_REGEXP_LIMITS}`.dfaMemory` bytes; past it RE2 starts the
+ * cache again or falls back to its NFA, still in linear time.
  */
-import { RE2JS } from 're2js';
+import { RE2Set } from 're2js';
 
 /** Why a valid JavaScript pattern cannot run on the linear-time engine. */
 export class NotLinearError extends Error {
   override readonly name = 'NotLinearError';
 }
 
+/** Why a pattern the linear-time engine could run is refused as too costly; see {@link LINEAR_REGEXP_LIMITS}. */
+export class TooComplexError extends Error {
+  override readonly name = 'TooComplexError';
+}
+
+/**
+ * Cost limits of a pattern. With them, one search of an input of n
+ * characters builds at most about `maxProgramSize` × n DFA steps and holds
+ * at most `dfaMemory` bytes of DFA states, however the pattern is written.
+ */
+export const LINEAR_REGEXP_LIMITS = Object.freeze({
+  /** Largest bound of a counted repetition (`{n}`, `{n,}`, `{n,m}`). */
+  maxRepeatCount: 100,
+  /**
+   * Largest program, in RE2 instructions, with every counted repetition
+   * expanded (so nested counts multiply); `^(search|fetch)_.*$` takes 23.
+   */
+  maxProgramSize: 300,
+  /** Bytes of DFA states one compiled pattern may keep between searches. */
+  dfaMemory: 16 * 1024,
+});
+
 /** A compiled linear-time regular expression; `test` searches anywhere in the input. */
 export interface LinearRegExp {
   /** Returns true when the pattern matches some part of `input`. */
   test(input: string): boolean;
+  /** Instructions in the compiled RE2 program, a measure of the cost of a search. */
+  readonly programSize: number;
 }
+
+/** Instructions RE2 adds to every program: the match and the fail instruction. */
+const PROGRAM_OVERHEAD = 2;
 
 /** JavaScript's `\s`: WhiteSpace and LineTerminator code points (ECMA-262 §22.2.2.9), as ranges. */
 const JS_WHITESPACE: readonly (readonly [number, number])[] = [
@@ -94,21 +130,40 @@ type ClassAtom = { readonly cp: number } | { readonly set: string };
  *
  * @throws SyntaxError when `source` is not a valid JavaScript regular expression.
  * @throws NotLinearError when it is valid but uses a backreference or
- *   lookaround, or RE2 refuses the translation (such as a repeat count over 1,000).
+ *   lookaround, or RE2 refuses the translation.
+ * @throws TooComplexError when a counted repetition or the program is over
+ *   {@link LINEAR_REGEXP_LIMITS}.
  * @example
  * compileLinearRegExp('(a+)+$').test(`${'a'.repeat(10_000)}/x`); // false, in linear time
+ * compileLinearRegExp('[\\s\\S]{1,1000}'); // throws TooComplexError
  */
 export function compileLinearRegExp(source: string): LinearRegExp {
   // Validates the JavaScript syntax; the RegExp is never run.
   new RegExp(source);
-  const translated = translateToRe2(source);
+  const { re2, programSize: estimate } = new Translator(source).translateWithSize();
+  const set = new RE2Set(RE2Set.UNANCHORED, 0, LINEAR_REGEXP_LIMITS.dfaMemory);
   try {
-    return RE2JS.compile(translated);
+    set.add(re2);
+    set.compile();
   } catch (e: unknown) {
     throw new NotLinearError(`the linear-time engine refuses the pattern: ${errorText(e)}`, {
       cause: e,
     });
   }
+  // The estimate bounds what RE2 builds; this checks the program itself.
+  const programSize = Math.max(estimate, (set as unknown as CompiledSet).prog.numInst());
+  checkProgramSize(programSize);
+  return {
+    programSize,
+    test(input: string): boolean {
+      return set.match(input).length > 0;
+    },
+  };
+}
+
+/** The compiled program of an `RE2Set`, which `re2js` keeps but does not type. */
+interface CompiledSet {
+  readonly prog: { numInst(): number };
 }
 
 /**
@@ -116,11 +171,31 @@ export function compileLinearRegExp(source: string): LinearRegExp {
  * with the same search semantics; see the module comment.
  *
  * @throws NotLinearError for a backreference, lookaround or lone surrogate.
+ * @throws TooComplexError when a counted repetition or the program is over
+ *   {@link LINEAR_REGEXP_LIMITS}.
  * @example
  * translateToRe2('^fs/(read|write)$'); // '^fs\\x{2f}(?:read|write)$'
  */
 export function translateToRe2(source: string): string {
-  return new Translator(source).translate();
+  return new Translator(source).translateWithSize().re2;
+}
+
+function checkProgramSize(size: number): void {
+  if (size > LINEAR_REGEXP_LIMITS.maxProgramSize) {
+    throw new TooComplexError(
+      `the pattern compiles to more than ${LINEAR_REGEXP_LIMITS.maxProgramSize} instructions`,
+    );
+  }
+}
+
+/**
+ * The program size of one group level while translating: the size so far
+ * (alternatives and their `|` included) and the size of the last atom, which
+ * a following quantifier repeats.
+ */
+interface SizeFrame {
+  size: number;
+  last: number;
 }
 
 /** One pass over a JavaScript pattern, writing RE2 syntax. */
@@ -130,6 +205,10 @@ class Translator {
   readonly #hasNamedGroups: boolean;
   #i = 0;
   #out = '';
+  /** One frame per open group, the pattern itself at the bottom. */
+  readonly #frames: SizeFrame[] = [{ size: 0, last: 0 }];
+  /** True right after a quantifier, where `?` makes it lazy instead of repeating. */
+  #quantified = false;
 
   constructor(source: string) {
     this.#src = source;
@@ -138,10 +217,19 @@ class Translator {
     this.#hasNamedGroups = groups.named;
   }
 
-  translate(): string {
+  /** Translates the pattern and estimates the RE2 program size, every repeat expanded. */
+  translateWithSize(): { re2: string; programSize: number } {
+    const re2 = this.#translate();
+    return { re2, programSize: (this.#frames[0] as SizeFrame).size + PROGRAM_OVERHEAD };
+  }
+
+  #translate(): string {
     const src = this.#src;
     while (this.#i < src.length) {
       const ch = src[this.#i] as string;
+      const atomStart = this.#out.length;
+      const wasQuantified = this.#quantified;
+      this.#quantified = false;
       switch (ch) {
         case '\\':
           this.#escape();
@@ -160,9 +248,14 @@ class Translator {
           // Same meaning in RE2 without flags; `?` after a quantifier makes it lazy in both.
           this.#out += ch;
           this.#i += 1;
+          if (ch === '|') this.#alternative();
+          else if (ch === ')') this.#closeGroup();
+          else if (ch === '^' || ch === '$') this.#atom(1);
+          else if (!(ch === '?' && wasQuantified)) this.#repeat(1, ch === '+' ? 1 : 0);
           break;
         case '(':
           this.#group();
+          this.#frames.push({ size: 0, last: 0 });
           break;
         case '[':
           this.#class();
@@ -172,6 +265,7 @@ class Translator {
           if (quantifier !== undefined) {
             this.#out += quantifier;
             this.#i += quantifier.length;
+            this.#bracedRepeat(quantifier);
           } else {
             // Annex B: a `{` that does not start a quantifier is a literal.
             this.#out += literal(LEFT_BRACE);
@@ -184,8 +278,74 @@ class Translator {
           this.#out += literal(cp);
         }
       }
+      // Characters, classes, `.` and escapes: one instruction each in RE2.
+      if (
+        ch !== '(' &&
+        !'^$|)*+?'.includes(ch) &&
+        !this.#quantified &&
+        this.#out.length > atomStart
+      ) {
+        this.#atom(1);
+      }
     }
     return this.#out;
+  }
+
+  /** The current group's frame. */
+  #frame(): SizeFrame {
+    return this.#frames[this.#frames.length - 1] as SizeFrame;
+  }
+
+  /** Adds an atom of `size` instructions to the current sequence. */
+  #atom(size: number): void {
+    const frame = this.#frame();
+    frame.size += size;
+    frame.last = size;
+    checkProgramSize(frame.size);
+  }
+
+  /** `|`: one more alternation instruction, and nothing for a quantifier to repeat. */
+  #alternative(): void {
+    const frame = this.#frame();
+    frame.size += 1;
+    frame.last = 0;
+  }
+
+  /** `)`: the group becomes one atom of its parent. */
+  #closeGroup(): void {
+    const group = this.#frames.pop() as SizeFrame;
+    this.#atom(group.size);
+  }
+
+  /**
+   * A quantifier on the last atom: RE2 writes `x{n,m}` as n copies of x
+   * and m - n optional ones (one alternation each), `x{n,}` as n copies and
+   * a star, and `*`, `+`, `?` as x and one alternation.
+   */
+  #repeat(copies: number, alternations: number): void {
+    const frame = this.#frame();
+    const repeated = frame.last * Math.max(copies, 1) + Math.max(alternations, 1);
+    frame.size += repeated - frame.last;
+    frame.last = repeated;
+    this.#quantified = true;
+    checkProgramSize(frame.size);
+  }
+
+  /** `{n}`, `{n,}` or `{n,m}`: checks the counts, then sizes the repeat. */
+  #bracedRepeat(quantifier: string): void {
+    const [min, max] = quantifier
+      .slice(1, -1)
+      .split(',')
+      .map((n) => (n === '' ? undefined : Number(n)));
+    const unbounded = quantifier.includes(',') && max === undefined;
+    const low = min as number;
+    const high = unbounded ? low + 1 : (max ?? low);
+    if (low > LINEAR_REGEXP_LIMITS.maxRepeatCount || high > LINEAR_REGEXP_LIMITS.maxRepeatCount) {
+      throw new TooComplexError(
+        `a counted repetition is over ${LINEAR_REGEXP_LIMITS.maxRepeatCount}`,
+      );
+    }
+    this.#repeat(high, high - low);
   }
 
   /** Reads one source code point (a surrogate pair counts as one) and moves past it. */

@@ -6,10 +6,19 @@
  * reference system, matchers run on a linear-time engine (RE2, see
  * `linear-regexp.ts`), so no matcher can stall the sidecar; a pattern that
  * engine cannot run (backreferences, lookaround) is refused with
- * `MATCHER_NOT_LINEAR`.
+ * `MATCHER_NOT_LINEAR`, and one over the engine's cost limits (counted
+ * repetition over 100, a program over 300 instructions) with
+ * `MATCHER_TOO_COMPLEX`. Compiled matchers are cached by source within
+ * {@link MATCHER_CACHE_BYTES} of estimated memory.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { compileLinearRegExp, type LinearRegExp, NotLinearError } from './linear-regexp.js';
+import {
+  compileLinearRegExp,
+  LINEAR_REGEXP_LIMITS,
+  type LinearRegExp,
+  NotLinearError,
+  TooComplexError,
+} from './linear-regexp.js';
 
 /**
  * Tells whether a hook applies to a tool event, from the event's `identifier`
@@ -17,8 +26,20 @@ import { compileLinearRegExp, type LinearRegExp, NotLinearError } from './linear
  */
 export type ToolMatcher = (identifier: string | undefined, apiName: string | undefined) => boolean;
 
-/** Number of compiled matchers kept; the least recently used one is dropped first. */
-const MATCHER_CACHE_SIZE = 1_000;
+/**
+ * Estimated bytes of compiled matchers kept; past it the least recently used
+ * ones are dropped first (and compiled again when next used).
+ */
+export const MATCHER_CACHE_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Estimated heap bytes of one RE2 instruction with its share of the parsed
+ * pattern, measured on re2js 2.10 (about 260 bytes per instruction retained).
+ */
+const BYTES_PER_INSTRUCTION = 320;
+
+/** Estimated heap bytes of a compiled matcher besides its instructions and DFA. */
+const BYTES_PER_MATCHER = 2 * 1024;
 
 /** Reasons of a matcher that cannot be compiled; part of `REASON` in `validate.ts`. */
 export const MATCHER_REASON = {
@@ -26,6 +47,8 @@ export const MATCHER_REASON = {
   INVALID_MATCHER: 'INVALID_MATCHER',
   /** The matcher is valid JavaScript but needs backtracking (a backreference or lookaround). */
   MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
+  /** The matcher is over the cost limits: a counted repetition over 100, or a program over 300 instructions. */
+  MATCHER_TOO_COMPLEX: 'MATCHER_TOO_COMPLEX',
 } as const;
 
 /** Upstream message of {@link MATCHER_REASON}`.INVALID_MATCHER`. */
@@ -34,7 +57,18 @@ const INVALID_MATCHER_MESSAGE = 'Invalid hook matcher regular expression';
 const MATCHER_NOT_LINEAR_MESSAGE =
   'Hook matcher cannot run on the linear-time engine (backreferences and lookaround are not supported)';
 
-const cache = new Map<string, ToolMatcher>();
+const MATCHER_TOO_COMPLEX_MESSAGE = `Hook matcher is too costly to run: counted repetitions are limited to ${LINEAR_REGEXP_LIMITS.maxRepeatCount} and the compiled program to ${LINEAR_REGEXP_LIMITS.maxProgramSize} instructions, every repetition expanded`;
+
+/** A compiled matcher in the cache, with its estimated size in bytes. */
+interface CacheEntry {
+  readonly matcher: ToolMatcher;
+  readonly bytes: number;
+}
+
+/** Compiled matchers by source, least recently used first (Map order). */
+const cache = new Map<string, CacheEntry>();
+/** Sum of the `bytes` of the cache's entries. */
+let cachedBytes = 0;
 
 /** Matches every event, including events without a tool. */
 const matchAll: ToolMatcher = function matchAll() {
@@ -53,8 +87,10 @@ function isWildcard(matcher: string | undefined): matcher is '' | '*' | undefine
  * `${identifier}/${apiName}`, and never matches an event missing either part.
  * Compiled matchers are cached by source.
  *
- * @throws InvalidArgumentError with reason `INVALID_MATCHER` and field
- *   `matcher` when the source is not a valid JavaScript regular expression.
+ * @throws InvalidArgumentError with field `matcher` and reason
+ *   `INVALID_MATCHER` when the source is not a valid JavaScript regular
+ *   expression, `MATCHER_NOT_LINEAR` when it needs backtracking, or
+ *   `MATCHER_TOO_COMPLEX` when it is over the engine's cost limits.
  * @example
  * const matches = compileMatcher('^fs/readFile$');
  * matches('fs', 'readFile'); // true
@@ -68,7 +104,7 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     // Re-insert so that Map order is least recently used first.
     cache.delete(matcher);
     cache.set(matcher, cached);
-    return cached;
+    return cached.matcher;
   }
 
   let regexp: LinearRegExp;
@@ -80,6 +116,14 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
         'matcher',
         MATCHER_REASON.MATCHER_NOT_LINEAR,
         MATCHER_NOT_LINEAR_MESSAGE,
+        { cause: e },
+      );
+    }
+    if (e instanceof TooComplexError) {
+      throw new InvalidArgumentError(
+        'matcher',
+        MATCHER_REASON.MATCHER_TOO_COMPLEX,
+        MATCHER_TOO_COMPLEX_MESSAGE,
         { cause: e },
       );
     }
@@ -98,21 +142,49 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     return regexp.test(`${identifier}/${apiName}`);
   };
 
-  if (cache.size >= MATCHER_CACHE_SIZE) {
-    const oldest = cache.keys().next();
-    if (oldest.done !== true) cache.delete(oldest.value);
+  const bytes = estimatedBytes(matcher, regexp);
+  for (const [source, entry] of cache) {
+    if (cachedBytes + bytes <= MATCHER_CACHE_BYTES) break;
+    cache.delete(source);
+    cachedBytes -= entry.bytes;
   }
-  cache.set(matcher, compiled);
+  cache.set(matcher, { matcher: compiled, bytes });
+  cachedBytes += bytes;
   return compiled;
+}
+
+/**
+ * An upper estimate of the heap a compiled matcher holds: its source, its
+ * program and the most its lazy DFA may keep.
+ */
+function estimatedBytes(source: string, regexp: LinearRegExp): number {
+  return (
+    BYTES_PER_MATCHER +
+    2 * source.length +
+    BYTES_PER_INSTRUCTION * regexp.programSize +
+    LINEAR_REGEXP_LIMITS.dfaMemory
+  );
+}
+
+/**
+ * Returns the estimated bytes of the compiled matchers in the cache, never
+ * more than {@link MATCHER_CACHE_BYTES}.
+ *
+ * @example
+ * compileMatcher('^fs/');
+ * matcherCacheBytes(); // about 20 KiB more than before
+ */
+export function matcherCacheBytes(): number {
+  return cachedBytes;
 }
 
 /**
  * Checks a matcher the way registration does: `''`, `'*'`, or a source that
  * compiles as a JavaScript regular expression without flags and runs on the
- * linear-time engine.
+ * linear-time engine within its cost limits.
  *
  * @throws InvalidArgumentError with field `matcher` and reason
- *   `INVALID_MATCHER` or `MATCHER_NOT_LINEAR` (see {@link compileMatcher}).
+ *   `INVALID_MATCHER`, `MATCHER_NOT_LINEAR` or `MATCHER_TOO_COMPLEX` (see {@link compileMatcher}).
  * @example
  * checkMatcher('^fs/'); // ok
  * checkMatcher('(a)\\1'); // throws MATCHER_NOT_LINEAR

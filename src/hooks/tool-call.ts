@@ -9,14 +9,43 @@ import { InvalidArgumentError } from '../errors.js';
 export const TOOL_CALL_CONTEXT_INVALID = 'TOOL_CALL_CONTEXT_INVALID';
 /** Reason of an operation chain with an empty entry. */
 export const OPERATION_CHAIN_INVALID = 'OPERATION_CHAIN_INVALID';
+/** Reason of a tool `identifier` or `apiName` longer than {@link MAX_TOOL_NAME_BYTES}. */
+export const IDENTIFIER_TOO_LONG = 'IDENTIFIER_TOO_LONG';
+
+/**
+ * Longest tool `identifier` and `apiName`, in UTF-8 bytes. Matchers run on
+ * `${identifier}/${apiName}`, and a search costs up to the matcher's program
+ * size per character, so this bounds the cost of a decision.
+ */
+export const MAX_TOOL_NAME_BYTES = 256;
+
+/**
+ * Checks the length of a tool `identifier` or `apiName`.
+ *
+ * @throws InvalidArgumentError with reason `IDENTIFIER_TOO_LONG` naming `field`.
+ * @example
+ * checkToolName(context.identifier, 'event.context.identifier');
+ */
+export function checkToolName(name: string, field: string): void {
+  // A UTF-16 unit is at most 3 UTF-8 bytes: only long names need counting.
+  if (name.length * 3 <= MAX_TOOL_NAME_BYTES) return;
+  if (Buffer.byteLength(name, 'utf8') > MAX_TOOL_NAME_BYTES) {
+    throw new InvalidArgumentError(
+      field,
+      IDENTIFIER_TOO_LONG,
+      `${field.slice(field.lastIndexOf('.') + 1)} is longer than ${MAX_TOOL_NAME_BYTES} bytes`,
+    );
+  }
+}
 
 const REQUIRED_STRINGS = ['toolCallId', 'operationId', 'identifier', 'apiName'] as const;
 
 /**
  * Checks the required fields of a tool-call context: `toolCallId`,
- * `operationId`, `identifier`, `apiName` and `executor`.
+ * `operationId`, `identifier`, `apiName` and `executor`, and the length of
+ * the tool name ({@link MAX_TOOL_NAME_BYTES}).
  *
- * @throws InvalidArgumentError naming the first missing field under `path`.
+ * @throws InvalidArgumentError naming the first missing or too long field under `path`.
  */
 export function validateToolCallContext(
   context: ToolCallContext | undefined,
@@ -38,6 +67,8 @@ export function validateToolCallContext(
       );
     }
   }
+  checkToolName(context.identifier, `${path}.identifier`);
+  checkToolName(context.apiName, `${path}.apiName`);
   if (context.executor !== Executor.SERVER && context.executor !== Executor.CLIENT) {
     throw new InvalidArgumentError(
       `${path}.executor`,

@@ -8,7 +8,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   compileLinearRegExp,
+  LINEAR_REGEXP_LIMITS,
   NotLinearError,
+  TooComplexError,
   translateToRe2,
 } from '../../src/hooks/linear-regexp.js';
 
@@ -161,10 +163,36 @@ describe('compileLinearRegExp', () => {
     ['(?<=a)b', 'lookbehind'],
     ['(?<!a)b', 'lookbehind'],
     ['\\ud800', 'lone surrogate'],
-    ['a{1001}', 'repeat count'],
   ])('refuses %j (%s) with NotLinearError', (source, why) => {
     expect(() => compileLinearRegExp(source)).toThrow(NotLinearError);
     expect(() => compileLinearRegExp(source)).toThrow(why);
+  });
+
+  it.each([
+    ['a{101}', 'counted repetition'],
+    ['a{1,1001}', 'counted repetition'],
+    ['a{101,}', 'counted repetition'],
+    ['[\\s\\S]{1,1000}[0-9]{5}', 'counted repetition'],
+    ['(?:(?:a{10}){10}){4}', 'instructions'],
+    ['[\\s\\S]{1,100}[\\s\\S]{1,100}[0-9]{100}', 'instructions'],
+    ['(?:ab|cd)*'.repeat(60), 'instructions'],
+  ])('refuses %j with TooComplexError (%s)', (source, why) => {
+    expect(() => compileLinearRegExp(source)).toThrow(TooComplexError);
+    expect(() => compileLinearRegExp(source)).toThrow(why);
+  });
+
+  it.each(['^(search|fetch)_.*$', 'mcp__github__.*', 'Bash|Edit', '.*', 'a{100}', '(?:a{10}){10}'])(
+    'accepts %j within the limits',
+    (source) => {
+      const compiled = compileLinearRegExp(source);
+      expect(compiled.programSize).toBeLessThanOrEqual(LINEAR_REGEXP_LIMITS.maxProgramSize);
+    },
+  );
+
+  it('reports an upper bound of the program RE2 builds', () => {
+    // 100 class instructions, 99 optional-copy alternations, 5 digits, match and fail.
+    expect(compileLinearRegExp('[\\s\\S]{1,100}[0-9]{5}').programSize).toBeGreaterThanOrEqual(206);
+    expect(compileLinearRegExp('Bash|Edit').programSize).toBeLessThan(20);
   });
 
   it('reads \\1 as an octal escape when the pattern has no group, as JavaScript does', () => {

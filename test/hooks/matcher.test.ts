@@ -1,7 +1,12 @@
 /** @module Unit tests of hook tool matchers. */
 import { describe, expect, it } from 'vitest';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { compileMatcher, isValidMatcher } from '../../src/hooks/matcher.js';
+import {
+  compileMatcher,
+  isValidMatcher,
+  MATCHER_CACHE_BYTES,
+  matcherCacheBytes,
+} from '../../src/hooks/matcher.js';
 import { REASON } from '../../src/hooks/validate.js';
 
 describe('compileMatcher', () => {
@@ -76,19 +81,28 @@ describe('compileMatcher', () => {
     expect(compileMatcher(undefined)).toBe(compileMatcher('*'));
   });
 
-  it('keeps at most 1,000 compiled matchers, dropping the least recently used', () => {
-    // Fill the cache with fresh entries so that earlier tests do not matter.
-    for (let i = 0; i < 1_000; i++) compileMatcher(`^flush/${i}$`);
-    const used = compileMatcher('^evict/used$');
-    const unused = compileMatcher('^evict/unused$');
-    for (let i = 0; i < 998; i++) compileMatcher(`^evict/${i}$`);
+  it('keeps compiled matchers within the byte budget, dropping the least recently used', () => {
+    // Equal-sized entries, costly ones so that the budget fills fast; six digits keep the size equal.
+    const big = (i: number) => `[\\s\\S]{1,100}[0-9]{90}${String(i).padStart(6, '0')}`;
+    let n = 0;
+    const before = matcherCacheBytes();
+    compileMatcher(big(n++));
+    const entryBytes = matcherCacheBytes() - before;
+    const capacity = Math.floor(MATCHER_CACHE_BYTES / entryBytes);
+    // More than `capacity` entries: every earlier entry is dropped, so earlier tests do not matter.
+    for (let i = 0; i < 2 * capacity; i++) compileMatcher(big(n++));
+    expect(matcherCacheBytes()).toBe(capacity * entryBytes);
+
+    const used = compileMatcher(big(900_001));
+    const unused = compileMatcher(big(900_002));
+    for (let i = 0; i < capacity - 2; i++) compileMatcher(big(n++));
     // Touch `used`, the oldest entry, so that `unused` becomes the least recently used.
-    expect(compileMatcher('^evict/used$')).toBe(used);
-    compileMatcher('^evict/overflow$');
-    expect(compileMatcher('^evict/used$')).toBe(used);
-    const recompiled = compileMatcher('^evict/unused$');
+    expect(compileMatcher(big(900_001))).toBe(used);
+    compileMatcher(big(n++));
+    expect(compileMatcher(big(900_001))).toBe(used);
+    const recompiled = compileMatcher(big(900_002));
     expect(recompiled).not.toBe(unused);
-    expect(recompiled('evict', 'unused')).toBe(true);
+    expect(recompiled('a', `${'0'.repeat(90)}900002`)).toBe(true);
   });
 });
 
