@@ -109,6 +109,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     // Every connection is checked on the address it goes to (link-local and metadata refused).
     destinations,
     resolver: config.dnsServer === undefined ? undefined : createDnsResolver(config.dnsServer),
+    connectionsPerOrigin: config.webhookMaxConnections,
   });
   const directory = createUserDirectory(config, { users: store, logger });
   const enricher = new EmailEnricher({ directory, logger });
@@ -118,7 +119,15 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     maxHooksPerOperation: config.maxHooksPerOperation,
   });
   const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
-  const background = new BackgroundScope(logger);
+  // Detached webhooks are bounded in count and payload bytes; the excess is dropped and counted.
+  const background = new BackgroundScope(
+    logger,
+    { maxTasks: config.maxDetachedDeliveries, maxBytes: config.maxDetachedBytes },
+    {
+      dropped: (reason) => metrics.detachedDropped(reason),
+      inFlight: (tasks, bytes) => metrics.detachedInFlight(tasks, bytes),
+    },
+  );
   const health = new HealthState([HookService.typeName]);
   let closing = false;
   let listening = false;

@@ -4,7 +4,13 @@
  * hook carry `operationId` and `hookId`. Header values, tokens, passwords
  * and URL query strings are redacted wherever they appear under a known key,
  * and payload bodies are never logged above debug level.
+ *
+ * Text written by libraries (grpc-js's logger, `console.*`, process
+ * warnings) goes through the same logger ({@link routeProcessOutput}), with
+ * anything after a credential-looking word removed from its message
+ * ({@link redactSecretsInText}), so stderr holds only JSON lines.
  */
+import { format } from 'node:util';
 import { type Logger as PinoLogger, pino } from 'pino';
 
 /** Log levels, least severe first. */
@@ -131,4 +137,90 @@ function stripUrl(value: unknown): unknown {
 /** Query strings and credentials of URLs inside free text, such as an error message. */
 function stripUrlsInText(text: string): string {
   return text.replace(/\bhttps?:\/\/[^\s'"]+/g, (url) => String(stripUrl(url)));
+}
+
+/**
+ * Words after which a library's message may quote a secret: a header name
+ * (`authorization`, `cookie`, `x-api-key`), an auth scheme or a credential.
+ */
+const SECRET_WORDS =
+  /(?:proxy-)?authorization|bearer|basic\s|cookie|api[-_]?key|password|passwd|secret|token/i;
+
+/** grpc-js quotes the value of a metadata entry it refuses: `metadata entry <key>: <value>`. */
+const METADATA_ENTRY = /metadata entry [^\s:]*:/i;
+
+/**
+ * Removes what may be a secret from free text written by a library: the rest
+ * of the text after a credential-looking word (`authorization`, `Bearer`,
+ * `cookie`, `token`, ...) and after grpc-js's `metadata entry <key>:`, which
+ * quotes a refused header's value whatever its name. URLs lose their query
+ * strings and credentials.
+ *
+ * @example redactSecretsInText('Failed to add metadata entry authorization: Bearer\tabc')
+ * // 'Failed to add metadata entry authorization: [redacted]'
+ */
+export function redactSecretsInText(text: string): string {
+  const entry = METADATA_ENTRY.exec(text) ?? SECRET_WORDS.exec(text);
+  const kept =
+    entry === null ? text : `${text.slice(0, entry.index + entry[0].length)} ${REDACTED}`;
+  return stripUrlsInText(kept);
+}
+
+/**
+ * Formats a library's log call (`console.error('x %s', a, err)` style) as a
+ * redacted message, with the first `Error` among the arguments as `err`.
+ */
+export function libraryLine(args: readonly unknown[]): { msg: string; fields: LogFields } {
+  const err = args.find((a) => a instanceof Error);
+  const rest = args.filter((a) => a !== err);
+  const msg = redactSecretsInText(format(...rest));
+  return { msg, fields: err === undefined ? {} : { err } };
+}
+
+/** What {@link routeProcessOutput} replaced, to put back. */
+type ConsoleMethods = Pick<Console, 'debug' | 'info' | 'log' | 'warn' | 'error'>;
+
+/**
+ * Routes what libraries write to the console, and process warnings, through
+ * `logger` as JSON lines with {@link redactSecretsInText} applied: connect-node's
+ * `console.error` about a failed handler, the QStash SDK's `console.*`
+ * output, and warnings such as `MaxListenersExceededWarning` (whose default
+ * printer writes plain text). Call it once, at start-up of `serve`; returns
+ * the function that restores the console and the default warning printer.
+ */
+export function routeProcessOutput(logger: Logger): () => void {
+  const library = logger.child({ source: 'console' });
+  const saved: ConsoleMethods = {
+    debug: console.debug,
+    info: console.info,
+    log: console.log,
+    warn: console.warn,
+    error: console.error,
+  };
+  const to = (level: LogLevel) =>
+    function consoleToLogger(...args: unknown[]) {
+      const { msg, fields } = libraryLine(args);
+      library[level](msg, fields);
+    };
+  console.debug = to('debug');
+  console.info = to('info');
+  console.log = to('info');
+  console.warn = to('warn');
+  console.error = to('error');
+  const defaultPrinters = process.listeners('warning');
+  // Node's default printer writes warnings as plain text on stderr.
+  process.removeAllListeners('warning');
+  const onWarning = (warning: Error) => {
+    logger.warn(redactSecretsInText(warning.message), {
+      source: 'process',
+      warning: warning.name,
+      code: (warning as { code?: unknown }).code,
+    });
+  };
+  process.on('warning', onWarning);
+  return function restoreProcessOutput() {
+    Object.assign(console, saved);
+    process.off('warning', onWarning);
+    for (const printer of defaultPrinters) process.on('warning', printer);
+  };
 }

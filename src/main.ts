@@ -10,7 +10,8 @@ import { setFlagsFromString } from 'node:v8';
 import { type App, createApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
 import { AgentHooksError } from './errors.js';
-import { createLogger } from './log.js';
+import { createLogger, routeProcessOutput } from './log.js';
+import { routeGrpcLogs } from './server/grpc-log.js';
 import { createServer, readTransportSecurity } from './server/server.js';
 import { runUsersCommand } from './users/import.js';
 
@@ -83,6 +84,10 @@ async function main(argv: string[]): Promise<number> {
     setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
   }
   const logger = createLogger({ level: config.logLevel });
+  // From here on stderr holds only JSON lines: grpc-js, console.* (connect-node,
+  // the QStash SDK) and process warnings go through the logger, redacted.
+  routeGrpcLogs(logger, config.logLevel);
+  routeProcessOutput(logger);
   // Signals are taken from the start: one that arrives while the sidecar starts
   // is acted on once it has started, instead of killing it without a drain.
   let requested: string | undefined;

@@ -76,6 +76,22 @@ export class Metrics {
     help: 'Generation number of the effective environment',
     registers: [this.registry],
   });
+  readonly #detachedDropped = new Counter({
+    name: 'agenthooks_detached_deliveries_dropped_total',
+    help: 'Detached deliveries (observer webhooks of an allowed call, the notification of a published result) not sent because too many were in flight, by reason (max_tasks, max_bytes)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly #detachedInFlight = new Gauge({
+    name: 'agenthooks_detached_deliveries_in_flight',
+    help: 'Detached deliveries started and not yet settled',
+    registers: [this.registry],
+  });
+  readonly #detachedBytes = new Gauge({
+    name: 'agenthooks_detached_delivery_bytes',
+    help: 'Estimated payload bytes held by the detached deliveries in flight',
+    registers: [this.registry],
+  });
   readonly #storeLatency = new Histogram({
     name: 'agenthooks_store_operation_duration_seconds',
     help: 'Store call latency, by operation and result (ok or the error reason)',
@@ -125,6 +141,17 @@ export class Metrics {
     this.#environmentReloads.inc({ valid: String(valid) });
     this.#environmentValid.set(valid ? 1 : 0);
     this.#environmentGeneration.set(generation);
+  }
+
+  /** Records a detached delivery that was not started. */
+  detachedDropped(reason: string): void {
+    this.#detachedDropped.inc({ reason });
+  }
+
+  /** Sets the detached deliveries in flight and the bytes they hold. */
+  detachedInFlight(tasks: number, bytes: number): void {
+    this.#detachedInFlight.set(tasks);
+    this.#detachedBytes.set(bytes);
   }
 
   /** Records a store call. */

@@ -5,8 +5,9 @@
  * README's configuration table.
  */
 import { parseArgs } from 'node:util';
+import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../background.js';
 import { DestinationPolicy } from '../delivery/destination.js';
-import { DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
+import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
@@ -107,7 +108,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_STORE_CHECK_INTERVAL',
     value: 'SECONDS',
     default: '5',
-    help: 'how often health checks that the store can be written (NOT_SERVING while it cannot)',
+    help: 'how often health checks the database files, and retries the store while NOT_SERVING',
   },
   {
     flag: 'retention',
@@ -255,6 +256,27 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: String(DEFAULT_MAX_HOOKS_PER_OPERATION),
     help: 'most hooks one operation may have; RegisterHooks past it answers INVALID_ARGUMENT (TOO_MANY_HOOKS)',
   },
+  {
+    flag: 'max-detached-deliveries',
+    env: 'AGENTHOOKS_MAX_DETACHED_DELIVERIES',
+    value: 'N',
+    default: String(DEFAULT_MAX_DETACHED_TASKS),
+    help: 'detached webhooks in flight (observers of an allowed call, notifications of published results); past it they are not sent, and counted',
+  },
+  {
+    flag: 'max-detached-bytes',
+    env: 'AGENTHOOKS_MAX_DETACHED_BYTES',
+    value: 'BYTES',
+    default: String(DEFAULT_MAX_DETACHED_BYTES),
+    help: 'event bytes the detached webhooks in flight may hold; past it they are not sent, and counted',
+  },
+  {
+    flag: 'webhook-max-connections',
+    env: 'AGENTHOOKS_WEBHOOK_MAX_CONNECTIONS',
+    value: 'N',
+    default: String(DEFAULT_CONNECTIONS_PER_ORIGIN),
+    help: "connections open at once to one webhook origin; more requests wait for one, within the hook's timeout",
+  },
 ];
 
 /** Variable holding the bearer token itself; a secret, so it has no flag (flags show in `ps`). */
@@ -317,6 +339,12 @@ export interface ServeConfig {
   readonly maxMessageBytes: number;
   /** Most hooks one operation may have. */
   readonly maxHooksPerOperation: number;
+  /** Detached webhook tasks in flight at most (`--max-detached-deliveries`). */
+  readonly maxDetachedDeliveries: number;
+  /** Event bytes the detached tasks in flight may hold (`--max-detached-bytes`). */
+  readonly maxDetachedBytes: number;
+  /** Connections open at once per webhook origin (`--webhook-max-connections`). */
+  readonly webhookMaxConnections: number;
 }
 
 /** PEM files of the TLS listeners. */
@@ -498,6 +526,9 @@ export function parseServeConfig(
   const security = parseSecurityOptions({ one, list, bool }, env);
   return Object.freeze({
     ...security,
+    maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
+    maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
+    webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
     dbBusyTimeoutMs,
     dbMaxSizeBytes,
     storeCheckIntervalMs,
@@ -542,6 +573,15 @@ export function parseListen(text: string, flag: string, allowUnix: boolean): Lis
     throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be host:port, got ${text}`);
   }
   return { kind: 'tcp', host: (m[1] ?? m[2]) as string, port, text };
+}
+
+/** Parses a whole number >= 1. */
+function wholeNumber(text: string | undefined, flag: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be a whole number >= 1`);
+  }
+  return value;
 }
 
 /** Parses a number of seconds (> 0, or >= 0 when `zero` is allowed) into milliseconds. */

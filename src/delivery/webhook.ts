@@ -55,6 +55,13 @@ import {
   type WebhookRuleViolation,
 } from './webhook-rules.js';
 
+/**
+ * Default of `--webhook-max-connections`: sockets open at once to one
+ * origin. Requests past it wait in the pool's queue for a free socket, and
+ * their hook's timeout runs while they wait.
+ */
+export const DEFAULT_CONNECTIONS_PER_ORIGIN = 64;
+
 /** Request timeout in seconds when the webhook sets none (upstream default). */
 export const DEFAULT_TIMEOUT_SECONDS = 30;
 
@@ -196,6 +203,12 @@ export interface WebhookSenderOptions {
    * (`--dns-server`). Default: the system resolver. Not used with `dispatcher`.
    */
   resolver?: Resolver;
+  /**
+   * Sockets the sender's own `Agent` opens at once to one origin
+   * (`--webhook-max-connections`); further requests wait for a free one.
+   * Default {@link DEFAULT_CONNECTIONS_PER_ORIGIN}. Not used with `dispatcher`.
+   */
+  connectionsPerOrigin?: number;
 }
 
 /**
@@ -378,7 +391,9 @@ export function discardBody(body: Dispatcher.ResponseData['body']): Promise<void
  * followed. Never throws.
  *
  * The request is aborted, body included, when the webhook's timeout elapses
- * or `options.signal` aborts.
+ * or `options.signal` aborts. The timeout also covers the time the request
+ * waits in the dispatcher's queue for a connection: it then fails with
+ * `timeout` when the timer fires, and nothing is sent.
  */
 export async function postWebhook(
   webhook: Webhook,
@@ -419,7 +434,7 @@ export async function postWebhook(
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
   try {
-    const response = await options.dispatcher.request({
+    const pending = options.dispatcher.request({
       origin: url.origin,
       path: `${url.pathname}${url.search}`,
       method: 'POST',
@@ -430,6 +445,16 @@ export async function postWebhook(
       headersTimeout: 0,
       bodyTimeout: 0,
     });
+    // undici sees the abort of a request queued for a connection only once a
+    // connection takes it (and then sends nothing): stop waiting at the abort.
+    const response = await untilAborted(pending, deadline.signal);
+    if (response === ABORTED) {
+      pending.then(
+        (late) => late.body.destroy(),
+        () => undefined,
+      );
+      return failure(deadline.signal.reason);
+    }
     const status = response.statusCode;
     // The deadline covers the body too; it is released once the body is read or discarded.
     response.body.once('close', deadline.release);
@@ -474,6 +499,8 @@ export class WebhookSender {
     this.#dispatcher =
       options.dispatcher ??
       new Agent({
+        // Per origin: a burst of calls queues on these sockets instead of opening one each.
+        connections: options.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN,
         connect: createGuardedConnector(
           options.destinations ?? new DestinationPolicy(),
           options.resolver,
@@ -818,16 +845,46 @@ function requestDeadline(timeoutMs: number, parent: AbortSignal | undefined): Re
     controller.abort(new DOMException('the webhook timed out', 'TimeoutError'));
   }, timeoutMs);
   const onParentAbort = () => controller.abort(parent?.reason);
+  let unsubscribe: (() => void) | undefined;
   if (parent?.aborted === true) onParentAbort();
-  else parent?.addEventListener('abort', onParentAbort, { once: true });
+  else if (parent !== undefined) unsubscribe = onAbort(parent, onParentAbort);
   return {
     signal: controller.signal,
     timedOut: () => timedOut,
     release() {
       clearTimeout(timer);
-      parent?.removeEventListener('abort', onParentAbort);
+      unsubscribe?.();
     },
   };
+}
+
+/** Callbacks of the requests waiting on a caller signal, behind one listener per signal. */
+const abortWaiters = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Calls `callback` when `signal` aborts; returns the function that stops
+ * waiting. However many requests wait on one signal (a stream's, with many
+ * events in flight), the signal gets one listener, so none piles up past
+ * Node's `MaxListenersExceededWarning` limit.
+ */
+function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let waiters = abortWaiters.get(signal);
+  if (waiters === undefined) {
+    const created = new Set<() => void>();
+    waiters = created;
+    abortWaiters.set(signal, created);
+    signal.addEventListener(
+      'abort',
+      () => {
+        abortWaiters.delete(signal);
+        for (const waiter of created) waiter();
+      },
+      { once: true },
+    );
+  }
+  const set = waiters;
+  set.add(callback);
+  return () => set.delete(callback);
 }
 
 /** True once `signal` has aborted (a call, so that TypeScript does not narrow it across awaits). */

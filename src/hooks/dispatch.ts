@@ -8,7 +8,7 @@
  * and the next hook still runs; a failed critical webhook (`fallback: none`)
  * fails the dispatch after every sibling ran.
  */
-import { create } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { type Duration, DurationSchema } from '@bufbuild/protobuf/wkt';
 import {
   type HookOutcome,
@@ -16,10 +16,15 @@ import {
   HookOutcomeStatus,
   HookSource,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
-import type { HookEvent, HookType, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  type HookEvent,
+  HookEventSchema,
+  type HookType,
+  type ToolResult,
+} from '../../gen/agenthooks/v1/events_pb.js';
 import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import type { BackgroundScope } from '../background.js';
+import type { BackgroundRun, BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
 import { type EventCase, eventCase, hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
@@ -200,18 +205,37 @@ export async function dispatchEvent(
   return outcomes;
 }
 
+/** `errorCode` of a SKIPPED observer webhook that was not sent: too many detached deliveries in flight. */
+export const DETACHED_LIMIT = 'detached_limit';
+
+/** `message` of a {@link DETACHED_LIMIT} outcome, followed by the bound reached. */
+const DETACHED_LIMIT_MESSAGE = 'Hook HTTP request not sent: too many detached deliveries in flight';
+
+/**
+ * The bytes a detached task of `event` is counted for: the event's encoded
+ * size. The task holds the event, and one JSON body built from it at a time.
+ */
+export function detachedBytes(event: HookEvent): number {
+  return toBinary(HookEventSchema, event).byteLength;
+}
+
 /** What the `beforeToolCall` observers of an allowed call produced. */
 export interface ObserverRun {
   /** The first mock a local handler supplied, if any. */
   readonly mock?: { readonly result: ToolResult; readonly hookId: string };
-  /** Outcomes of the handlers that ran, and SKIPPED for webhooks started without being awaited. */
+  /**
+   * Outcomes of the handlers that ran, and SKIPPED for webhooks started
+   * without being awaited (with `errorCode` {@link DETACHED_LIMIT} when they
+   * were not started because too many detached deliveries were in flight).
+   */
   readonly outcomes: HookOutcome[];
 }
 
 /**
  * Runs the `beforeToolCall` observers of an allowed call (upstream
  * `dispatchBeforeToolCall`): the notification webhooks are started without
- * being awaited (their failures, critical ones included, are only logged),
+ * being awaited (their failures, critical ones included, are only logged;
+ * past the background scope's bounds they are not sent at all),
  * then the local handlers run in order; the first mock wins and the
  * remaining handlers are skipped. Mocks exist only in local mode. The hook
  * lists are read before this resolves, so a store or environment failure
@@ -225,19 +249,28 @@ export async function runToolCallObservers(
   const route = routeOf(event);
   const notifications = await notificationsOf(deps, route);
   const webhooks = notifications.filter((n) => n.mode === 'webhook');
-  if (webhooks.length > 0) {
-    // Detached: they run under the background scope, which cuts them off at shutdown.
-    deps.background.run(
-      'notification webhooks',
-      async (background) => {
-        for (const n of webhooks) await runNotification(deps, n, route, event, background);
-      },
-      { operationId: route.operationId },
-    );
-  }
-  const outcomes: HookOutcome[] = webhooks.map((n) =>
-    create(HookOutcomeSchema, { ...outcomeBase(n, route), status: HookOutcomeStatus.SKIPPED }),
-  );
+  // Detached: they run under the background scope, which bounds them and cuts them off at shutdown.
+  const run: BackgroundRun =
+    webhooks.length === 0
+      ? { started: true }
+      : deps.background.run(
+          'notification webhooks',
+          async (background) => {
+            for (const n of webhooks) await runNotification(deps, n, route, event, background);
+          },
+          { fields: { operationId: route.operationId }, bytes: detachedBytes(event) },
+        );
+  const outcomes: HookOutcome[] = webhooks.map((n) => {
+    const skipped = create(HookOutcomeSchema, {
+      ...outcomeBase(n, route),
+      status: HookOutcomeStatus.SKIPPED,
+    });
+    if (run.started) return skipped;
+    // Never sent: the one outcome this webhook gets, so it is counted here.
+    skipped.errorCode = DETACHED_LIMIT;
+    skipped.message = `${DETACHED_LIMIT_MESSAGE} (${run.reason})`;
+    return noteOutcome(deps, skipped);
+  });
   for (const n of notifications) {
     if (n.mode !== 'handler') continue;
     const started = performance.now();

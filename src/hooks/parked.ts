@@ -24,7 +24,7 @@ import {
   toolCallContextUnavailableError,
 } from '../store/store.js';
 import { evaluateControls } from './control.js';
-import { type DispatchDeps, dispatchEvent } from './dispatch.js';
+import { type DispatchDeps, detachedBytes, dispatchEvent } from './dispatch.js';
 import { resolveChain, validateToolCallContext } from './tool-call.js';
 import { isControlHook } from './validate.js';
 
@@ -185,12 +185,13 @@ export class DeferredPublisher {
           value: { context: record.context, mocked: false, result: publication.finalResult },
         },
       });
+      // Past the background scope's bounds it is not sent; the scope counts and logs that.
       deps.background.run(
         'afterToolCall notification of a published result',
         async (background) => {
           await dispatchEvent(deps, notification, background);
         },
-        { operationId: record.context.operationId },
+        { fields: { operationId: record.context.operationId }, bytes: detachedBytes(notification) },
       );
     }
     return publication;

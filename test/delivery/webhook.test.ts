@@ -2,6 +2,7 @@
  * @module Webhook delivery contract tests (upstream contract §4.1) against
  * real `node:http` receivers on 127.0.0.1.
  */
+import { getEventListeners } from 'node:events';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Webhook, WebhookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -369,5 +370,55 @@ describe('resolveWebhookUrl', () => {
 describe('DEFAULT_TIMEOUT_SECONDS', () => {
   it('is the upstream default of 30 seconds', () => {
     expect(DEFAULT_TIMEOUT_SECONDS).toBe(30);
+  });
+});
+
+describe('WebhookSender connection pool', () => {
+  it('carries concurrent requests to one origin on at most connectionsPerOrigin sockets', async () => {
+    const r = await receiver();
+    const s = sender({ connectionsPerOrigin: 2 });
+    // Dispatched in one tick, before any socket connects: without the cap each would open its own.
+    const settled = await Promise.all(
+      Array.from({ length: 6 }, () => s.notify(webhook(`${r.origin}/hook`), PAYLOAD)),
+    );
+    expect(settled.every((x) => x.ok)).toBe(true);
+    expect(r.requests).toHaveLength(6);
+    expect(r.connections()).toBe(2);
+  });
+
+  it('fails a request queued for a connection with timeout at its own timeout, sending nothing', async () => {
+    const r = await receiver(neverRespond);
+    const s = sender({ connectionsPerOrigin: 1 });
+    const holder = new AbortController();
+    let firstSettled = false;
+    const first = s
+      .notify(webhook(`${r.origin}/slow`, { timeout: 60 }), PAYLOAD, holder.signal)
+      .finally(() => {
+        firstSettled = true;
+      });
+    await r.received(1);
+    const queued = await s.notify(webhook(`${r.origin}/queued`, { timeout: 0.2 }), PAYLOAD);
+    expect(queued).toMatchObject({ ok: false, code: 'timeout' });
+    // The one socket is still held by the first request: the queued one timed out while waiting.
+    expect(firstSettled).toBe(false);
+    holder.abort();
+    expect(await first).toMatchObject({ ok: false, code: 'cancelled' });
+    // Closing waits for the queue to drain: the request that gave up never reached the receiver.
+    await s.close();
+    expect(r.requests.map((q) => q.url)).toEqual(['/slow']);
+  });
+
+  it('adds one abort listener to a caller signal however many requests wait on it', async () => {
+    const r = await receiver(neverRespond);
+    const s = sender({ connectionsPerOrigin: 4 });
+    const controller = new AbortController();
+    const results = Array.from({ length: 20 }, () =>
+      s.notify(webhook(`${r.origin}/hook`, { timeout: 60 }), PAYLOAD, controller.signal),
+    );
+    await r.received(4);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    controller.abort();
+    const settled = await Promise.all(results);
+    expect(settled.every((x) => !x.ok && x.code === 'cancelled')).toBe(true);
   });
 });
