@@ -379,7 +379,7 @@ describe('WebhookSender connection pool', () => {
     const s = sender({ connectionsPerOrigin: 2 });
     // Dispatched in one tick, before any socket connects: without the cap each would open its own.
     const settled = await Promise.all(
-      Array.from({ length: 6 }, () => s.notify(webhook(`${r.origin}/hook`), PAYLOAD)),
+      Array.from({ length: 6 }, () => s.notify(webhook(`${r.url}/hook`), PAYLOAD)),
     );
     expect(settled.every((x) => x.ok)).toBe(true);
     expect(r.requests).toHaveLength(6);
@@ -387,17 +387,17 @@ describe('WebhookSender connection pool', () => {
   });
 
   it('fails a request queued for a connection with timeout at its own timeout, sending nothing', async () => {
-    const r = await receiver(neverRespond);
+    const r = await receiver(NEVER);
     const s = sender({ connectionsPerOrigin: 1 });
     const holder = new AbortController();
     let firstSettled = false;
     const first = s
-      .notify(webhook(`${r.origin}/slow`, { timeout: 60 }), PAYLOAD, holder.signal)
+      .notify(webhook(`${r.url}/slow`, { timeout: 60 }), PAYLOAD, holder.signal)
       .finally(() => {
         firstSettled = true;
       });
-    await r.received(1);
-    const queued = await s.notify(webhook(`${r.origin}/queued`, { timeout: 0.2 }), PAYLOAD);
+    await r.waitForRequests(1);
+    const queued = await s.notify(webhook(`${r.url}/queued`, { timeout: 0.2 }), PAYLOAD);
     expect(queued).toMatchObject({ ok: false, code: 'timeout' });
     // The one socket is still held by the first request: the queued one timed out while waiting.
     expect(firstSettled).toBe(false);
@@ -405,17 +405,17 @@ describe('WebhookSender connection pool', () => {
     expect(await first).toMatchObject({ ok: false, code: 'cancelled' });
     // Closing waits for the queue to drain: the request that gave up never reached the receiver.
     await s.close();
-    expect(r.requests.map((q) => q.url)).toEqual(['/slow']);
+    expect(r.requests.map((q) => q.path)).toEqual(['/slow']);
   });
 
   it('adds one abort listener to a caller signal however many requests wait on it', async () => {
-    const r = await receiver(neverRespond);
+    const r = await receiver(NEVER);
     const s = sender({ connectionsPerOrigin: 4 });
     const controller = new AbortController();
     const results = Array.from({ length: 20 }, () =>
-      s.notify(webhook(`${r.origin}/hook`, { timeout: 60 }), PAYLOAD, controller.signal),
+      s.notify(webhook(`${r.url}/hook`, { timeout: 60 }), PAYLOAD, controller.signal),
     );
-    await r.received(4);
+    await r.waitForRequests(4);
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
     controller.abort();
     const settled = await Promise.all(results);
