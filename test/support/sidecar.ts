@@ -42,6 +42,8 @@ export interface SidecarProcess {
   readonly http?: string;
   /** `host:port` of the health-only listener, if any. */
   readonly health?: string;
+  /** `host:port` of the metrics-only listener, if any. */
+  readonly metrics?: string;
   /** Every log line parsed so far. */
   readonly logs: Record<string, unknown>[];
   /** Resolves with the exit code (or signal name) once the process exits. */
@@ -124,6 +126,7 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
     grpcAll,
     http: listening.http as string | undefined,
     health: listening.health as string | undefined,
+    metrics: listening.metrics as string | undefined,
     logs,
     exited,
     kill: (signal) => child.kill(signal),
