@@ -31,6 +31,9 @@ const USER_ID_PARAMETER = '$1';
 /** Default of `--max-message-bytes`: 4 MiB, gRPC's usual receive limit. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
+/** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
+export const DEFAULT_MAX_CONNECTIONS = 200;
+
 /** A `--socket-mode`: three or four octal digits. */
 const SOCKET_MODE = /^0?[0-7]{3}$/;
 
@@ -81,7 +84,48 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_HTTP_LISTEN',
     value: 'ADDR',
     default: '127.0.0.1:8080',
-    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web and /healthz; "off" disables it',
+    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web, /metrics and /healthz; "off" disables it',
+  },
+  {
+    flag: 'metrics-listen',
+    env: 'AGENTHOOKS_METRICS_LISTEN',
+    value: 'ADDR',
+    help: 'extra HTTP/1.1 listener serving only /metrics and /healthz, no API (host:port)',
+  },
+  {
+    flag: 'max-connections',
+    env: 'AGENTHOOKS_MAX_CONNECTIONS',
+    value: 'N',
+    default: String(DEFAULT_MAX_CONNECTIONS),
+    help: 'open connections each listener accepts; past it new ones are closed at once',
+  },
+  {
+    flag: 'handshake-timeout',
+    env: 'AGENTHOOKS_HANDSHAKE_TIMEOUT',
+    value: 'SECONDS',
+    default: '10',
+    help: "time a new connection has to send the HTTP/2 preface (plaintext gRPC) or a request's headers (HTTP)",
+  },
+  {
+    flag: 'request-timeout',
+    env: 'AGENTHOOKS_REQUEST_TIMEOUT',
+    value: 'SECONDS',
+    default: '60',
+    help: 'time an HTTP request has to arrive in full, body included',
+  },
+  {
+    flag: 'idle-timeout',
+    env: 'AGENTHOOKS_IDLE_TIMEOUT',
+    value: 'SECONDS',
+    default: '300',
+    help: 'a connection with no call in flight (gRPC) or no traffic (HTTP) for this long is closed',
+  },
+  {
+    flag: 'keepalive-time',
+    env: 'AGENTHOOKS_KEEPALIVE_TIME',
+    value: 'SECONDS',
+    default: '60',
+    help: 'gRPC connections get an HTTP/2 ping this often; one not answered in time (at most 20 s) is closed',
   },
   {
     flag: 'db',
@@ -292,6 +336,10 @@ export interface ServeConfig {
   readonly grpcListen: readonly ListenAddress[];
   readonly healthListen?: ListenAddress;
   readonly httpListen?: ListenAddress;
+  /** HTTP listener serving only `/metrics` and `/healthz`. */
+  readonly metricsListen?: ListenAddress;
+  /** Connection cap and timeouts of every listener. */
+  readonly connections: ConnectionLimits;
   readonly dbPath: string;
   /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
   readonly envFile?: string;
@@ -345,6 +393,20 @@ export interface ServeConfig {
   readonly maxDetachedBytes: number;
   /** Connections open at once per webhook origin (`--webhook-max-connections`). */
   readonly webhookMaxConnections: number;
+}
+
+/** How many connections each listener holds, and how long an idle or slow one may stay. */
+export interface ConnectionLimits {
+  /** Open connections per listener (`--max-connections`). */
+  readonly maxConnections: number;
+  /** Time to the HTTP/2 preface or the request headers (`--handshake-timeout`). */
+  readonly handshakeTimeoutMs: number;
+  /** Time to a whole HTTP request (`--request-timeout`). */
+  readonly requestTimeoutMs: number;
+  /** Time a connection may stay idle (`--idle-timeout`). */
+  readonly idleTimeoutMs: number;
+  /** Interval of the server's HTTP/2 keepalive pings (`--keepalive-time`). */
+  readonly keepaliveTimeMs: number;
 }
 
 /** PEM files of the TLS listeners. */
@@ -524,6 +586,8 @@ export function parseServeConfig(
     );
   }
   const security = parseSecurityOptions({ one, list, bool }, env);
+  const metrics = one('metrics-listen');
+  const connections = parseConnectionLimits(one);
   return Object.freeze({
     ...security,
     maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
@@ -537,6 +601,11 @@ export function parseServeConfig(
     healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
     httpListen:
       http === undefined || http === 'off' ? undefined : parseListen(http, 'http-listen', false),
+    metricsListen:
+      metrics === undefined || metrics === 'off'
+        ? undefined
+        : parseListen(metrics, 'metrics-listen', false),
+    connections,
     dbPath,
     envFile: one('env-file'),
     shutdownGraceMs: grace * 1000,
@@ -582,6 +651,35 @@ function wholeNumber(text: string | undefined, flag: string): number {
     throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be a whole number >= 1`);
   }
   return value;
+}
+
+/** Parses the connection cap and timeouts of the listeners. */
+function parseConnectionLimits(one: (flag: string) => string | undefined): ConnectionLimits {
+  const maxConnections = Number(one('max-connections'));
+  if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
+    throw new InvalidArgumentError(
+      'max-connections',
+      INVALID_FLAG,
+      '--max-connections must be a whole number >= 1',
+    );
+  }
+  const handshakeTimeoutMs = positiveSeconds(one('handshake-timeout'), 'handshake-timeout');
+  const requestTimeoutMs = positiveSeconds(one('request-timeout'), 'request-timeout');
+  // Node refuses a headers timeout longer than the request timeout.
+  if (requestTimeoutMs < handshakeTimeoutMs) {
+    throw new InvalidArgumentError(
+      'request-timeout',
+      INVALID_FLAG,
+      '--request-timeout must be at least --handshake-timeout',
+    );
+  }
+  return Object.freeze({
+    maxConnections,
+    handshakeTimeoutMs,
+    requestTimeoutMs,
+    idleTimeoutMs: positiveSeconds(one('idle-timeout'), 'idle-timeout'),
+    keepaliveTimeMs: positiveSeconds(one('keepalive-time'), 'keepalive-time'),
+  });
 }
 
 /** Parses a number of seconds (> 0, or >= 0 when `zero` is allowed) into milliseconds. */

@@ -1,22 +1,24 @@
 /**
  * @module The listeners over an edge: the grpc-js server (HookService,
  * health, reflection) on every `--grpc-listen` address, the health-only
- * listener for kubelet probes, and the HTTP/1.1 listener (Connect protocol,
- * gRPC-Web, `/metrics`, `/healthz`); and their drain at shutdown. Transport
- * security is applied here: TLS on TCP listeners, the mode and group of unix
- * sockets, message size limits. The servers are built unbound and listen in
- * {@link Server.listen}.
+ * listener for kubelet probes, the HTTP/1.1 listener (Connect protocol,
+ * gRPC-Web, `/metrics`, `/healthz`) and the metrics-only HTTP listener; and
+ * their drain at shutdown. Transport security is applied here: TLS on TCP
+ * listeners, the mode and group of unix sockets, message size limits, and
+ * the connection cap and timeouts of every listener. The servers are built
+ * unbound and listen in {@link Server.listen}.
  */
 import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import * as net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
-import type { ListenAddress, ServeConfig } from '../config/config.js';
+import type { ConnectionLimits, ListenAddress, ServeConfig } from '../config/config.js';
+import type { Logger } from '../log.js';
 import { createTokenCheck, readAuthToken, type TokenCheck } from './auth.js';
 import { createEdge, type Edge, type EdgeApp } from './edge.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
@@ -35,11 +37,32 @@ export interface BoundAddresses {
   readonly grpc: string[];
   readonly health?: string;
   readonly http?: string;
+  readonly metrics?: string;
 }
+
+/** The HTTP/2 client connection preface (RFC 9113 §3.4), the first bytes of every gRPC connection. */
+const HTTP2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/** Longest wait for the answer to a keepalive ping (gRPC's own default). */
+const KEEPALIVE_TIMEOUT_MAX_MS = 20_000;
+
+/** A gRPC connection is asked to go away after this long (spreads clients over restarts). */
+const MAX_CONNECTION_AGE_MS = 60 * 60_000;
+
+/** Calls still running on a connection past its age may finish within this time. */
+const MAX_CONNECTION_AGE_GRACE_MS = 10 * 60_000;
+
+/** Idle time between two requests on an HTTP keep-alive connection (Node's default). */
+const HTTP_KEEP_ALIVE_TIMEOUT_MS = 5_000;
+
+/** Longest interval at which Node checks HTTP header and request timeouts (Node's default). */
+const HTTP_TIMEOUT_CHECK_MAX_MS = 30_000;
 
 /** The security material of the listeners, read before anything else starts. */
 export interface TransportSecurity {
   readonly checkToken: TokenCheck;
+  /** Whether a bearer token is configured. */
+  readonly authenticated: boolean;
   readonly tls?: TlsMaterial;
   readonly socket: UnixSocketOptions;
 }
@@ -57,8 +80,10 @@ interface UnixSocketOptions {
  * @throws AgentHooksError `INVALID_AUTH_TOKEN` or `INVALID_TRANSPORT_SECURITY`.
  */
 export function readTransportSecurity(config: ServeConfig): TransportSecurity {
+  const token = readAuthToken(config);
   return {
-    checkToken: createTokenCheck(readAuthToken(config)),
+    checkToken: createTokenCheck(token),
+    authenticated: token !== undefined,
     tls: config.tls === undefined ? undefined : readTlsMaterial(config.tls),
     socket: {
       mode: config.socketMode,
@@ -94,8 +119,14 @@ export function createServer(
     checkToken: security.checkToken,
     reflectionPublic: config.reflectionPublic,
   });
+  const limits = config.connections;
   const serverOptions: grpc.ServerOptions = {
     'grpc.max_receive_message_length': config.maxMessageBytes,
+    'grpc.keepalive_time_ms': limits.keepaliveTimeMs,
+    'grpc.keepalive_timeout_ms': Math.min(limits.keepaliveTimeMs, KEEPALIVE_TIMEOUT_MAX_MS),
+    'grpc.max_connection_idle_ms': limits.idleTimeoutMs,
+    'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
+    'grpc.max_connection_age_grace_ms': MAX_CONNECTION_AGE_GRACE_MS,
   };
   const common = { shutdownSignal: hardStop.signal, logger };
   const grpcServer = new grpc.Server(serverOptions);
@@ -108,6 +139,31 @@ export function createServer(
     healthServer = new grpc.Server(serverOptions);
     addService(healthServer, Health, edge.health as AnyServiceImpl, common);
   }
+  // `/metrics` and `/healthz`, on the HTTP listener and the metrics-only one.
+  const serveOps = (req: http.IncomingMessage, res: http.ServerResponse): void => {
+    if (req.url === '/metrics') {
+      app.metrics.registry.metrics().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': app.metrics.registry.contentType });
+          res.end(text);
+        },
+        (e: unknown) => {
+          logger.error('rendering metrics failed', { err: e });
+          res.writeHead(500);
+          res.end();
+        },
+      );
+      return;
+    }
+    if (req.url === '/healthz') {
+      const serving = app.health.get('') === ServingStatus.SERVING;
+      res.writeHead(serving ? 200 : 503, { 'content-type': 'text/plain' });
+      res.end(serving ? 'ok\n' : 'not serving\n');
+      return;
+    }
+    res.writeHead(404, { 'content-type': 'text/plain' });
+    res.end('not found\n');
+  };
   let httpServer: http.Server | undefined;
   if (config.httpListen !== undefined) {
     const handler = createHttpHandler({
@@ -116,73 +172,57 @@ export function createServer(
       readMaxBytes: config.maxMessageBytes,
       shutdownSignal: hardStop.signal,
       logger,
-      fallback(req, res) {
-        if (req.url === '/metrics') {
-          app.metrics.registry.metrics().then(
-            (text) => {
-              res.writeHead(200, { 'content-type': app.metrics.registry.contentType });
-              res.end(text);
-            },
-            (e: unknown) => {
-              logger.error('rendering metrics failed', { err: e });
-              res.writeHead(500);
-              res.end();
-            },
-          );
-          return;
-        }
-        if (req.url === '/healthz') {
-          const serving = app.health.get('') === ServingStatus.SERVING;
-          res.writeHead(serving ? 200 : 503, { 'content-type': 'text/plain' });
-          res.end(serving ? 'ok\n' : 'not serving\n');
-          return;
-        }
-        res.writeHead(404, { 'content-type': 'text/plain' });
-        res.end('not found\n');
-      },
+      fallback: serveOps,
     });
-    const tls = security.tls;
-    httpServer =
-      tls === undefined
-        ? http.createServer(handler)
-        : https.createServer(
-            {
-              cert: tls.cert,
-              key: tls.key,
-              ca: tls.clientCa,
-              requestCert: tls.clientCa !== undefined,
-              rejectUnauthorized: tls.clientCa !== undefined,
-            },
-            handler,
-          );
+    httpServer = createHttpServer(handler, limits, security.tls);
   }
+  // Plaintext, like the health listener: scrapers and probes bring neither TLS nor a token.
+  const metricsServer =
+    config.metricsListen === undefined ? undefined : createHttpServer(serveOps, limits);
+  const grpcListeners: GrpcListener[] = [];
+  let healthListener: GrpcListener | undefined;
 
   let stopping: Promise<void> | undefined;
   return {
     edge,
     async listen() {
-      const grpcAddresses: string[] = [];
-      for (const address of config.grpcListen) {
-        grpcAddresses.push(await bindGrpc(grpcServer, address, security));
+      const exposed = exposedListeners(config);
+      if (!security.authenticated && exposed.length > 0) {
+        logger.warn('the API is served without a token on addresses other than loopback', {
+          listeners: exposed,
+        });
       }
-      let healthAddress: string | undefined;
+      for (const address of config.grpcListen) {
+        grpcListeners.push(await listenGrpc(grpcServer, address, limits, { ...security, logger }));
+      }
       if (healthServer !== undefined && config.healthListen !== undefined) {
         // Plaintext: kubelet's gRPC probes speak neither TLS nor a token.
-        healthAddress = await bindGrpc(healthServer, config.healthListen, {
+        healthListener = await listenGrpc(healthServer, config.healthListen, limits, {
           socket: security.socket,
+          logger,
         });
       }
       let httpAddress: string | undefined;
       if (httpServer !== undefined && config.httpListen !== undefined) {
         httpAddress = await listenHttp(httpServer, config.httpListen);
       }
+      let metricsAddress: string | undefined;
+      if (metricsServer !== undefined && config.metricsListen !== undefined) {
+        metricsAddress = await listenHttp(metricsServer, config.metricsListen);
+      }
       app.markListening();
-      return { grpc: grpcAddresses, health: healthAddress, http: httpAddress };
+      return {
+        grpc: grpcListeners.map((l) => l.address),
+        health: healthListener?.address,
+        http: httpAddress,
+        metrics: metricsAddress,
+      };
     },
     shutdown(deadlineMs) {
       stopping ??= (async () => {
         app.health.setAll(ServingStatus.NOT_SERVING);
         edge.startDraining();
+        for (const listener of grpcListeners) listener.close();
         const timer = setTimeout(
           () => {
             logger.warn('shutdown grace period over; cutting off calls in flight');
@@ -202,8 +242,15 @@ export function createServer(
               }),
         ]);
         clearTimeout(timer);
-        // Probes saw NOT_SERVING throughout the drain; the health listener goes last.
+        // Probes saw NOT_SERVING throughout the drain; the health listeners go last.
+        healthListener?.close();
         if (healthServer !== undefined) healthServer.forceShutdown();
+        if (metricsServer !== undefined) {
+          await new Promise<void>((resolve) => {
+            metricsServer.close(() => resolve());
+            metricsServer.closeAllConnections();
+          });
+        }
       })();
       return stopping;
     },
@@ -214,41 +261,161 @@ export function createServer(
 interface BindSecurity {
   readonly tls?: TlsMaterial | undefined;
   readonly socket: UnixSocketOptions;
+  readonly logger: Logger;
 }
 
-async function bindGrpc(
+/** A bound gRPC listener: our own `net.Server` handing connections to grpc-js. */
+interface GrpcListener {
+  /** The address as reported: `host:port` with the bound port, or `unix:/path`. */
+  readonly address: string;
+  /** Stops accepting and drops connections that have not sent the preface yet. */
+  close(): void;
+}
+
+/**
+ * Listens on `address` with a `net.Server` of our own and hands each
+ * connection to `server` through a connection injector: grpc-js has no
+ * connection cap and no preface timeout, and its bind would hide the socket.
+ * Past `limits.maxConnections` open connections, new ones are closed at once
+ * (`net.Server#maxConnections`); a plaintext connection that has not sent
+ * the HTTP/2 preface within `limits.handshakeTimeoutMs` is closed. A TLS
+ * connection is handed over at once: the TLS handshake has Node's own
+ * timeout, and grpc-js's idle timeout and keepalive take over from there.
+ */
+async function listenGrpc(
   server: grpc.Server,
   address: ListenAddress,
+  limits: ConnectionLimits,
   security: BindSecurity,
-): Promise<string> {
-  let target: string;
+): Promise<GrpcListener> {
+  const tls = address.kind === 'tcp' ? security.tls : undefined;
+  const injector = server.createConnectionInjector(grpcServerCredentials(tls));
+  const waiting = new Set<net.Socket>();
+  const netServer = net.createServer(function acceptGrpcConnection(socket) {
+    // Errors of a connection are its client's business; grpc-js adds its own handlers.
+    socket.on('error', () => {});
+    if (tls !== undefined) {
+      injector.injectConnection(socket);
+      return;
+    }
+    waiting.add(socket);
+    awaitPreface(socket, limits.handshakeTimeoutMs).then((received) => {
+      waiting.delete(socket);
+      if (received === undefined) {
+        socket.destroy();
+        return;
+      }
+      // grpc-js's HTTP/2 session reads what is buffered before reading the socket.
+      socket.unshift(received);
+      injector.injectConnection(socket);
+    });
+  });
+  netServer.maxConnections = limits.maxConnections;
+  netServer.on('drop', () => security.logger.debug('connection refused: listener full'));
+  const listen = (options: net.ListenOptions) =>
+    new Promise<void>((resolve, reject) => {
+      netServer.once('error', reject);
+      netServer.listen(options, () => {
+        netServer.off('error', reject);
+        resolve();
+      });
+    });
+  let text: string;
   if (address.kind === 'unix') {
     removeStaleSocket(address.path);
-    target = `unix:${address.path}`;
+    await bindUnixSocket(address.path, security.socket.mode, security.socket.gid, () =>
+      listen({ path: address.path }),
+    );
+    text = `unix:${address.path}`;
   } else {
-    target = address.host.includes(':')
-      ? `[${address.host}]:${address.port}`
-      : `${address.host}:${address.port}`;
+    await listen({ port: address.port, host: address.host });
+    const port = (netServer.address() as net.AddressInfo).port;
+    text = address.host.includes(':') ? `[${address.host}]:${port}` : `${address.host}:${port}`;
   }
-  const credentials =
-    address.kind === 'unix'
-      ? grpc.ServerCredentials.createInsecure()
-      : grpcServerCredentials(security.tls);
-  const bind = () =>
-    new Promise<number>((resolve, reject) => {
-      server.bindAsync(target, credentials, (err, p) => (err ? reject(err) : resolve(p)));
-    });
-  if (address.kind === 'unix') {
-    await bindUnixSocket(address.path, security.socket.mode, security.socket.gid, bind);
-    return target;
-  }
-  const port = await bind();
-  return target.replace(/:\d+$/, `:${port}`);
+  return {
+    address: text,
+    close() {
+      netServer.close();
+      for (const socket of waiting) socket.destroy();
+      waiting.clear();
+    },
+  };
+}
+
+/**
+ * Reads until `socket` has sent the HTTP/2 client preface; resolves with the
+ * bytes read (paused, to be put back), or undefined when the client sent
+ * something else, closed, or took longer than `timeoutMs`.
+ */
+function awaitPreface(socket: net.Socket, timeoutMs: number): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    let received = Buffer.alloc(0);
+    const finish = (result: Buffer | undefined) => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.off('close', onClose);
+      socket.pause();
+      resolve(result);
+    };
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    const onClose = () => finish(undefined);
+    const onData = (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      const n = Math.min(received.length, HTTP2_PREFACE.length);
+      if (!received.subarray(0, n).equals(HTTP2_PREFACE.subarray(0, n))) finish(undefined);
+      else if (received.length >= HTTP2_PREFACE.length) finish(received);
+    };
+    socket.on('data', onData);
+    socket.on('close', onClose);
+  });
 }
 
 /** A socket left by a killed sidecar would make the bind fail; a regular file is never removed. */
 function removeStaleSocket(path: string): void {
   if (existsSync(path) && lstatSync(path).isSocket()) unlinkSync(path);
+}
+
+/**
+ * Creates an HTTP/1.1 server (HTTPS with `tls`) that holds at most
+ * `limits.maxConnections` connections, closes a connection whose request
+ * headers take longer than the handshake timeout or whose whole request
+ * takes longer than the request timeout, and one without traffic for the
+ * idle timeout.
+ */
+function createHttpServer(
+  handler: http.RequestListener,
+  limits: ConnectionLimits,
+  tls?: TlsMaterial,
+): http.Server {
+  const options: http.ServerOptions = {
+    headersTimeout: limits.handshakeTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: Math.min(HTTP_KEEP_ALIVE_TIMEOUT_MS, limits.idleTimeoutMs),
+    // Node checks the two timeouts above only this often.
+    connectionsCheckingInterval: Math.min(
+      HTTP_TIMEOUT_CHECK_MAX_MS,
+      Math.ceil(limits.handshakeTimeoutMs / 4),
+    ),
+  };
+  const server =
+    tls === undefined
+      ? http.createServer(options, handler)
+      : https.createServer(
+          {
+            ...options,
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.clientCa,
+            requestCert: tls.clientCa !== undefined,
+            rejectUnauthorized: tls.clientCa !== undefined,
+            handshakeTimeout: limits.handshakeTimeoutMs,
+          },
+          handler,
+        );
+  server.maxConnections = limits.maxConnections;
+  // A socket without traffic for this long is destroyed (no 'timeout' listener keeps it).
+  server.timeout = limits.idleTimeoutMs;
+  return server;
 }
 
 async function listenHttp(server: http.Server, address: ListenAddress): Promise<string> {
@@ -260,7 +427,33 @@ async function listenHttp(server: http.Server, address: ListenAddress): Promise<
       resolve();
     });
   });
-  const bound = server.address() as AddressInfo;
+  const bound = server.address() as net.AddressInfo;
   const host = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
   return `${host}:${bound.port}`;
+}
+
+/**
+ * The listeners that serve the API on a TCP address other than loopback:
+ * anyone who reaches the address can call it unless a token is set.
+ */
+function exposedListeners(config: ServeConfig): string[] {
+  const exposed: string[] = [];
+  for (const address of config.grpcListen) {
+    if (address.kind === 'tcp' && !isLoopback(address.host)) {
+      exposed.push(`--grpc-listen ${address.text}`);
+    }
+  }
+  const httpListen = config.httpListen;
+  if (httpListen?.kind === 'tcp' && !isLoopback(httpListen.host)) {
+    exposed.push(`--http-listen ${httpListen.text}`);
+  }
+  return exposed;
+}
+
+/** True for `localhost`, `127.0.0.0/8`, `::1` and IPv4-mapped loopback addresses. */
+function isLoopback(host: string): boolean {
+  const h = host.toLowerCase();
+  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice('::ffff:'.length) : h;
+  return net.isIPv4(v4) && v4.startsWith('127.');
 }

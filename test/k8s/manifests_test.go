@@ -31,19 +31,23 @@ const sidecarName = "agenthooks"
 var imageEnvDefaults = map[string]string{
 	"AGENTHOOKS_GRPC_LISTEN":    "0.0.0.0:50051",
 	"AGENTHOOKS_HEALTH_LISTEN":  "0.0.0.0:50052",
+	"AGENTHOOKS_HTTP_LISTEN":    "0.0.0.0:8080",
 	"AGENTHOOKS_DB":             "/var/lib/agenthooks/agenthooks.db",
 	"AGENTHOOKS_SHUTDOWN_GRACE": "10",
 }
 
 // flagEnv maps the flags checked here to their variables.
 var flagEnv = map[string]string{
-	"grpc-listen":    "AGENTHOOKS_GRPC_LISTEN",
-	"health-listen":  "AGENTHOOKS_HEALTH_LISTEN",
-	"db":             "AGENTHOOKS_DB",
-	"env-file":       "AGENTHOOKS_ENV_FILE",
-	"shutdown-grace": "AGENTHOOKS_SHUTDOWN_GRACE",
-	"socket-mode":    "AGENTHOOKS_SOCKET_MODE",
-	"socket-group":   "AGENTHOOKS_SOCKET_GROUP",
+	"grpc-listen":     "AGENTHOOKS_GRPC_LISTEN",
+	"health-listen":   "AGENTHOOKS_HEALTH_LISTEN",
+	"http-listen":     "AGENTHOOKS_HTTP_LISTEN",
+	"metrics-listen":  "AGENTHOOKS_METRICS_LISTEN",
+	"auth-token-file": "AGENTHOOKS_AUTH_TOKEN_FILE",
+	"db":              "AGENTHOOKS_DB",
+	"env-file":        "AGENTHOOKS_ENV_FILE",
+	"shutdown-grace":  "AGENTHOOKS_SHUTDOWN_GRACE",
+	"socket-mode":     "AGENTHOOKS_SOCKET_MODE",
+	"socket-group":    "AGENTHOOKS_SOCKET_GROUP",
 }
 
 func TestStrictDecodingRejectsBadManifests(t *testing.T) {
@@ -297,6 +301,11 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 		}
 	}
 
+	// The API on no TCP port without a token; metrics on their own port.
+	for _, p := range listenerProblems(sidecar) {
+		t.Error(p)
+	}
+
 	// The unix socket on a shared emptyDir.
 	var socket string
 	for _, l := range s.all("grpc-listen") {
@@ -460,6 +469,113 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 			got = strconv.FormatInt(*tg, 10)
 		}
 		t.Errorf("terminationGracePeriodSeconds %s is not more than the sidecar's shutdown grace %v s", got, grace)
+	}
+}
+
+// listenerProblems reports a sidecar that serves the API (a TCP gRPC or HTTP
+// listener) without a bearer token, which any process in the pod (loopback
+// included) could call, and one whose /metrics and /healthz are not on a
+// --metrics-listen port of their own.
+func listenerProblems(sidecar *corev1.Container) []string {
+	s := newSettings(sidecar)
+	var problems []string
+	token := s.one("auth-token-file") != ""
+	for _, e := range sidecar.Env {
+		token = token || (e.Name == "AGENTHOOKS_AUTH_TOKEN" && (e.Value != "" || e.ValueFrom != nil))
+	}
+	api := []string{}
+	for _, l := range s.all("grpc-listen") {
+		if !strings.HasPrefix(l, "unix:") {
+			api = append(api, "--grpc-listen "+l)
+		}
+	}
+	if h := s.one("http-listen"); h != "" && h != "off" {
+		api = append(api, "--http-listen "+h)
+	}
+	if !token {
+		for _, l := range api {
+			problems = append(problems, fmt.Sprintf("%s: %s serves the API on TCP without a token: any process in the pod can call it", sidecarName, l))
+		}
+	}
+	metrics := s.one("metrics-listen")
+	_, metricsPort, err := net.SplitHostPort(metrics)
+	switch {
+	case metrics == "" || metrics == "off":
+		problems = append(problems, fmt.Sprintf("%s: no --metrics-listen / AGENTHOOKS_METRICS_LISTEN for /metrics and /healthz", sidecarName))
+	case err != nil:
+		problems = append(problems, fmt.Sprintf("%s: metrics listener %q is not host:port", sidecarName, metrics))
+	default:
+		others := append([]string{s.one("health-listen")}, s.all("grpc-listen")...)
+		if h := s.one("http-listen"); h != "off" {
+			others = append(others, h)
+		}
+		for _, o := range others {
+			if _, p, err := net.SplitHostPort(o); err == nil && p == metricsPort {
+				problems = append(problems, fmt.Sprintf("%s: the metrics listener shares port %s with %s", sidecarName, p, o))
+			}
+		}
+		declared := false
+		for _, cp := range sidecar.Ports {
+			declared = declared || strconv.Itoa(int(cp.ContainerPort)) == metricsPort
+		}
+		if !declared {
+			problems = append(problems, fmt.Sprintf("%s: the metrics port %s is not a containerPort", sidecarName, metricsPort))
+		}
+	}
+	return problems
+}
+
+func TestListenerChecksCatchExposedAPIs(t *testing.T) {
+	base := load(t).deployments[0]
+	cases := []struct {
+		name   string
+		bad    bool
+		change func(c *corev1.Container)
+	}{
+		{"the manifest as it is", false, func(*corev1.Container) {}},
+		{"the HTTP API on loopback without a token", true, func(c *corev1.Container) {
+			c.Env = append(c.Env, corev1.EnvVar{Name: "AGENTHOOKS_HTTP_LISTEN", Value: "127.0.0.1:8080"})
+		}},
+		{"the image's default listeners", true, func(c *corev1.Container) {
+			env := c.Env[:0]
+			for _, e := range c.Env {
+				if e.Name != "AGENTHOOKS_HTTP_LISTEN" && e.Name != "AGENTHOOKS_GRPC_LISTEN" {
+					env = append(env, e)
+				}
+			}
+			c.Env = env
+		}},
+		{"a TCP API behind a token", false, func(c *corev1.Container) {
+			c.Args = []string{"serve", "--http-listen", "127.0.0.1:8080", "--auth-token-file", "/run/secrets/token"}
+		}},
+		{"no metrics listener", true, func(c *corev1.Container) {
+			c.Args = []string{"serve", "--metrics-listen", "off"}
+		}},
+		{"metrics on the health port", true, func(c *corev1.Container) {
+			c.Args = []string{"serve", "--metrics-listen", "0.0.0.0:50052"}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d := base.DeepCopy()
+			var sidecar *corev1.Container
+			for i := range d.Spec.Template.Spec.InitContainers {
+				if d.Spec.Template.Spec.InitContainers[i].Name == sidecarName {
+					sidecar = &d.Spec.Template.Spec.InitContainers[i]
+				}
+			}
+			if sidecar == nil {
+				t.Fatalf("no init container named %s", sidecarName)
+			}
+			tc.change(sidecar)
+			problems := listenerProblems(sidecar)
+			if tc.bad && len(problems) == 0 {
+				t.Error("no problem reported")
+			}
+			if !tc.bad && len(problems) > 0 {
+				t.Errorf("problems reported: %v", problems)
+			}
+		})
 	}
 }
 

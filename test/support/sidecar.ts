@@ -297,6 +297,8 @@ export interface SidecarProcess extends NodeChild {
   readonly http?: string;
   /** `host:port` of the health-only listener, if any. */
   readonly health?: string;
+  /** `host:port` of the metrics-only listener, if any. */
+  readonly metrics?: string;
 }
 
 /**
@@ -357,6 +359,7 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
     grpcAll,
     http: listening.http as string | undefined,
     health: listening.health as string | undefined,
+    metrics: listening.metrics as string | undefined,
   };
 }
 

@@ -1,0 +1,309 @@
+import * as net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { healthClient, unary } from '../support/grpc-client.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+
+/** The HTTP/2 client connection preface (RFC 9113 §3.4). */
+const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/** A raw TCP client that records what the server does. */
+interface RawConnection {
+  readonly socket: net.Socket;
+  /** Bytes received so far. */
+  bytes(): number;
+  /** Resolves when the server has sent something. */
+  readonly firstData: Promise<void>;
+  /** Resolves with the time (ms since connect) the connection closed. */
+  readonly closed: Promise<number>;
+  isClosed(): boolean;
+}
+
+function openRaw(address: string): Promise<RawConnection> {
+  const i = address.lastIndexOf(':');
+  const host = address.slice(0, i).replace(/^\[|\]$/g, '');
+  const port = Number(address.slice(i + 1));
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host, port });
+    let received = 0;
+    let isClosed = false;
+    let start = 0;
+    let onFirst: () => void = () => {};
+    const firstData = new Promise<void>((r) => {
+      onFirst = r;
+    });
+    socket.on('data', (chunk: Buffer) => {
+      received += chunk.length;
+      onFirst();
+    });
+    socket.on('error', () => {});
+    const closed = new Promise<number>((r) =>
+      socket.once('close', () => {
+        isClosed = true;
+        r(Date.now() - start);
+      }),
+    );
+    socket.once('connect', () => {
+      start = Date.now();
+      resolve({
+        socket,
+        bytes: () => received,
+        firstData,
+        closed,
+        isClosed: () => isClosed,
+      });
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** Resolves with `promise`, or fails the test after `ms`. */
+async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** An HTTP/2 frame (RFC 9113 §4.1). */
+function frame(type: number, flags: number, streamId: number, payload: Buffer): Buffer {
+  const header = Buffer.alloc(9);
+  header.writeUIntBE(payload.length, 0, 3);
+  header.writeUInt8(type, 3);
+  header.writeUInt8(flags, 4);
+  header.writeUInt32BE(streamId, 5);
+  return Buffer.concat([header, payload]);
+}
+
+/** A header block of literal fields without indexing (RFC 7541 §6.2.2), names and values short. */
+function headerBlock(fields: [string, string][]): Buffer {
+  const parts: Buffer[] = [];
+  for (const [name, value] of fields) {
+    parts.push(Buffer.from([0, name.length]), Buffer.from(name), Buffer.from([value.length]));
+    parts.push(Buffer.from(value));
+  }
+  return Buffer.concat(parts);
+}
+
+const SETTINGS = frame(4, 0, 0, Buffer.alloc(0));
+const END_HEADERS = 0x4;
+
+/** The start of a gRPC health check whose body never completes. */
+const HEALTH_CHECK_HEADERS = frame(
+  1,
+  END_HEADERS,
+  1,
+  headerBlock([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', '/grpc.health.v1.Health/Check'],
+    [':authority', 'localhost'],
+    ['content-type', 'application/grpc'],
+    ['te', 'trailers'],
+  ]),
+);
+
+/** Writes one byte every 100 ms until the connection closes. */
+function trickle(conn: RawConnection, byte: () => Buffer): void {
+  const timer = setInterval(() => {
+    if (conn.isClosed()) clearInterval(timer);
+    else conn.socket.write(byte());
+  }, 100);
+  conn.closed.then(() => clearInterval(timer));
+}
+
+/** Opens `n` connections, a few at a time. */
+async function openMany(address: string, n: number): Promise<RawConnection[]> {
+  const conns: RawConnection[] = [];
+  for (let i = 0; i < n; i += 25) {
+    conns.push(
+      ...(await Promise.all(Array.from({ length: Math.min(25, n - i) }, () => openRaw(address)))),
+    );
+  }
+  return conns;
+}
+
+async function healthCheck(address: string): Promise<string> {
+  const client = healthClient(address);
+  try {
+    const res = await unary<{ status: string }>(client, 'Check', { service: '' });
+    return res.status;
+  } finally {
+    client.close();
+  }
+}
+
+describe('idle and slow connections', () => {
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    sidecar = await startSidecar({
+      args: [
+        '--health-listen',
+        '127.0.0.1:0',
+        '--handshake-timeout',
+        '1',
+        '--request-timeout',
+        '2',
+        '--idle-timeout',
+        '3',
+        '--keepalive-time',
+        '1',
+        '--max-connections',
+        '400',
+      ],
+    });
+  });
+  afterAll(() => killSidecar(sidecar));
+
+  it('closes idle, preface-only and trickling connections on every listener while answering others', async () => {
+    const grpcAddress = sidecar.grpc;
+    const healthAddress = sidecar.health as string;
+    const httpAddress = sidecar.http as string;
+    const idle = [
+      ...(await openMany(grpcAddress, 100)),
+      ...(await openMany(healthAddress, 100)),
+      ...(await openMany(httpAddress, 100)),
+    ];
+    const prefaceOnly = [
+      ...(await openMany(grpcAddress, 10)),
+      ...(await openMany(healthAddress, 10)),
+    ];
+    for (const c of prefaceOnly) c.socket.write(PREFACE);
+    const httpHeadersOnly = await openMany(httpAddress, 10);
+    for (const c of httpHeadersOnly) c.socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n');
+    const grpcTrickling = await openMany(grpcAddress, 10);
+    for (const c of grpcTrickling) {
+      c.socket.write(Buffer.concat([PREFACE, SETTINGS, HEALTH_CHECK_HEADERS]));
+      trickle(c, () => frame(0, 0, 1, Buffer.from([0])));
+    }
+    const httpTrickling = await openMany(httpAddress, 10);
+    for (const c of httpTrickling) {
+      c.socket.write('POST /healthz HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n');
+      trickle(c, () => Buffer.from('x'));
+    }
+
+    // A well-behaved client is answered on every listener meanwhile.
+    expect(await healthCheck(grpcAddress)).toBe('SERVING');
+    expect(await healthCheck(healthAddress)).toBe('SERVING');
+    const healthz = await fetch(`http://${httpAddress}/healthz`);
+    expect(healthz.status).toBe(200);
+    await healthz.body?.cancel();
+
+    // --handshake-timeout 1: nothing sent, or no complete request head, within a second.
+    const idleClosed = await within(
+      8_000,
+      'idle connections closed',
+      Promise.all([...idle, ...httpHeadersOnly].map((c) => c.closed)),
+    );
+    expect(Math.min(...idleClosed)).toBeGreaterThanOrEqual(900);
+    // An HTTP/2 preface and nothing more: the unanswered keepalive ping (1 s + 1 s) or
+    // --idle-timeout 3 ends it.
+    await within(
+      8_000,
+      'preface-only connections closed',
+      Promise.all(prefaceOnly.map((c) => c.closed)),
+    );
+    // A call whose body never ends: the unanswered keepalive ping ends it.
+    await within(8_000, 'trickling gRPC closed', Promise.all(grpcTrickling.map((c) => c.closed)));
+    // --request-timeout 2: the body is still arriving after two seconds.
+    const trickled = await within(
+      8_000,
+      'trickling HTTP closed',
+      Promise.all(httpTrickling.map((c) => c.closed)),
+    );
+    expect(Math.min(...trickled)).toBeGreaterThanOrEqual(1_900);
+
+    expect(await healthCheck(grpcAddress)).toBe('SERVING');
+  });
+});
+
+describe('the connection cap', () => {
+  const CAP = 20;
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    // Long timeouts: only the cap can close a connection promptly here.
+    sidecar = await startSidecar({
+      args: [
+        '--health-listen',
+        '127.0.0.1:0',
+        '--max-connections',
+        String(CAP),
+        '--handshake-timeout',
+        '60',
+        '--request-timeout',
+        '60',
+        '--idle-timeout',
+        '60',
+        '--keepalive-time',
+        '60',
+      ],
+    });
+  });
+  afterAll(() => killSidecar(sidecar));
+
+  /** Opens a gRPC connection and resolves once the server answered its preface. */
+  async function openHttp2(address: string): Promise<RawConnection> {
+    const c = await openRaw(address);
+    c.socket.write(Buffer.concat([PREFACE, SETTINGS]));
+    await Promise.race([c.firstData, c.closed]);
+    return c;
+  }
+
+  /** Opens an HTTP/1.1 keep-alive connection and resolves once a request on it was answered. */
+  async function openHttp1(address: string): Promise<RawConnection> {
+    const c = await openRaw(address);
+    c.socket.write('GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n');
+    await Promise.race([c.firstData, c.closed]);
+    return c;
+  }
+
+  it.each(['grpc', 'health', 'http'] as const)(
+    'closes connections past --max-connections on the %s listener at once, and accepts again below it',
+    async (listener) => {
+      const address = sidecar[listener] as string;
+      const open = listener === 'http' ? openHttp1 : openHttp2;
+      // On the gRPC listener a well-behaved client holds one of the connections.
+      const client = listener === 'grpc' ? healthClient(address) : undefined;
+      try {
+        if (client !== undefined) {
+          expect(await unary<{ status: string }>(client, 'Check', {})).toMatchObject({
+            status: 'SERVING',
+          });
+        }
+        const held: RawConnection[] = [];
+        while (held.length < CAP - (client === undefined ? 0 : 1)) {
+          const c = await open(address);
+          expect(c.bytes()).toBeGreaterThan(0);
+          held.push(c);
+        }
+        const extra = await open(address);
+        const closedAfter = await within(5_000, 'connection past the cap closed', extra.closed);
+        expect(extra.bytes()).toBe(0);
+        expect(closedAfter).toBeLessThan(5_000);
+        if (client !== undefined) {
+          expect(await unary<{ status: string }>(client, 'Check', {})).toMatchObject({
+            status: 'SERVING',
+          });
+        }
+        // One leaves: a new connection is accepted once the server has seen it go.
+        const leaving = held.pop() as RawConnection;
+        leaving.socket.destroy();
+        let accepted: RawConnection | undefined;
+        for (let attempt = 0; attempt < 50 && accepted === undefined; attempt++) {
+          const c = await open(address);
+          if (c.bytes() > 0) accepted = c;
+        }
+        expect(accepted).toBeDefined();
+        for (const c of [...held, accepted as RawConnection]) c.socket.destroy();
+      } finally {
+        client?.close();
+      }
+    },
+  );
+});
