@@ -31,6 +31,8 @@ import type { DestinationPolicy } from './destination.js';
 export const WEBHOOK_RULE_REASON = {
   /** The webhook URL is not HTTP(S) or an application-relative path, or has credentials. */
   INVALID_WEBHOOK_URL: 'INVALID_WEBHOOK_URL',
+  /** The webhook URL is longer than the limit (8 KiB, UTF-8). */
+  WEBHOOK_URL_TOO_LONG: 'WEBHOOK_URL_TOO_LONG',
   /** The webhook URL's host is a denied address or name (unspecified, link-local, cloud metadata, `--webhook-deny`). */
   WEBHOOK_DESTINATION_DENIED: 'WEBHOOK_DESTINATION_DENIED',
   /** The webhook timeout is not in (0, 2147483.647] seconds. */
@@ -84,12 +86,30 @@ export const DEFAULT_HEADER_LIMITS: HeaderLimits = Object.freeze({
   maxHeaderBytes: 8_192,
 });
 
+/**
+ * Size limits on a webhook, applied at registration only: a hook stored
+ * before a limit existed (or under a larger one) is still delivered.
+ */
+export interface WebhookLimits extends HeaderLimits {
+  /** Longest URL, as configured, in UTF-8 bytes. */
+  readonly maxUrlBytes: number;
+}
+
+/** Longest webhook URL by default, in UTF-8 bytes (documented on `Webhook.url` in the proto). */
+export const MAX_WEBHOOK_URL_BYTES = 8_192;
+
+/** Default {@link WebhookLimits}: 8 KiB URLs, 64 headers of at most 8 KiB each. */
+export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = Object.freeze({
+  maxUrlBytes: MAX_WEBHOOK_URL_BYTES,
+  ...DEFAULT_HEADER_LIMITS,
+});
+
 /** What {@link checkWebhook} checks beyond the rules every webhook follows. */
 export interface WebhookCheckOptions {
   /** Checked against the host of an absolute URL. Absent: not checked. */
   readonly destinations?: DestinationPolicy | undefined;
-  /** Limits on the headers. Absent: none. */
-  readonly limits?: HeaderLimits | undefined;
+  /** Limits on the URL and the headers. Absent: none. */
+  readonly limits?: WebhookLimits | undefined;
 }
 
 /** Largest webhook timeout in seconds: the largest `setTimeout` delay, 2^31 - 1 ms. */
@@ -205,6 +225,27 @@ export function checkWebhookUrl(url: string): WebhookRuleViolation | undefined {
     return urlViolation(DIAGNOSTIC.URL_CREDENTIALS);
   }
   return undefined;
+}
+
+/**
+ * Returns whether `url` is longer than `maxBytes` in UTF-8. Registration
+ * checks it after {@link checkWebhookUrl}; delivery does not, so that a
+ * hook stored before the limit keeps working.
+ *
+ * @example
+ * checkWebhookUrlSize('https://hooks.example/in', 8192); // undefined
+ */
+export function checkWebhookUrlSize(
+  url: string,
+  maxBytes: number,
+): WebhookRuleViolation | undefined {
+  if (Buffer.byteLength(url, 'utf8') <= maxBytes) return undefined;
+  return {
+    field: 'url',
+    reason: WEBHOOK_RULE_REASON.WEBHOOK_URL_TOO_LONG,
+    message: `Webhook URL can be at most ${maxBytes} bytes (UTF-8)`,
+    diagnostic: 'URL is too long',
+  };
 }
 
 /**
@@ -407,13 +448,13 @@ export function checkControlDelivery(
 
 /**
  * Returns the first rule a webhook breaks, as registration checks it, in
- * this order: `url`, its destination (with `options.destinations`),
+ * this order: `url`, its size (with `options.limits`), its destination (with `options.destinations`),
  * `timeout`, `headers` ({@link checkWebhookHeaders}, with `options.limits`)
  * and `allowedEnvVars`. The control rules depend on the hook too, and are
  * the caller's to check ({@link checkControlDelivery}).
  *
  * @example
- * const violation = checkWebhook(hook.webhook, { limits: DEFAULT_HEADER_LIMITS });
+ * const violation = checkWebhook(hook.webhook, { limits: DEFAULT_WEBHOOK_LIMITS });
  * if (violation !== undefined) throw webhookRuleError(violation, 'hooks[0].webhook');
  */
 export function checkWebhook(
@@ -423,6 +464,9 @@ export function checkWebhook(
   const urlViolation = checkWebhookUrl(webhook.url);
   if (urlViolation !== undefined) return urlViolation;
   return (
+    (options.limits === undefined
+      ? undefined
+      : checkWebhookUrlSize(webhook.url, options.limits.maxUrlBytes)) ??
     (options.destinations === undefined
       ? undefined
       : checkWebhookDestination(webhook.url, options.destinations)) ??

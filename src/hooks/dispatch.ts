@@ -17,6 +17,7 @@ import {
   HookSource,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
+  ExecutorSchema,
   type HookEvent,
   HookEventSchema,
   type HookType,
@@ -36,7 +37,7 @@ import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
 import { checkToolName } from './tool-call.js';
-import { isControlHook } from './validate.js';
+import { isControlHook, REASON, validateOperationId } from './validate.js';
 
 /** What dispatch and control evaluation need. */
 export interface DispatchDeps {
@@ -107,6 +108,9 @@ export interface EventRoute extends EventCase {
   readonly apiName?: string;
 }
 
+/** Executor numbers the contract defines, `EXECUTOR_UNSPECIFIED` included. */
+const KNOWN_EXECUTORS: ReadonlySet<number> = new Set(ExecutorSchema.values.map((v) => v.number));
+
 /**
  * Returns the routing facts of an event.
  *
@@ -120,15 +124,21 @@ export function routeOf(event: HookEvent | undefined, field = 'event'): EventRou
   }
   const message = c.message as {
     operationId?: string;
-    context?: { operationId: string; identifier: string; apiName: string };
+    context?: { operationId: string; identifier: string; apiName: string; executor: number };
   };
   const context = message.context;
   const operationId = context ? context.operationId : (message.operationId ?? '');
-  if (operationId === '') {
-    const path = context
-      ? `${field}.${caseName(event)}.context.operationId`
-      : `${field}.${caseName(event)}.operationId`;
-    throw new InvalidArgumentError(path, 'OPERATION_ID_REQUIRED', 'operationId is required');
+  const path = context
+    ? `${field}.${caseName(event)}.context.operationId`
+    : `${field}.${caseName(event)}.operationId`;
+  validateOperationId(operationId, path);
+  if (context !== undefined && !KNOWN_EXECUTORS.has(context.executor)) {
+    // Dispatch does not require an executor, but a number the sidecar does not know is refused.
+    throw new InvalidArgumentError(
+      `${field}.${caseName(event)}.context.executor`,
+      REASON.INVALID_ENUM_VALUE,
+      `Unknown executor value ${context.executor}`,
+    );
   }
   if (context) {
     const contextPath = `${field}.${caseName(event)}.context`;

@@ -8,13 +8,26 @@
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
-import { REASON, type ValidationOptions, validateHooks, validateOperationId } from './validate.js';
+import {
+  checkIdLength,
+  MAX_OPERATION_ID_BYTES,
+  REASON,
+  type ValidationOptions,
+  validateHooks,
+  validateOperationId,
+} from './validate.js';
 
 /** Operations whose hooks are kept in memory; older entries are read again from the store. */
 export const HOOK_CACHE_OPERATIONS = 10_000;
 
 /** Default of `--max-hooks-per-operation`. */
 export const DEFAULT_MAX_HOOKS_PER_OPERATION = 1_000;
+
+/**
+ * Most stored hook configuration per operation, in bytes: the serialized
+ * JSON of its hooks, existing and new together (1 MiB, documented in the proto).
+ */
+export const MAX_OPERATION_CONFIG_BYTES = 1_048_576;
 
 /** Options of a {@link HookRegistry}: the operator's policy for caller hooks. */
 export interface RegistryOptions extends ValidationOptions {
@@ -52,7 +65,8 @@ export class HookRegistry {
    * so the hook limit holds for concurrent calls.
    *
    * @throws InvalidArgumentError naming the first invalid field, or
-   *   `TOO_MANY_HOOKS` when the operation would exceed the limit; nothing is stored then.
+   *   `TOO_MANY_HOOKS` or `HOOK_CONFIG_TOO_LARGE` when the operation would
+   *   exceed a limit; nothing is stored then.
    * @throws StoreUnavailableError when the store cannot commit.
    */
   async register(
@@ -61,6 +75,13 @@ export class HookRegistry {
     hooks: readonly Hook[],
   ): Promise<number> {
     validateOperationId(operationId);
+    checkIdLength(
+      parentOperationId ?? '',
+      'parentOperationId',
+      REASON.OPERATION_ID_TOO_LONG,
+      MAX_OPERATION_ID_BYTES,
+      'An operation id',
+    );
     validateHooks(hooks, 'hooks', this.#validation);
     if (hooks.length > this.#maxHooks) throw this.#tooMany(0, hooks.length);
     const previous = this.#registering.get(operationId) ?? Promise.resolve();
@@ -86,7 +107,9 @@ export class HookRegistry {
     const existing = (await this.#store.listHooks(operationId)).hooks.length;
     if (existing + hooks.length > this.#maxHooks) throw this.#tooMany(existing, hooks.length);
     try {
-      return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks);
+      return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks, {
+        maxConfigBytes: MAX_OPERATION_CONFIG_BYTES,
+      });
     } finally {
       this.#cache.delete(operationId);
     }

@@ -4,6 +4,12 @@
  */
 import { Executor, type ToolCallContext } from '../../gen/agenthooks/v1/events_pb.js';
 import { InvalidArgumentError } from '../errors.js';
+import {
+  checkIdLength,
+  MAX_OPERATION_ID_BYTES,
+  MAX_TOOL_CALL_ID_BYTES,
+  REASON,
+} from './validate.js';
 
 /** Reason of a tool-call context that lacks a required field. */
 export const TOOL_CALL_CONTEXT_INVALID = 'TOOL_CALL_CONTEXT_INVALID';
@@ -42,10 +48,11 @@ const REQUIRED_STRINGS = ['toolCallId', 'operationId', 'identifier', 'apiName'] 
 
 /**
  * Checks the required fields of a tool-call context: `toolCallId`,
- * `operationId`, `identifier`, `apiName` and `executor`, and the length of
- * the tool name ({@link MAX_TOOL_NAME_BYTES}).
+ * `operationId`, `identifier`, `apiName` and `executor` (a value the
+ * sidecar knows); then the length of the tool name ({@link MAX_TOOL_NAME_BYTES})
+ * and the sizes of `toolCallId` and `operationId` (at most 256 bytes each).
  *
- * @throws InvalidArgumentError naming the first missing or too long field under `path`.
+ * @throws InvalidArgumentError naming the first missing, invalid or too long field under `path`.
  */
 export function validateToolCallContext(
   context: ToolCallContext | undefined,
@@ -76,13 +83,30 @@ export function validateToolCallContext(
       'executor must be EXECUTOR_SERVER or EXECUTOR_CLIENT',
     );
   }
+  checkToolCallId(context.toolCallId, `${path}.toolCallId`);
+  checkIdLength(
+    context.operationId,
+    `${path}.operationId`,
+    REASON.OPERATION_ID_TOO_LONG,
+    MAX_OPERATION_ID_BYTES,
+    'An operation id',
+  );
+}
+
+/**
+ * Checks the size of a tool call id: at most 256 bytes in UTF-8.
+ *
+ * @throws InvalidArgumentError `TOOL_CALL_ID_TOO_LONG` naming `field`.
+ */
+export function checkToolCallId(id: string, field: string): void {
+  checkIdLength(id, field, REASON.TOOL_CALL_ID_TOO_LONG, MAX_TOOL_CALL_ID_BYTES, 'A tool call id');
 }
 
 /**
  * Returns the operations whose caller hooks apply, oldest first: the
  * request's chain when it names one, else the call's own operation.
  *
- * @throws InvalidArgumentError for an empty entry.
+ * @throws InvalidArgumentError for an empty entry, or one over 256 bytes.
  */
 export function resolveChain(
   requested: readonly string[],
@@ -97,6 +121,13 @@ export function resolveChain(
         'operation ids in a chain cannot be empty',
       );
     }
+    checkIdLength(
+      id,
+      `${path}[${i}]`,
+      REASON.OPERATION_ID_TOO_LONG,
+      MAX_OPERATION_ID_BYTES,
+      'An operation id',
+    );
   });
   return requested.length > 0 ? [...requested] : [context.operationId];
 }

@@ -32,9 +32,9 @@ import type { DestinationPolicy } from '../delivery/destination.js';
 import {
   checkControlDelivery,
   checkWebhook,
-  DEFAULT_HEADER_LIMITS,
-  type HeaderLimits,
+  DEFAULT_WEBHOOK_LIMITS,
   WEBHOOK_RULE_REASON,
+  type WebhookLimits,
   webhookRuleError,
 } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
@@ -80,7 +80,20 @@ export const REASON = {
   INVALID_ENUM_VALUE: 'INVALID_ENUM_VALUE',
   /** `operationId` is empty. */
   OPERATION_ID_REQUIRED: 'OPERATION_ID_REQUIRED',
+  /** An operation id is longer than {@link MAX_OPERATION_ID_BYTES} (UTF-8). */
+  OPERATION_ID_TOO_LONG: 'OPERATION_ID_TOO_LONG',
+  /** A hook `id` is longer than {@link MAX_HOOK_ID_BYTES} (UTF-8). */
+  HOOK_ID_TOO_LONG: 'HOOK_ID_TOO_LONG',
+  /** A tool call id is longer than {@link MAX_TOOL_CALL_ID_BYTES} (UTF-8). */
+  TOOL_CALL_ID_TOO_LONG: 'TOOL_CALL_ID_TOO_LONG',
 } as const;
+
+/** Longest operation id, in UTF-8 bytes, wherever one comes in (documented in the proto). */
+export const MAX_OPERATION_ID_BYTES = 256;
+/** Longest hook id, in UTF-8 bytes (documented in the proto). */
+export const MAX_HOOK_ID_BYTES = 256;
+/** Longest tool call id, in UTF-8 bytes (documented in the proto). */
+export const MAX_TOOL_CALL_ID_BYTES = 256;
 
 /** One of the {@link REASON} values. */
 export type ValidationReason = (typeof REASON)[keyof typeof REASON];
@@ -108,15 +121,15 @@ const MESSAGE = {
 export const RESERVED_HOOK_ID_PREFIX = 'server-env-webhook:';
 
 /** Size limits on one caller hook, beyond the reference system's rules. */
-export interface HookLimits extends HeaderLimits {
+export interface HookLimits extends WebhookLimits {
   /** Longest matcher, in UTF-16 code units (JavaScript string length). */
   readonly maxMatcherLength: number;
 }
 
-/** Default {@link HookLimits}: 1,024-character matchers, 64 headers of at most 8 KiB each. */
+/** Default {@link HookLimits}: 1,024-character matchers, 8 KiB URLs, 64 headers of at most 8 KiB each. */
 export const DEFAULT_HOOK_LIMITS: HookLimits = Object.freeze({
   maxMatcherLength: 1_024,
-  ...DEFAULT_HEADER_LIMITS,
+  ...DEFAULT_WEBHOOK_LIMITS,
 });
 
 /**
@@ -196,6 +209,31 @@ export function validateOperationId(id: string, field = 'operationId'): void {
       MESSAGE.OPERATION_ID_REQUIRED,
     );
   }
+  checkIdLength(id, field, REASON.OPERATION_ID_TOO_LONG, MAX_OPERATION_ID_BYTES, 'An operation id');
+}
+
+/**
+ * Checks the size of an identifier: at most `max` bytes in UTF-8. An empty
+ * one passes; whether it may be empty is the caller's rule.
+ *
+ * @param what The identifier as the message names it, such as `A hook id`.
+ * @throws InvalidArgumentError with `reason` when `id` is longer.
+ * @example
+ * checkIdLength(parentId, 'parentOperationId', REASON.OPERATION_ID_TOO_LONG,
+ *   MAX_OPERATION_ID_BYTES, 'An operation id');
+ */
+export function checkIdLength(
+  id: string,
+  field: string,
+  reason: ValidationReason,
+  max: number,
+  what: string,
+): void {
+  // A UTF-8 byte is at least one UTF-16 unit, so a short string needs no count.
+  if (id.length * 3 <= max) return;
+  if (Buffer.byteLength(id, 'utf8') > max) {
+    throw new InvalidArgumentError(field, reason, `${what} can be at most ${max} bytes (UTF-8)`);
+  }
 }
 
 /**
@@ -219,9 +257,10 @@ export function validateHooks(
 }
 
 /**
- * Checks one hook, with the rules in this order: `id`, `type`, a handler or
+ * Checks one hook, with the rules in this order: `id` (set, at most
+ * {@link MAX_HOOK_ID_BYTES}, not reserved), `type`, a handler or
  * webhook, `matcher` (tool events only, length, syntax, linear-time),
- * the webhook's own rules (`url`, its destination, `timeout`, `headers`:
+ * the webhook's own rules (`url` and its size, its destination, `timeout`, `headers`:
  * count, then each name, value, templates and size, `allowedEnvVars` names;
  * see `checkWebhook` in `delivery/webhook-rules.ts`), the operator's
  * variable allowlist, the control rules (`toolCall` response handling),
@@ -238,6 +277,7 @@ export function validateHook(hook: Hook, path = 'hook', options: ValidationOptio
   if (hook.id === '') {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_REQUIRED, MESSAGE.HOOK_ID_REQUIRED);
   }
+  checkIdLength(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
   if (hook.id.startsWith(RESERVED_HOOK_ID_PREFIX)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
   }

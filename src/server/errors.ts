@@ -33,13 +33,19 @@ export class MalformedRequest {
   /** The INVALID_ARGUMENT error the call is answered with. */
   readonly error: AgentHooksError;
 
-  constructor(method: DescMethod, cause: unknown) {
-    this.error = new AgentHooksError(
-      'invalid_argument',
-      MALFORMED_REQUEST_REASON,
-      `the request is not a valid ${method.input.typeName} message`,
-      { cause },
-    );
+  /**
+   * @param problem What is wrong, appended to the message: for JSON, the
+   *   offending field and why (`unknown field`), or protobuf-es's own text.
+   * @param field JSON path of the offending field, when known; the error
+   *   then carries it in a `BadRequest` like other invalid fields.
+   */
+  constructor(method: DescMethod, cause: unknown, problem?: string, field?: string) {
+    const base = `the request is not a valid ${method.input.typeName} message`;
+    const message = problem === undefined ? base : `${base}: ${problem}`;
+    this.error =
+      field === undefined
+        ? new AgentHooksError('invalid_argument', MALFORMED_REQUEST_REASON, message, { cause })
+        : new InvalidArgumentError(field, MALFORMED_REQUEST_REASON, message, { cause });
   }
 }
 

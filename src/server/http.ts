@@ -3,11 +3,17 @@
  * gRPC-Web for the guarded services (connect-node's universal handlers),
  * then a fallback for plain paths (`/metrics`, `/healthz`).
  *
+ * JSON is decoded strictly: an unknown field or enum name is an error, not
+ * dropped (connect-node's default, `ignoreUnknownFields: true`, would store
+ * a misspelt `"onError": "ON_ERROR_BLOKC"` as unset, that is fail-open).
+ *
  * connect-node answers a binary request body it cannot decode with
- * INTERNAL (`parse binary: ...`), where bad JSON gets INVALID_ARGUMENT.
- * Such an answer is replaced by the guard's own: the guarded method is
- * called with a {@link MalformedRequest}, so the call is admitted, counted
- * and answered INVALID_ARGUMENT (`MALFORMED_REQUEST`) as over grpc-js.
+ * INTERNAL (`parse binary: ...`), and JSON it cannot decode with
+ * INVALID_ARGUMENT (`cannot decode ...`) but no `ErrorInfo`. Such an answer
+ * is replaced by the guard's own: the guarded method is called with a
+ * {@link MalformedRequest}, so the call is admitted, counted and answered
+ * INVALID_ARGUMENT (`MALFORMED_REQUEST`) as over grpc-js; for JSON the
+ * message keeps protobuf-es's text, which names the field.
  */
 import type * as http from 'node:http';
 import type { DescMethod } from '@bufbuild/protobuf';
@@ -39,6 +45,7 @@ import {
 } from '@connectrpc/connect-node';
 import type { Logger } from '../log.js';
 import { MalformedRequest, toConnectError } from './errors.js';
+import { findJsonFieldProblem } from './json-field.js';
 
 /** A guarded method as a transport calls it. */
 // biome-ignore lint/suspicious/noExplicitAny: methods of every service go through one lookup.
@@ -61,6 +68,10 @@ export interface HttpHandlerOptions {
 
 /** The message prefix of connect's error for a binary body it cannot decode. */
 const PARSE_BINARY_PREFIX = 'parse binary:';
+/** The message prefix of protobuf-es's errors for JSON it cannot decode, which connect passes on. */
+const PARSE_JSON_PREFIX = 'cannot decode ';
+/** JSON decoding: unknown fields and enum names are refused, not dropped. */
+const JSON_OPTIONS = { ignoreUnknownFields: false } as const;
 /** The largest error body inspected for that error (connect's are a few hundred bytes). */
 const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
@@ -70,6 +81,7 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
     readMaxBytes: options.readMaxBytes,
     shutdownSignal: options.shutdownSignal,
     acceptCompression: [compressionGzip, compressionBrotli],
+    jsonOptions: JSON_OPTIONS,
   });
   options.routes(router);
   const paths = new Map<string, UniversalHandler>();
@@ -81,9 +93,12 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       options.fallback(req, res);
       return;
     }
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    const { uReq, body } = captureJson(
+      universalRequestFromNodeRequest(req, res, undefined, undefined),
+      options.readMaxBytes,
+    );
     handler(uReq)
-      .then((uRes) => replaceParseError(uReq, uRes, handler, options))
+      .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) => {
         // A client that hung up is not a failure of ours.
@@ -97,22 +112,33 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
 }
 
 /**
- * Returns `uRes`, or the guard's answer when `uRes` is connect's INTERNAL
- * answer to a binary body it could not decode.
+ * Returns `uRes`, or the guard's answer when `uRes` is connect's answer to
+ * a body it could not decode (binary or JSON).
  */
 async function replaceParseError(
   uReq: UniversalServerRequest,
   uRes: UniversalServerResponse,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
+  requestBody: () => Uint8Array | undefined,
 ): Promise<UniversalServerResponse> {
   const contentType = uReq.header.get('content-type') ?? '';
   const grpcWeb = contentType.startsWith('application/grpc-web');
-  if (!grpcWeb && uRes.status !== 500) return uRes;
+  if (!grpcWeb && uRes.status !== 500 && uRes.status !== 400) return uRes;
   const chunks = await firstChunks(uRes);
-  const parseError = grpcWeb ? isGrpcWebParseError(chunks.head) : isConnectParseError(chunks.head);
-  if (!parseError) return { ...uRes, body: chunks.body };
-  const err = await guardAnswer(uReq, handler, options);
+  const parseError = grpcWeb ? grpcWebParseError(chunks.head) : connectParseError(chunks.head);
+  if (parseError === undefined) return { ...uRes, body: chunks.body };
+  const found =
+    parseError.problem === undefined
+      ? undefined
+      : jsonFieldProblem(handler, requestBody(), grpcWeb);
+  const err = await guardAnswer(
+    uReq,
+    handler,
+    options,
+    found === undefined ? parseError.problem : `${found.field}: ${found.problem}`,
+    found?.field,
+  );
   if (grpcWeb) {
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
@@ -129,15 +155,77 @@ async function replaceParseError(
   };
 }
 
+/** Content types whose body is JSON (Connect unary and streaming, gRPC-Web). */
+const JSON_CONTENT_TYPE = /^application\/(?:json|connect\+json|grpc-web\+json)\b/i;
+
+/**
+ * Returns the request with its body recorded as connect reads it, for a
+ * JSON request: when decoding fails, the body tells which field is at
+ * fault. At most `maxBytes` are kept (connect refuses more anyway).
+ */
+function captureJson(
+  uReq: UniversalServerRequest,
+  maxBytes: number,
+): { uReq: UniversalServerRequest; body: () => Uint8Array | undefined } {
+  const source = uReq.body;
+  if (
+    !JSON_CONTENT_TYPE.test(uReq.header.get('content-type') ?? '') ||
+    typeof source !== 'object' ||
+    source === null ||
+    !(Symbol.asyncIterator in source)
+  ) {
+    return { uReq, body: () => undefined };
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let complete = true;
+  async function* recorded(): AsyncIterable<Uint8Array> {
+    for await (const chunk of source as AsyncIterable<Uint8Array>) {
+      size += chunk.byteLength;
+      if (size <= maxBytes) chunks.push(chunk);
+      else complete = false;
+      yield chunk;
+    }
+  }
+  return {
+    uReq: { ...uReq, body: recorded() },
+    body: () => (complete ? Buffer.concat(chunks) : undefined),
+  };
+}
+
+/** The unknown field or enum name of a JSON body connect could not decode, if that is its fault. */
+function jsonFieldProblem(
+  handler: UniversalHandler,
+  body: Uint8Array | undefined,
+  grpcWeb: boolean,
+): { field: string; problem: string } | undefined {
+  if (body === undefined) return undefined;
+  let data = body;
+  if (grpcWeb) {
+    // One uncompressed message frame: flag byte 0, 4-byte length, then the JSON.
+    if (body.byteLength < 5 || body[0] !== 0) return undefined;
+    data = body.subarray(5, 5 + new DataView(body.buffer, body.byteOffset).getUint32(1));
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    return undefined;
+  }
+  return findJsonFieldProblem(handler.method.input, json);
+}
+
 /** Runs the guarded method on a {@link MalformedRequest} and returns the error it answers. */
 async function guardAnswer(
   uReq: UniversalServerRequest,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
+  problem: string | undefined,
+  field: string | undefined,
 ): Promise<ConnectError> {
   const method = handler.method;
   const fn = options.guardedMethod(method);
-  const malformed = new MalformedRequest(method, undefined);
+  const malformed = new MalformedRequest(method, undefined, problem, field);
   if (fn === undefined) return toConnectError(malformed.error);
   const ctx = createHandlerContext({
     service: method.parent,
@@ -186,36 +274,65 @@ async function firstChunks(
   return { head: head.byteLength <= ERROR_BODY_MAX_BYTES ? head : undefined, body: rest() };
 }
 
-/** True when a Connect unary error body is connect's own decoding failure. */
-function isConnectParseError(head: Uint8Array | undefined): boolean {
-  if (head === undefined) return false;
+/** A decoding failure of connect's: for JSON, protobuf-es's message, which names the field. */
+interface ParseError {
+  readonly problem: string | undefined;
+}
+
+/**
+ * Returns connect's decoding failure when `code` and `message` are one: a
+ * binary one is INTERNAL, a JSON one INVALID_ARGUMENT. An error with details
+ * came from the guard, never from connect's decoding.
+ */
+function parseErrorOf(
+  code: unknown,
+  message: unknown,
+  hasDetails: boolean,
+): ParseError | undefined {
+  if (hasDetails || typeof message !== 'string') return undefined;
+  if (code === 'internal' && message.startsWith(PARSE_BINARY_PREFIX)) {
+    return { problem: undefined };
+  }
+  if (code === 'invalid_argument' && message.startsWith(PARSE_JSON_PREFIX)) {
+    return { problem: message };
+  }
+  return undefined;
+}
+
+/** Returns connect's decoding failure when a Connect unary error body is one. */
+function connectParseError(head: Uint8Array | undefined): ParseError | undefined {
+  if (head === undefined) return undefined;
   try {
     const json = JSON.parse(new TextDecoder().decode(head)) as {
       code?: unknown;
       message?: unknown;
+      details?: unknown;
     };
-    return (
-      json.code === 'internal' &&
-      typeof json.message === 'string' &&
-      json.message.startsWith(PARSE_BINARY_PREFIX)
-    );
+    return parseErrorOf(json.code, json.message, json.details !== undefined);
   } catch {
-    return false;
+    return undefined;
   }
 }
 
-/** True when a gRPC-Web body starts with a trailer frame holding connect's decoding failure. */
-function isGrpcWebParseError(head: Uint8Array | undefined): boolean {
+/** gRPC status codes connect's decoding failures have, by their Connect name. */
+const GRPC_CODE_NAMES: Readonly<Record<string, string>> = {
+  '3': 'invalid_argument',
+  '13': 'internal',
+};
+
+/** Returns connect's decoding failure when a gRPC-Web body starts with a trailer frame holding one. */
+function grpcWebParseError(head: Uint8Array | undefined): ParseError | undefined {
   // An uncompressed trailer frame: flag byte, 4-byte length, then HTTP/1-style header lines.
-  if (head === undefined || head.byteLength < 5 || head[0] !== trailerFlag) return false;
+  if (head === undefined || head.byteLength < 5 || head[0] !== trailerFlag) return undefined;
   const text = new TextDecoder().decode(head.subarray(5));
   const status = /^grpc-status:\s*(\d+)\s*$/im.exec(text)?.[1];
   const message = /^grpc-message:\s*(.*?)\s*$/im.exec(text)?.[1] ?? '';
+  const hasDetails = /^grpc-status-details-bin:/im.test(text);
   let decoded = message;
   try {
     decoded = decodeURIComponent(message);
   } catch {
-    // Keep the raw text; it then does not match the prefix.
+    // Keep the raw text; it then does not match a prefix.
   }
-  return status === '13' && decoded.startsWith(PARSE_BINARY_PREFIX);
+  return parseErrorOf(GRPC_CODE_NAMES[status ?? ''], decoded, hasDetails);
 }

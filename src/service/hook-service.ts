@@ -34,7 +34,7 @@ import {
 } from '../hooks/dispatch.js';
 import type { HandlerConnection } from '../hooks/handlers.js';
 import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
-import { validateToolCallContext } from '../hooks/tool-call.js';
+import { checkToolCallId, validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
 import { isServerSide, toConnectError } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
@@ -266,6 +266,7 @@ export function createHookService(
           'toolCallId is required',
         );
       }
+      checkToolCallId(request.toolCallId, 'toolCallId');
       if (request.result === undefined) {
         throw new InvalidArgumentError(
           'result',

@@ -9,7 +9,7 @@
 import Database from 'better-sqlite3';
 import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
-import { operationExpiredError, type UserRecord } from './store.js';
+import { hookConfigTooLargeError, operationExpiredError, type UserRecord } from './store.js';
 
 /** How a connection is configured; the same for every (re)opened connection. */
 export interface ConnectionSettings {
@@ -215,7 +215,13 @@ export class SqliteConnection {
   readonly db: Database.Database;
   readonly #pageSize: number;
   readonly #append: Database.Transaction<
-    (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => number
+    (
+      operationId: string,
+      parentId: string | null,
+      rows: readonly HookRow[],
+      now: number,
+      maxConfigBytes: number | undefined,
+    ) => number
   >;
   readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
   readonly #delete: Database.Transaction<(operationId: string, now: number) => number>;
@@ -261,6 +267,10 @@ export class SqliteConnection {
     );
     const countHooks = db.prepare<[string], { count: number; last: number }>(
       'SELECT count(*) AS count, coalesce(max(seq), 0) AS last FROM hooks WHERE operation_id = ?',
+    );
+    // Bytes, not characters: a TEXT value's length() counts characters.
+    const configBytes = db.prepare<[string], { bytes: number }>(
+      'SELECT coalesce(sum(length(CAST(config AS BLOB))), 0) AS bytes FROM hooks WHERE operation_id = ?',
     );
     const insertHook = db.prepare<[string, number, string, number, string]>(
       'INSERT INTO hooks (operation_id, seq, hook_id, hook_type, config) VALUES (?, ?, ?, ?, ?)',
@@ -347,9 +357,23 @@ export class SqliteConnection {
     const deletePublished = db.prepare<[RetentionBatch]>(DELETE_PUBLISHED_SQL);
 
     this.#append = db.transaction(
-      (operationId: string, parentId: string | null, rows: readonly HookRow[], now: number) => {
+      (
+        operationId: string,
+        parentId: string | null,
+        rows: readonly HookRow[],
+        now: number,
+        maxConfigBytes: number | undefined,
+      ) => {
         if (selectStatus.get(operationId)?.status === 'expired') {
           throw operationExpiredError(operationId);
+        }
+        if (maxConfigBytes !== undefined) {
+          // In the write transaction, so concurrent appends (from any process) cannot both fit.
+          const adding = rows.reduce((sum, row) => sum + Buffer.byteLength(row.config, 'utf8'), 0);
+          const stored = configBytes.get(operationId)?.bytes ?? 0;
+          if (stored + adding > maxConfigBytes) {
+            throw hookConfigTooLargeError(maxConfigBytes, stored, adding);
+          }
         }
         upsertOperation.run(operationId, parentId, now, now);
         const existing = countHooks.get(operationId) ?? { count: 0, last: 0 };
@@ -437,12 +461,13 @@ export class SqliteConnection {
     parentId: string | null,
     rows: readonly HookRow[],
     now: number,
+    maxConfigBytes?: number,
   ): number {
     // IMMEDIATE takes the write lock up front, where busy_timeout applies.
     // A deferred transaction that has already read does not wait at its
     // first write (SQLite skips the busy handler there, and in WAL mode
     // fails with SQLITE_BUSY_SNAPSHOT if another commit came in between).
-    return this.#append.immediate(operationId, parentId, rows, now);
+    return this.#append.immediate(operationId, parentId, rows, now, maxConfigBytes);
   }
 
   /** Reads an operation's status, parent and hooks in one snapshot. */

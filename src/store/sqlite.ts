@@ -63,6 +63,7 @@ import {
 } from './sqlite-connection.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
 import {
+  type AppendHooksOptions,
   type ExpireResult,
   type HookStore,
   type NewParkedCall,
@@ -294,12 +295,13 @@ class SqliteStoreImpl implements SqliteStore {
     operationId: string,
     parentOperationId: string | undefined,
     hooks: readonly Hook[],
+    options: AppendHooksOptions = {},
   ): Promise<number> {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
     return this.#run('appendHooks', 'append hooks', 'write', (c) =>
-      c.appendHooks(operationId, parentId, rows, Date.now()),
+      c.appendHooks(operationId, parentId, rows, Date.now(), options.maxConfigBytes),
     );
   }
 

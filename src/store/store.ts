@@ -9,7 +9,7 @@
 import type { ToolCallContext, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import type { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
-import { AgentHooksError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 
 /** An operation's persisted hooks and its parent, as {@link HookStore.listHooks} returns them. */
 export interface OperationHooks {
@@ -39,6 +39,7 @@ export interface HookStore {
     operationId: string,
     parentOperationId: string | undefined,
     hooks: readonly Hook[],
+    options?: AppendHooksOptions,
   ): Promise<number>;
   /**
    * The operation's hooks in registration order (empty for an unknown
@@ -150,6 +151,37 @@ export const TOOL_CALL_CONTEXT_UNAVAILABLE_MESSAGE =
 export const PARKED_CALL_NOT_FOUND = 'PARKED_CALL_NOT_FOUND';
 /** Reason of a write or read for an operation that retention has expired. */
 export const OPERATION_EXPIRED = 'OPERATION_EXPIRED';
+/** Reason of an append after which an operation's stored hook configuration would be too large. */
+export const HOOK_CONFIG_TOO_LARGE = 'HOOK_CONFIG_TOO_LARGE';
+
+/** Options of {@link HookStore.appendHooks}. */
+export interface AppendHooksOptions {
+  /**
+   * Most bytes of stored hook configuration (each hook's serialized JSON, in
+   * UTF-8) the operation may have after the append, checked in the append's
+   * own transaction. Absent: no limit. Hooks already stored count, whatever
+   * limit they were stored under, but are never refused on their own.
+   */
+  readonly maxConfigBytes?: number;
+}
+
+/**
+ * Returns the error for an append over {@link AppendHooksOptions.maxConfigBytes}:
+ * `invalid_argument` on `hooks`, {@link HOOK_CONFIG_TOO_LARGE}.
+ *
+ * @example throw hookConfigTooLargeError(1_048_576, 1_000_000, 60_000);
+ */
+export function hookConfigTooLargeError(
+  limit: number,
+  stored: number,
+  adding: number,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'hooks',
+    HOOK_CONFIG_TOO_LARGE,
+    `An operation can store at most ${limit} bytes of hook configuration (it has ${stored}, this request adds ${adding})`,
+  );
+}
 
 /**
  * Returns the error for a parked call whose stored context, result or chain

@@ -3,12 +3,12 @@
  * request is sent over gRPC (to grpc-js), Connect JSON, Connect binary and
  * gRPC-Web (to connect-node on the HTTP port), and all four must answer the
  * same code, message, `ErrorInfo.reason` and `BadRequest` field path.
- * Undecodable bytes and bad JSON get INVALID_ARGUMENT everywhere; a store
+ * Undecodable bytes and bad JSON get INVALID_ARGUMENT (`MALFORMED_REQUEST`) everywhere; a store
  * fault answers UNAVAILABLE everywhere and is logged once per call, while
  * client errors leave no log line.
  */
 import { request as httpRequest } from 'node:http';
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
@@ -274,12 +274,18 @@ describe('protocol parity', () => {
     expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
   });
 
-  it('answers bad JSON INVALID_ARGUMENT over Connect and gRPC-Web', async () => {
+  it('answers bad JSON INVALID_ARGUMENT with MALFORMED_REQUEST over Connect and gRPC-Web', async () => {
     const bad = new TextEncoder().encode('{"operationId": ');
     const connect = await post(sidecar.http as string, LIST_HOOKS_PATH, 'application/json', bad);
     expect(connect.status).toBe(400);
-    expect((JSON.parse(connect.body.toString('utf8')) as { code: string }).code).toBe(
-      'invalid_argument',
+    const connectJson = JSON.parse(connect.body.toString('utf8')) as {
+      code: string;
+      details?: { type: string; value: string }[];
+    };
+    expect(connectJson.code).toBe('invalid_argument');
+    const info = connectJson.details?.find((d) => d.type === 'google.rpc.ErrorInfo');
+    expect(info && fromBinary(ErrorInfoSchema, Buffer.from(info.value, 'base64')).reason).toBe(
+      'MALFORMED_REQUEST',
     );
     const web = await post(
       sidecar.http as string,

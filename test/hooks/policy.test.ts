@@ -7,20 +7,23 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { create, type MessageInitShape, toJsonString } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DestinationPolicy } from '../../src/delivery/destination.js';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { HookRegistry } from '../../src/hooks/registry.js';
+import { HookRegistry, MAX_OPERATION_CONFIG_BYTES } from '../../src/hooks/registry.js';
 import {
   DEFAULT_HOOK_LIMITS,
+  MAX_HOOK_ID_BYTES,
+  MAX_OPERATION_ID_BYTES,
   REASON,
   type ValidationOptions,
   validateHooks,
 } from '../../src/hooks/validate.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { HOOK_CONFIG_TOO_LARGE } from '../../src/store/store.js';
 
 type HookInit = MessageInitShape<typeof HookSchema>;
 
@@ -190,6 +193,93 @@ describe('size limits', () => {
       ),
     );
     expect(e.reason).toBe(REASON.TOO_MANY_HEADERS);
+  });
+});
+
+describe('identifier and URL sizes', () => {
+  /** A string of exactly `bytes` UTF-8 bytes that ends in a two-byte character. */
+  const ofBytes = (bytes: number) => `${'a'.repeat(bytes - 2)}é`;
+
+  it('accepts a hook id of 256 bytes and refuses 257 with HOOK_ID_TOO_LONG', async () => {
+    const at = ofBytes(MAX_HOOK_ID_BYTES);
+    expect(() => validateHooks([webhookHook(at, { url: '/h' })])).not.toThrow();
+    const e = await refusal(() => validateHooks([webhookHook(`${at}a`, { url: '/h' })]));
+    expect(e).toMatchObject({ field: 'hooks[0].id', reason: REASON.HOOK_ID_TOO_LONG });
+    expect(e.message).toContain('256 bytes');
+  });
+
+  it('counts a hook id in UTF-8 bytes, not characters', async () => {
+    // 129 two-byte characters: 129 characters, 258 bytes.
+    const e = await refusal(() => validateHooks([webhookHook('é'.repeat(129), { url: '/h' })]));
+    expect(e.reason).toBe(REASON.HOOK_ID_TOO_LONG);
+  });
+
+  it('accepts a webhook URL of 8 KiB and refuses one byte more with WEBHOOK_URL_TOO_LONG', async () => {
+    const prefix = 'https://h.test/';
+    const at = `${prefix}${ofBytes(DEFAULT_HOOK_LIMITS.maxUrlBytes - prefix.length)}`;
+    expect(Buffer.byteLength(at)).toBe(8_192);
+    expect(() => validateHooks([webhookHook('a', { url: at })])).not.toThrow();
+    const e = await refusal(() => validateHooks([webhookHook('a', { url: `${at}a` })]));
+    expect(e).toMatchObject({ field: 'hooks[0].webhook.url', reason: REASON.WEBHOOK_URL_TOO_LONG });
+    expect(e.message).toContain('8192 bytes');
+  });
+
+  it('limits the operation id and the parent operation id of a registration to 256 bytes', async () => {
+    const registry = new HookRegistry(openTempStore());
+    const at = ofBytes(MAX_OPERATION_ID_BYTES);
+    const hooks = [webhookHook('a', { url: '/h' })];
+    expect(await registry.register(at, at, hooks)).toBe(1);
+    expect(await refusal(() => registry.register(`${at}a`, undefined, hooks))).toMatchObject({
+      field: 'operationId',
+      reason: REASON.OPERATION_ID_TOO_LONG,
+    });
+    expect(await refusal(() => registry.register('op', `${at}a`, hooks))).toMatchObject({
+      field: 'parentOperationId',
+      reason: REASON.OPERATION_ID_TOO_LONG,
+    });
+    expect((await registry.hooksOf('op')).hooks).toEqual([]);
+  });
+});
+
+describe('stored configuration per operation', () => {
+  /** A hook whose stored JSON is exactly `bytes` bytes, padded in its webhook body. */
+  function hookOfSize(id: string, bytes: number): Hook {
+    const padded = (n: number) => webhookHook(id, { url: '/h', body: { pad: 'x'.repeat(n) } });
+    const base = Buffer.byteLength(toJsonString(HookSchema, padded(0)));
+    const out = padded(bytes - base);
+    expect(Buffer.byteLength(toJsonString(HookSchema, out))).toBe(bytes);
+    return out;
+  }
+
+  it('accepts up to 1 MiB of stored hooks per operation and refuses one byte more, storing nothing', async () => {
+    const registry = new HookRegistry(openTempStore());
+    const half = MAX_OPERATION_CONFIG_BYTES / 2;
+    expect(await registry.register('op', undefined, [hookOfSize('a', half)])).toBe(1);
+    const e = await refusal(() => registry.register('op', undefined, [hookOfSize('b', half + 1)]));
+    expect(e).toMatchObject({ field: 'hooks', reason: HOOK_CONFIG_TOO_LARGE });
+    expect(e.message).toContain('1048576 bytes');
+    expect((await registry.hooksOf('op')).hooks.map((h) => h.id)).toEqual(['a']);
+    expect(await registry.register('op', undefined, [hookOfSize('c', half)])).toBe(2);
+  });
+
+  it('counts each operation on its own', async () => {
+    const registry = new HookRegistry(openTempStore());
+    const full = hookOfSize('a', MAX_OPERATION_CONFIG_BYTES);
+    expect(await registry.register('op1', undefined, [full])).toBe(1);
+    expect(await registry.register('op2', undefined, [full])).toBe(1);
+  });
+
+  it('keeps hooks stored over the limit readable, and refuses only additions', async () => {
+    const store = openTempStore();
+    // Written as an older sidecar would have: through the store, with no limit.
+    await store.appendHooks('op', undefined, [hookOfSize('big', MAX_OPERATION_CONFIG_BYTES + 10)]);
+    const registry = new HookRegistry(store);
+    expect((await registry.hooksOf('op')).hooks.map((h) => h.id)).toEqual(['big']);
+    const e = await refusal(() =>
+      registry.register('op', undefined, [webhookHook('b', { url: '/h' })]),
+    );
+    expect(e.reason).toBe(HOOK_CONFIG_TOO_LARGE);
+    expect((await registry.hooksOf('op')).hooks).toHaveLength(1);
   });
 });
 

@@ -15,6 +15,7 @@ import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   type HandleRequest,
   HandleRequestSchema,
@@ -29,6 +30,7 @@ import { createLogger } from '../../src/log.js';
 import { createTokenCheck } from '../../src/server/auth.js';
 import { createEdge, type Edge } from '../../src/server/edge.js';
 import { guardService } from '../../src/server/guard.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
 /** An app and its edge, with the lines it logged. */
@@ -41,8 +43,8 @@ interface Harness {
 
 const open: (() => Promise<void>)[] = [];
 
-function build(options: { token?: string } = {}): Harness {
-  const dir = mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
+function build(options: { token?: string; dir?: string } = {}): Harness {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
   const config = parseServeConfig(['--db', join(dir, 'agenthooks.db')], {});
   const logs: Record<string, unknown>[] = [];
   const logger = createLogger({
@@ -244,5 +246,118 @@ describe('HookService in process', () => {
     );
     expect(err?.code).toBe(Code.Unavailable);
     expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('SHUTTING_DOWN');
+  });
+
+  describe('identifier limits', () => {
+    const at = 'o'.repeat(256);
+    const over = 'o'.repeat(257);
+
+    async function refused(call: Promise<unknown>) {
+      const err = await call.then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      return {
+        code: err?.code,
+        reason: err?.findDetails(ErrorInfoSchema)[0]?.reason,
+        fields: err
+          ?.findDetails(BadRequestSchema)
+          .flatMap((b) => b.fieldViolations.map((v) => v.field)),
+      };
+    }
+
+    it('accepts 256-byte operation and tool call ids and refuses 257 in every RPC, naming the field', async () => {
+      const { client } = build();
+      await expect(client.registerHooks({ operationId: at, hooks: [] })).resolves.toBeDefined();
+      await expect(
+        client.decideToolCall({ event: { context: toolContext(at, at) }, operationChain: [at] }),
+      ).resolves.toBeDefined();
+      const tooLong = (field: string, reason = 'OPERATION_ID_TOO_LONG') => ({
+        code: Code.InvalidArgument,
+        reason,
+        fields: [field],
+      });
+      expect(await refused(client.registerHooks({ operationId: over }))).toEqual(
+        tooLong('operationId'),
+      );
+      expect(await refused(client.listHooks({ operationId: over }))).toEqual(
+        tooLong('operationId'),
+      );
+      expect(await refused(client.unregisterHooks({ operationId: over }))).toEqual(
+        tooLong('operationId'),
+      );
+      expect(
+        await refused(
+          client.dispatch({
+            event: { event: { case: 'onComplete', value: { operationId: over, reason: 'done' } } },
+          }),
+        ),
+      ).toEqual(tooLong('event.onComplete.operationId'));
+      expect(
+        await refused(client.decideToolCall({ event: { context: toolContext(over) } })),
+      ).toEqual(tooLong('event.context.operationId'));
+      expect(
+        await refused(
+          client.decideToolCall({ event: { context: toolContext('op') }, operationChain: [over] }),
+        ),
+      ).toEqual(tooLong('operationChain[0]'));
+      expect(
+        await refused(client.decideToolCall({ event: { context: toolContext('op', over) } })),
+      ).toEqual(tooLong('event.context.toolCallId', 'TOOL_CALL_ID_TOO_LONG'));
+      expect(
+        await refused(
+          client.parkToolCall({ context: toolContext('op', over), kind: ParkKind.DEFERRED }),
+        ),
+      ).toEqual(tooLong('context.toolCallId', 'TOOL_CALL_ID_TOO_LONG'));
+      expect(await refused(client.publishDeferredResult({ toolCallId: over, result: {} }))).toEqual(
+        tooLong('toolCallId', 'TOOL_CALL_ID_TOO_LONG'),
+      );
+      expect(
+        await refused(
+          client.publishDeferredResult({ toolCallId: 'c', result: {}, operationChain: [over] }),
+        ),
+      ).toEqual(tooLong('operationChain[0]'));
+      expect(
+        await refused(client.completeOperation({ event: { operationId: over, reason: 'done' } })),
+      ).toEqual(tooLong('event.operationId'));
+    });
+
+    it('still delivers a hook stored before the limits, over every one of them', async () => {
+      receiver = await startReceiver();
+      const dir = mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
+      const store = openSqliteStore(join(dir, 'agenthooks.db'));
+      // As an older sidecar stored it: a long id, a long URL, over 1 MiB of configuration.
+      const id = 'h'.repeat(300);
+      await store.appendHooks('op-legacy', undefined, [
+        create(HookSchema, {
+          id,
+          type: HookType.ON_COMPLETE,
+          webhook: {
+            url: `${receiver.url}/legacy?pad=${'p'.repeat(9_000)}`,
+            body: { pad: 'x'.repeat(1_100_000) },
+          },
+        }),
+      ]);
+      await store.close();
+      const { client } = build({ dir });
+      const { outcomes } = await client.dispatch({
+        event: {
+          event: { case: 'onComplete', value: { operationId: 'op-legacy', reason: 'done' } },
+        },
+      });
+      expect(outcomes.map((o) => [o.hookId, o.status])).toEqual([
+        [id, HookOutcomeStatus.DELIVERED],
+      ]);
+      expect(receiver.requests).toHaveLength(1);
+      // New hooks cannot be added to it: the operation is over the stored limit.
+      expect(
+        await refused(
+          client.registerHooks({
+            operationId: 'op-legacy',
+            hooks: [{ id: 'b', type: HookType.ON_COMPLETE, webhook: { url: '/b' } }],
+          }),
+        ),
+      ).toEqual({ code: Code.InvalidArgument, reason: 'HOOK_CONFIG_TOO_LARGE', fields: ['hooks'] });
+    });
   });
 });

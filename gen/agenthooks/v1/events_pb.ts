@@ -24,6 +24,7 @@ export const file_agenthooks_v1_events: GenFile = /*@__PURE__*/
 export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   /**
    * Native call id from the model or runtime; never synthesized from the call index. Required.
+   * At most 256 bytes (UTF-8); a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
    *
    * @generated from field: string tool_call_id = 1;
    */
@@ -72,7 +73,8 @@ export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   stepIndex: number;
 
   /**
-   * Operation that makes the call. Required.
+   * Operation that makes the call. Required. At most 256 bytes (UTF-8),
+   * as every operation id an event names (`OPERATION_ID_TOO_LONG`).
    *
    * @generated from field: string operation_id = 8;
    */

@@ -29,7 +29,9 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
   /**
    * Caller-chosen id, sent to receivers as `hookId`. Required and non-empty;
    * ids starting with `server-env-webhook:` are reserved for environment
-   * hooks and refused. Ids need not be unique.
+   * hooks and refused. Ids need not be unique. At most 256 bytes (UTF-8);
+   * a longer id is refused (`HOOK_ID_TOO_LONG`). Hooks stored before this
+   * limit keep working.
    *
    * @generated from field: string id = 1;
    */
@@ -109,7 +111,9 @@ export const EventFieldsSchema: GenMessage<EventFields> = /*@__PURE__*/
 export type Webhook = Message<"agenthooks.v1.Webhook"> & {
   /**
    * Absolute `http:` or `https:` URL without credentials, or an
-   * application-relative path starting with `/` (not `//`). Required.
+   * application-relative path starting with `/` (not `//`). Required. At
+   * most 8 KiB (8,192 bytes, UTF-8) at registration; a longer URL is refused
+   * (`WEBHOOK_URL_TOO_LONG`). Hooks stored before this limit are still sent.
    *
    * @generated from field: string url = 1;
    */

@@ -27,7 +27,9 @@ export const file_agenthooks_v1_service: GenFile = /*@__PURE__*/
  */
 export type RegisterHooksRequest = Message<"agenthooks.v1.RegisterHooksRequest"> & {
   /**
-   * Operation that gets the hooks. Required.
+   * Operation that gets the hooks. Required. At most 256 bytes (UTF-8), as
+   * every operation id a request names; a longer one is refused with
+   * INVALID_ARGUMENT (`OPERATION_ID_TOO_LONG`).
    *
    * @generated from field: string operation_id = 1;
    */
@@ -35,14 +37,19 @@ export type RegisterHooksRequest = Message<"agenthooks.v1.RegisterHooksRequest">
 
   /**
    * Parent operation, for call-agent routing; kept from the first
-   * registration that names it.
+   * registration that names it. At most 256 bytes (UTF-8).
    *
    * @generated from field: optional string parent_operation_id = 2;
    */
   parentOperationId?: string | undefined;
 
   /**
-   * Hooks to append, in order. Validated as a whole.
+   * Hooks to append, in order. Validated as a whole. The operation's stored
+   * hooks (each hook's JSON, existing and new together) may take at most
+   * 1 MiB (1,048,576 bytes); an append past it is refused whole
+   * (`HOOK_CONFIG_TOO_LARGE`). Hooks stored before this limit keep working.
+   * Opaque JSON that later calls carry (events, results) is not stored
+   * configuration: the message size limit bounds it.
    *
    * @generated from field: repeated agenthooks.v1.Hook hooks = 3;
    */
@@ -84,7 +91,7 @@ export const RegisterHooksResponseSchema: GenMessage<RegisterHooksResponse> = /*
  */
 export type UnregisterHooksRequest = Message<"agenthooks.v1.UnregisterHooksRequest"> & {
   /**
-   * Operation to unregister. Required.
+   * Operation to unregister. Required. At most 256 bytes (UTF-8).
    *
    * @generated from field: string operation_id = 1;
    */
@@ -140,7 +147,7 @@ export const UnregisterHooksResponseSchema: GenMessage<UnregisterHooksResponse> 
  */
 export type ListHooksRequest = Message<"agenthooks.v1.ListHooksRequest"> & {
   /**
-   * Operation to list. Required.
+   * Operation to list. Required. At most 256 bytes (UTF-8).
    *
    * @generated from field: string operation_id = 1;
    */
@@ -358,6 +365,7 @@ export type DecideToolCallRequest = Message<"agenthooks.v1.DecideToolCallRequest
    * Operations whose caller hooks apply, oldest first. Empty means the
    * parked record's chain followed by the event's operation when the call
    * was parked, else the event's operation alone.
+   * Each entry is at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -415,6 +423,7 @@ export type DecideToolResultRequest = Message<"agenthooks.v1.DecideToolResultReq
   /**
    * Operations whose caller hooks apply, oldest first; empty as in
    * `DecideToolCallRequest`.
+   * Each entry is at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -472,6 +481,7 @@ export type ParkedCall = Message<"agenthooks.v1.ParkedCall"> & {
   /**
    * Operations whose caller hooks apply, oldest first; the parked call's
    * operation comes first.
+   * Each entry is at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -522,6 +532,7 @@ export type ParkToolCallRequest = Message<"agenthooks.v1.ParkToolCallRequest"> &
   /**
    * Operations whose caller hooks apply, oldest first. Empty means the
    * context's operation alone.
+   * Each entry is at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -577,7 +588,8 @@ export const ParkToolCallResponseSchema: GenMessage<ParkToolCallResponse> = /*@_
  */
 export type PublishDeferredResultRequest = Message<"agenthooks.v1.PublishDeferredResultRequest"> & {
   /**
-   * Tool call id of the parked call. Required.
+   * Tool call id of the parked call. Required. At most 256 bytes (UTF-8);
+   * a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
    *
    * @generated from field: string tool_call_id = 1;
    */
@@ -594,6 +606,7 @@ export type PublishDeferredResultRequest = Message<"agenthooks.v1.PublishDeferre
   /**
    * Operations whose caller hooks apply, oldest first; empty means the
    * parked record's chain.
+   * Each entry is at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 3;
    */
