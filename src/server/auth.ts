@@ -12,7 +12,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { AgentHooksError } from '../errors.js';
 import { ERROR_DOMAIN } from './errors.js';
 

@@ -7,7 +7,8 @@
 import { create, toBinary } from '@bufbuild/protobuf';
 import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { BadRequestSchema, ErrorInfoSchema, StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { AgentHooksError, type ErrorKind, InvalidArgumentError } from '../errors.js';
 
 /** `ErrorInfo.domain` of every error agenthooks sends. */
@@ -47,7 +48,7 @@ export function toConnectError(e: unknown): ConnectError {
     if (e instanceof InvalidArgumentError) {
       details.push({
         desc: BadRequestSchema,
-        value: { fieldViolations: [{ field: e.field, description: e.message }] },
+        value: { fieldViolations: [{ field: e.field, description: e.message, reason: e.reason }] },
       });
     }
     return new ConnectError(e.message, CODE_BY_KIND[e.kind], undefined, details, e);
