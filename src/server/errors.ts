@@ -4,18 +4,40 @@
  * `BadRequest` for invalid fields); anything else becomes INTERNAL with a
  * generic message, its cause logged and never sent.
  */
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
-import { AgentHooksError, type ErrorKind, InvalidArgumentError } from '../errors.js';
+import {
+  AgentHooksError,
+  type ErrorKind,
+  type ErrorReasonName,
+  InvalidArgumentError,
+} from '../errors.js';
 
 /** `ErrorInfo.domain` of every error agenthooks sends. */
 export const ERROR_DOMAIN = 'agenthooks';
 
 /** Reason of an unexpected failure (a bug); its cause stays in the server log. */
-export const INTERNAL_REASON = 'INTERNAL';
+export const INTERNAL_REASON: ErrorReasonName = 'INTERNAL';
+
+/**
+ * Returns the `google.rpc.ErrorInfo` detail of an error with `reason`, in the
+ * agenthooks domain. The only way to build one: its type refuses a reason
+ * that `agenthooks.v1.ErrorReason` does not declare.
+ *
+ * @example
+ * new ConnectError('agenthooks is shutting down', Code.Unavailable, undefined, [
+ *   errorInfo('SHUTTING_DOWN'),
+ * ]);
+ */
+export function errorInfo(
+  reason: ErrorReasonName,
+  metadata: Record<string, string> = {},
+): { desc: typeof ErrorInfoSchema; value: MessageInitShape<typeof ErrorInfoSchema> } {
+  return { desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata } };
+}
 
 const CODE_BY_KIND: Record<ErrorKind, Code> = {
   invalid_argument: Code.InvalidArgument,
@@ -37,10 +59,7 @@ export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) return e;
   if (e instanceof AgentHooksError) {
     const details: ConstructorParameters<typeof ConnectError>[3] = [
-      {
-        desc: ErrorInfoSchema,
-        value: { reason: e.reason, domain: ERROR_DOMAIN, metadata: e.metadata },
-      },
+      errorInfo(e.reason, e.metadata),
     ];
     for (const detail of e.details) {
       details.push({ desc: detail.desc, value: detail.value as never });
@@ -57,7 +76,7 @@ export function toConnectError(e: unknown): ConnectError {
     'internal error',
     Code.Internal,
     undefined,
-    [{ desc: ErrorInfoSchema, value: { reason: INTERNAL_REASON, domain: ERROR_DOMAIN } }],
+    [errorInfo(INTERNAL_REASON)],
     e,
   );
 }

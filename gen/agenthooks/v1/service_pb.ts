@@ -1054,10 +1054,13 @@ export const ParkKindSchema: GenEnum<ParkKind> = /*@__PURE__*/
  *
  * Errors: a denial is a normal answer. A status other than OK means
  * agenthooks could not do what was asked, and a runtime must never read it as
- * allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
- * in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
- * wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
- * means the environment or a stored record does not allow an answer.
+ * allow. Every error carries a `google.rpc.ErrorInfo` in
+ * `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+ * `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+ * INVALID_ARGUMENT names the field that is wrong (also in a
+ * `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+ * FAILED_PRECONDITION means the environment or a stored record does not allow
+ * an answer.
  *
  * @generated from service agenthooks.v1.HookService
  */
