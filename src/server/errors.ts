@@ -8,7 +8,7 @@ import { create, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
-import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import { type Status, StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import {
   AgentHooksError,
   type ErrorKind,
@@ -91,13 +91,18 @@ export interface GrpcStatus {
   readonly details: Uint8Array;
 }
 
-/** Renders a ConnectError as a gRPC status with serialized `google.rpc.Status` details. */
-export function toGrpcStatus(err: ConnectError): GrpcStatus {
+/** Returns the `google.rpc.Status` of a ConnectError: its code, message and details. */
+export function toStatus(err: ConnectError): Status {
   const details = err.details.map((d) => {
     if ('desc' in d) return anyPack(d.desc, create(d.desc, d.value));
     // An incoming detail (from a downstream call) already is an encoded Any.
     return create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value });
   });
-  const status = create(StatusSchema, { code: err.code, message: err.rawMessage, details });
+  return create(StatusSchema, { code: err.code, message: err.rawMessage, details });
+}
+
+/** Renders a ConnectError as a gRPC status with serialized `google.rpc.Status` details. */
+export function toGrpcStatus(err: ConnectError): GrpcStatus {
+  const status = toStatus(err);
   return { code: err.code, message: err.rawMessage, details: toBinary(StatusSchema, status) };
 }

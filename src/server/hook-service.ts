@@ -37,7 +37,7 @@ import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '.
 import { validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
 import { AsyncQueue } from './async-queue.js';
-import { INTERNAL_REASON, toConnectError } from './errors.js';
+import { INTERNAL_REASON, toConnectError, toStatus } from './errors.js';
 
 /** `onComplete` reason (terminal) after which `onError` follows `onComplete`. */
 export const ON_COMPLETE_ERROR = 'error';
@@ -135,6 +135,7 @@ export function createHookService(
               reason: e instanceof AgentHooksError ? e.reason : INTERNAL_REASON,
               message: err.rawMessage,
               hookId: e instanceof AgentHooksError ? (e.metadata.hookId ?? '') : '',
+              status: toStatus(err),
             },
           });
         }
