@@ -11,20 +11,13 @@ import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { file_google_protobuf_descriptor } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, type ConnectRouter, type Interceptor } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import * as grpc from '@grpc/grpc-js';
-import { file_agenthooks_v1_service, HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { file_grpc_health_v1_health, Health } from '../../gen/grpc/health/v1/health_pb.js';
-import {
-  file_grpc_reflection_v1_reflection,
-  ServerReflection as ServerReflectionV1,
-} from '../../gen/grpc/reflection/v1/reflection_pb.js';
-import {
-  file_grpc_reflection_v1alpha_reflection,
-  ServerReflection as ServerReflectionV1Alpha,
-} from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { Health } from '../../gen/grpc/health/v1/health_pb.js';
+import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
+import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ListenAddress, ServeConfig } from '../config/config.js';
 import { EffectiveEnvironment } from '../config/environment.js';
 import { createDnsResolver, DestinationPolicy } from '../delivery/destination.js';
@@ -45,8 +38,8 @@ import { createHealthService, HealthState, ServingStatus } from './health.js';
 import { createHookService } from './hook-service.js';
 import {
   createReflectionAlphaService,
+  createReflectionIndex,
   createReflectionService,
-  ReflectionIndex,
 } from './reflection.js';
 import { StoreHealthMonitor } from './store-health.js';
 import {
@@ -181,21 +174,12 @@ export async function startSidecar(config: ServeConfig, logger: Logger): Promise
     () => void storeHealth.check(),
   );
   const healthService = createHealthService(health, watchStop.signal) as unknown as AnyServiceImpl;
-  const reflection = new ReflectionIndex(
-    [
-      file_agenthooks_v1_service,
-      file_grpc_health_v1_health,
-      file_grpc_reflection_v1_reflection,
-      file_grpc_reflection_v1alpha_reflection,
-      file_google_protobuf_descriptor,
-    ],
-    [
-      HookService.typeName,
-      Health.typeName,
-      ServerReflectionV1.typeName,
-      ServerReflectionV1Alpha.typeName,
-    ],
-  );
+  const reflection = createReflectionIndex([
+    HookService,
+    Health,
+    ServerReflectionV1,
+    ServerReflectionV1Alpha,
+  ]);
 
   const serverOptions: grpc.ServerOptions = {
     'grpc.max_receive_message_length': config.maxMessageBytes,
