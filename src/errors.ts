@@ -2,9 +2,35 @@
  * @module Domain errors of agenthooks. Each carries a stable `reason` (the
  * `google.rpc.ErrorInfo` reason clients match on, UPPER_SNAKE, at most 63
  * characters) and a `kind` that `src/server/errors.ts` maps to a gRPC status.
- * Match on `reason`, not on `instanceof`.
+ * Match on `reason`, not on `instanceof`. Every reason is a value name of the
+ * proto enum `agenthooks.v1.ErrorReason` (proto/agenthooks/v1/errors.proto),
+ * and the types here refuse any other string.
  */
 import type { DescMessage, Message } from '@bufbuild/protobuf';
+import { ErrorReason } from '../gen/agenthooks/v1/errors_pb.js';
+
+/**
+ * An `ErrorInfo.reason`: the name of an `agenthooks.v1.ErrorReason` value
+ * other than the zero value. Add a reason to the proto enum (with its comment)
+ * before using it here.
+ *
+ * @example const reason: ErrorReasonName = 'STORE_LOCKED';
+ */
+export type ErrorReasonName = Exclude<keyof typeof ErrorReason, 'ERROR_REASON_UNSPECIFIED'>;
+
+/**
+ * Returns true when `name` is an {@link ErrorReasonName}, for reasons that
+ * arrive as plain strings (a peer's ErrorInfo, a config file).
+ *
+ * @example isErrorReasonName('STORE_LOCKED') // true
+ */
+export function isErrorReasonName(name: string): name is ErrorReasonName {
+  return (
+    name !== 'ERROR_REASON_UNSPECIFIED' &&
+    Object.hasOwn(ErrorReason, name) &&
+    typeof ErrorReason[name as keyof typeof ErrorReason] === 'number'
+  );
+}
 
 /** A typed detail sent with an error's status, such as the outcomes of hooks that ran. */
 export interface ErrorDetail {
@@ -42,13 +68,13 @@ export interface AgentHooksErrorOptions {
 export class AgentHooksError extends Error {
   override readonly name: string = 'AgentHooksError';
   readonly kind: ErrorKind;
-  readonly reason: string;
+  readonly reason: ErrorReasonName;
   readonly metadata: Record<string, string>;
   readonly details: readonly ErrorDetail[];
 
   constructor(
     kind: ErrorKind,
-    reason: string,
+    reason: ErrorReasonName,
     message: string,
     options: AgentHooksErrorOptions = {},
   ) {
@@ -71,7 +97,7 @@ export class InvalidArgumentError extends AgentHooksError {
 
   constructor(
     field: string,
-    reason: string,
+    reason: ErrorReasonName,
     message: string,
     options: AgentHooksErrorOptions = {},
   ) {
@@ -87,12 +113,12 @@ export class InvalidArgumentError extends AgentHooksError {
 export class StoreUnavailableError extends AgentHooksError {
   override readonly name = 'StoreUnavailableError';
 
-  constructor(reason: string, message: string, options: AgentHooksErrorOptions = {}) {
+  constructor(reason: ErrorReasonName, message: string, options: AgentHooksErrorOptions = {}) {
     super('unavailable', reason, message, options);
   }
 }
 
 /** Returns true when `e` is an {@link AgentHooksError} with the given reason. */
-export function hasReason(e: unknown, reason: string): boolean {
+export function hasReason(e: unknown, reason: ErrorReasonName): boolean {
   return e instanceof AgentHooksError && e.reason === reason;
 }

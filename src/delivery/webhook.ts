@@ -262,7 +262,8 @@ export class DeliveryError extends AgentHooksError {
   constructor(code: DeliveryErrorCode, diagnostic?: string, options: DeliveryErrorOptions = {}) {
     super(
       'failed_precondition',
-      `${REASON_PREFIX}${code.toUpperCase()}`,
+      // toUpperCase() types its result as string; each WEBHOOK_<CODE> must be an ErrorReason name.
+      `${REASON_PREFIX}${code.toUpperCase()}` as `WEBHOOK_${Uppercase<DeliveryErrorCode>}`,
       deliveryMessage(code, diagnostic),
       options,
     );

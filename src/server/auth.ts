@@ -12,9 +12,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
 import { AgentHooksError } from '../errors.js';
-import { ERROR_DOMAIN } from './errors.js';
+import { errorInfo } from './errors.js';
 
 /** `ErrorInfo.reason` of a call without a valid token. */
 export const UNAUTHENTICATED_REASON = 'UNAUTHENTICATED';
@@ -95,7 +94,7 @@ export function createTokenCheck(token: string | undefined): TokenCheck {
 /** The UNAUTHENTICATED error of a call without a valid token. */
 function unauthenticated(): ConnectError {
   return new ConnectError('a valid bearer token is required', Code.Unauthenticated, undefined, [
-    { desc: ErrorInfoSchema, value: { reason: UNAUTHENTICATED_REASON, domain: ERROR_DOMAIN } },
+    errorInfo(UNAUTHENTICATED_REASON),
   ]);
 }
 

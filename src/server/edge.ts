@@ -6,18 +6,11 @@
  * transports and the in-process tests serve the same guarded objects.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
-import { file_google_protobuf_descriptor } from '@bufbuild/protobuf/wkt';
 import type { ConnectRouter, HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import { file_agenthooks_v1_service, HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { file_grpc_health_v1_health, Health } from '../../gen/grpc/health/v1/health_pb.js';
-import {
-  file_grpc_reflection_v1_reflection,
-  ServerReflection as ServerReflectionV1,
-} from '../../gen/grpc/reflection/v1/reflection_pb.js';
-import {
-  file_grpc_reflection_v1alpha_reflection,
-  ServerReflection as ServerReflectionV1Alpha,
-} from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { Health } from '../../gen/grpc/health/v1/health_pb.js';
+import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
+import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import { AgentHooksError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
@@ -26,8 +19,8 @@ import { type Admission, guardService } from './guard.js';
 import { createHealthService, type HealthState } from './health.js';
 import {
   createReflectionAlphaService,
+  createReflectionIndex,
   createReflectionService,
-  ReflectionIndex,
 } from './reflection.js';
 
 /** Reason of a call refused because the sidecar is shutting down. */
@@ -94,21 +87,14 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
   const admitReflection: Admission | undefined = options.reflectionPublic
     ? undefined
     : (_method, header) => options.checkToken(header);
-  const reflectionIndex = new ReflectionIndex(
-    [
-      file_agenthooks_v1_service,
-      file_grpc_health_v1_health,
-      file_grpc_reflection_v1_reflection,
-      file_grpc_reflection_v1alpha_reflection,
-      file_google_protobuf_descriptor,
-    ],
-    [
-      HookService.typeName,
-      Health.typeName,
-      ServerReflectionV1.typeName,
-      ServerReflectionV1Alpha.typeName,
-    ],
-  );
+  // Built from the committed descriptor set, with source info, so reflection
+  // clients read the proto comments and resolve the google.rpc error details.
+  const reflectionIndex = createReflectionIndex([
+    HookService,
+    Health,
+    ServerReflectionV1,
+    ServerReflectionV1Alpha,
+  ]);
   const hook = guardService(HookService, app.hookService, {
     ...common,
     metrics: app.metrics,

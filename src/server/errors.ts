@@ -4,19 +4,40 @@
  * `BadRequest` for invalid fields); anything else becomes INTERNAL with a
  * generic message, its cause logged and never sent.
  */
-
-import type { DescMethod } from '@bufbuild/protobuf';
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, type DescMethod, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { AnySchema, anyPack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { BadRequestSchema, ErrorInfoSchema, StatusSchema } from '../../gen/google/rpc/status_pb.js';
-import { AgentHooksError, type ErrorKind, InvalidArgumentError } from '../errors.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { type Status, StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import {
+  AgentHooksError,
+  type ErrorKind,
+  type ErrorReasonName,
+  InvalidArgumentError,
+} from '../errors.js';
 
 /** `ErrorInfo.domain` of every error agenthooks sends. */
 export const ERROR_DOMAIN = 'agenthooks';
 
 /** Reason of an unexpected failure (a bug); its cause stays in the server log. */
-export const INTERNAL_REASON = 'INTERNAL';
+export const INTERNAL_REASON: ErrorReasonName = 'INTERNAL';
+
+/**
+ * Returns the `google.rpc.ErrorInfo` detail of an error with `reason`, in the
+ * agenthooks domain. The only way to build one: its type refuses a reason
+ * that `agenthooks.v1.ErrorReason` does not declare.
+ *
+ * @example
+ * new ConnectError('agenthooks is shutting down', Code.Unavailable, undefined, [
+ *   errorInfo('SHUTTING_DOWN'),
+ * ]);
+ */
+export function errorInfo(
+  reason: ErrorReasonName,
+  metadata: Record<string, string> = {},
+): { desc: typeof ErrorInfoSchema; value: MessageInitShape<typeof ErrorInfoSchema> } {
+  return { desc: ErrorInfoSchema, value: { reason, domain: ERROR_DOMAIN, metadata } };
+}
 
 /** Reason of a request whose bytes (or JSON) cannot be decoded as the method's input message. */
 export const MALFORMED_REQUEST_REASON = 'MALFORMED_REQUEST';
@@ -99,10 +120,7 @@ export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) return e;
   if (e instanceof AgentHooksError) {
     const details: ConstructorParameters<typeof ConnectError>[3] = [
-      {
-        desc: ErrorInfoSchema,
-        value: { reason: e.reason, domain: ERROR_DOMAIN, metadata: e.metadata },
-      },
+      errorInfo(e.reason, e.metadata),
     ];
     for (const detail of e.details) {
       details.push({ desc: detail.desc, value: detail.value as never });
@@ -110,7 +128,7 @@ export function toConnectError(e: unknown): ConnectError {
     if (e instanceof InvalidArgumentError) {
       details.push({
         desc: BadRequestSchema,
-        value: { fieldViolations: [{ field: e.field, description: e.message }] },
+        value: { fieldViolations: [{ field: e.field, description: e.message, reason: e.reason }] },
       });
     }
     return new ConnectError(e.message, CODE_BY_KIND[e.kind], undefined, details, e);
@@ -119,7 +137,7 @@ export function toConnectError(e: unknown): ConnectError {
     'internal error',
     Code.Internal,
     undefined,
-    [{ desc: ErrorInfoSchema, value: { reason: INTERNAL_REASON, domain: ERROR_DOMAIN } }],
+    [errorInfo(INTERNAL_REASON)],
     e,
   );
 }
@@ -134,13 +152,18 @@ export interface GrpcStatus {
   readonly details: Uint8Array;
 }
 
-/** Renders a ConnectError as a gRPC status with serialized `google.rpc.Status` details. */
-export function toGrpcStatus(err: ConnectError): GrpcStatus {
+/** Returns the `google.rpc.Status` of a ConnectError: its code, message and details. */
+export function toStatus(err: ConnectError): Status {
   const details = err.details.map((d) => {
     if ('desc' in d) return anyPack(d.desc, create(d.desc, d.value));
     // An incoming detail (from a downstream call) already is an encoded Any.
     return create(AnySchema, { typeUrl: `type.googleapis.com/${d.type}`, value: d.value });
   });
-  const status = create(StatusSchema, { code: err.code, message: err.rawMessage, details });
+  return create(StatusSchema, { code: err.code, message: err.rawMessage, details });
+}
+
+/** Renders a ConnectError as a gRPC status with serialized `google.rpc.Status` details. */
+export function toGrpcStatus(err: ConnectError): GrpcStatus {
+  const status = toStatus(err);
   return { code: err.code, message: err.rawMessage, details: toBinary(StatusSchema, status) };
 }

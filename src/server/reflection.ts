@@ -1,17 +1,25 @@
 /**
- * @module gRPC server reflection (v1 and v1alpha), built from the protobuf-es
- * descriptors of the services we serve, so `grpcurl` works with no .proto
- * files.
+ * @module gRPC server reflection (v1 and v1alpha), so `grpcurl` works with no
+ * .proto files. The descriptors come from `gen/descriptors.binpb`, the
+ * FileDescriptorSet that `npm run generate` builds from proto/ with source
+ * info (`buf build --as-file-descriptor-set`): `grpcurl describe` shows the
+ * proto comments, and the `google.rpc` error details that every error carries
+ * (`ErrorInfo`, `BadRequest`, `Status`) resolve by symbol. `npm run build`
+ * copies the file to dist/gen/, beside the compiled gen/.
  */
+import { readFileSync } from 'node:fs';
 import {
   create,
+  createFileRegistry,
   createRegistry,
   type DescFile,
+  type DescService,
+  fromBinary,
   type MessageInitShape,
   type Registry,
   toBinary,
 } from '@bufbuild/protobuf';
-import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
+import { FileDescriptorProtoSchema, FileDescriptorSetSchema } from '@bufbuild/protobuf/wkt';
 import { Code, type ServiceImpl } from '@connectrpc/connect';
 import {
   type ServerReflectionRequest,
@@ -20,6 +28,13 @@ import {
   type ServerReflection as ServerReflectionV1,
 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import type { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+
+/**
+ * Location of the descriptor set of every file in proto/ and its imports,
+ * with source info: gen/descriptors.binpb beside src/, dist/gen/descriptors.binpb
+ * beside dist/src/ (the same path relative to this module).
+ */
+export const DESCRIPTOR_SET_URL: URL = new URL('../../gen/descriptors.binpb', import.meta.url);
 
 /** A reflection answer as a plain init object, so v1 and v1alpha can both build their message from it. */
 type ResponseInit = Exclude<
@@ -32,6 +47,8 @@ export class ReflectionIndex {
   readonly #registry: Registry;
   readonly #files = new Map<string, DescFile>();
   readonly #services: string[];
+  /** Each file as sent, encoded on first use. */
+  readonly #encoded = new Map<string, Uint8Array>();
 
   /** Indexes `files` and their transitive dependencies, and lists `services`. */
   constructor(files: readonly DescFile[], services: readonly string[]) {
@@ -124,9 +141,19 @@ export class ReflectionIndex {
     return this.#ok({
       case: 'fileDescriptorResponse',
       value: {
-        fileDescriptorProto: ordered.map((f) => toBinary(FileDescriptorProtoSchema, f.proto)),
+        fileDescriptorProto: ordered.map((f) => this.#encode(f)),
       },
     });
+  }
+
+  /** Serializes a file once; with source info, descriptor.proto alone is about 100 KB. */
+  #encode(file: DescFile): Uint8Array {
+    let bytes = this.#encoded.get(file.proto.name);
+    if (bytes === undefined) {
+      bytes = toBinary(FileDescriptorProtoSchema, file.proto);
+      this.#encoded.set(file.proto.name, bytes);
+    }
+    return bytes;
   }
 
   #ok(messageResponse: ResponseInit['messageResponse']): ResponseInit {
@@ -145,6 +172,47 @@ export class ReflectionIndex {
       },
     };
   }
+}
+
+/**
+ * Creates the index that the sidecar serves: every file of the descriptor set
+ * (our protos, the `google.rpc` error model, health, reflection and their
+ * imports), with source info, listing `services`. Reads the set synchronously,
+ * once, at start-up.
+ *
+ * @throws Error when the set is missing or does not match the generated code:
+ *   a listed service or one of its methods is not in it (run `npm run generate`).
+ * @example
+ * const index = createReflectionIndex([
+ *   HookService,
+ *   Health,
+ *   ServerReflectionV1,
+ *   ServerReflectionV1Alpha,
+ * ]);
+ */
+export function createReflectionIndex(
+  services: readonly DescService[],
+  descriptorSet: URL | Uint8Array = DESCRIPTOR_SET_URL,
+): ReflectionIndex {
+  const bytes = descriptorSet instanceof URL ? readFileSync(descriptorSet) : descriptorSet;
+  const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, bytes));
+  for (const service of services) {
+    const described = registry.getService(service.typeName);
+    const missing = service.methods.filter(
+      (m) => !described?.methods.some((d) => d.name === m.name),
+    );
+    if (described === undefined || missing.length > 0) {
+      throw new Error(
+        `the descriptor set does not match the generated code: ${service.typeName} ${
+          described === undefined ? 'is missing' : `lacks ${missing.map((m) => m.name).join(', ')}`
+        }; run npm run generate`,
+      );
+    }
+  }
+  return new ReflectionIndex(
+    [...registry.files],
+    services.map((s) => s.typeName),
+  );
 }
 
 /** Creates the v1 reflection service over an index. */

@@ -36,13 +36,16 @@ import type { HandlerConnection } from '../hooks/handlers.js';
 import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
 import { checkToolCallId, validateToolCallContext } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
-import { isServerSide, toConnectError } from '../server/errors.js';
+import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
 
-/** Terminal reason after which `onError` follows `onComplete`. */
-export const ERROR_REASON = 'error';
-/** Parked reason for which `CompleteOperation` dispatches nothing and keeps handlers (as upstream). */
-export const ASYNC_TOOL_REASON = 'waiting_for_async_tool';
+/** `onComplete` reason (terminal) after which `onError` follows `onComplete`. */
+export const ON_COMPLETE_ERROR = 'error';
+/**
+ * `onComplete` reason (parked) for which `CompleteOperation` dispatches
+ * nothing and keeps handlers (as upstream).
+ */
+export const ON_COMPLETE_ASYNC_TOOL = 'waiting_for_async_tool';
 /** Prefix of the reasons of a parked (not terminal) operation, such as `waiting_for_human`. */
 export const PARKED_REASON_PREFIX = 'waiting_for';
 /** Reason of a `Dispatch` of `beforeToolCall`, which only `DecideToolCall` runs. */
@@ -133,9 +136,10 @@ export function createHookService(
             outcomes: e instanceof CriticalDeliveryError ? e.outcomes : [],
             error: {
               code: err.code,
-              reason: e instanceof AgentHooksError ? e.reason : 'INTERNAL',
+              reason: e instanceof AgentHooksError ? e.reason : INTERNAL_REASON,
               message: err.rawMessage,
               hookId: e instanceof AgentHooksError ? (e.metadata.hookId ?? '') : '',
+              status: toStatus(err),
             },
           });
         }
@@ -297,7 +301,7 @@ export function createHookService(
         );
       }
       validateOperationId(onComplete.operationId, 'event.operationId');
-      if (onComplete.reason === ASYNC_TOOL_REASON) {
+      if (onComplete.reason === ON_COMPLETE_ASYNC_TOOL) {
         return { outcomes: [], handlersDropped: false };
       }
       if (!onComplete.reason.startsWith(PARKED_REASON_PREFIX)) {
@@ -310,7 +314,7 @@ export function createHookService(
           create(HookEventSchema, { event: { case: 'onComplete', value: onComplete } }),
           ctx.signal,
         );
-        if (onComplete.reason === ERROR_REASON) {
+        if (onComplete.reason === ON_COMPLETE_ERROR) {
           // The four step and terminal events share field numbers, so the
           // onComplete fields encode as the onError event.
           const onError = fromBinary(

@@ -8,7 +8,9 @@ import {
   DecideToolCallResponseSchema,
   DispatchRequestSchema,
   DispatchResponseSchema,
+  DispatchStreamResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import {
   type AnyClient,
@@ -350,6 +352,20 @@ describe('critical delivery', () => {
         hookId: 'critical',
       });
       expect(byId.get('e1')?.outcomes).toHaveLength(3);
+      // ...with the google.rpc.Status the unary call sent, details included.
+      const streamStatus = fromLoaderObject(
+        DispatchStreamResponseSchema,
+        byId.get('e1') as LoaderObject,
+      ).error?.status;
+      expect(streamStatus).toMatchObject({ code: 14, message: status.message });
+      expect(streamStatus?.details.map((d) => d.typeUrl)).toEqual(
+        status.details.map((d) => d.typeUrl),
+      );
+      expect(
+        streamStatus?.details
+          .map((d) => anyUnpack(d, ErrorInfoSchema))
+          .find((d) => d !== undefined),
+      ).toMatchObject({ reason: 'CRITICAL_HOOK_DELIVERY_FAILED', domain: 'agenthooks' });
       expect(byId.get('e2')?.error ?? null).toBeNull();
     } finally {
       client.close();

@@ -20,7 +20,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookService, ListHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 /** One protocol's answer, reduced to what must be equal. */

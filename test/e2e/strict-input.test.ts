@@ -21,7 +21,7 @@ import {
   RegisterHooksRequestSchema,
   RegisterHooksResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const REGISTER_PATH = '/agenthooks.v1.HookService/RegisterHooks';

@@ -22,7 +22,7 @@ import {
   HookService,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/status_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { type App, createApp } from '../../src/app.js';
 import { parseServeConfig } from '../../src/config/config.js';

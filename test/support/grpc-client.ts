@@ -11,7 +11,8 @@ import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type ErrorInfo, ErrorInfoSchema, StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import { type ErrorInfo, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 
 const PROTO_ROOT = join(import.meta.dirname, '..', '..', 'proto');

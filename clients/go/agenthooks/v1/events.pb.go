@@ -313,6 +313,7 @@ func (HumanAction) EnumDescriptor() ([]byte, []int) {
 type ToolCallContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Native call id from the model or runtime; never synthesized from the call index. Required.
+	// At most 256 bytes (UTF-8); a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Assistant message that owns the call. Required.
 	AssistantMessageId string `protobuf:"bytes,2,opt,name=assistant_message_id,json=assistantMessageId,proto3" json:"assistant_message_id,omitempty"`
@@ -326,7 +327,8 @@ type ToolCallContext struct {
 	CallIndex int32 `protobuf:"varint,6,opt,name=call_index,json=callIndex,proto3" json:"call_index,omitempty"`
 	// Index of the step that makes the call. Required; 0 is written.
 	StepIndex int32 `protobuf:"varint,7,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
-	// Operation that makes the call. Required.
+	// Operation that makes the call. Required. At most 256 bytes (UTF-8),
+	// as every operation id an event names (`OPERATION_ID_TOO_LONG`).
 	OperationId string `protobuf:"bytes,8,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Dispatch route of the call. Required.
 	Executor Executor `protobuf:"varint,9,opt,name=executor,proto3,enum=agenthooks.v1.Executor" json:"executor,omitempty"`

@@ -248,7 +248,9 @@ type Hook struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen id, sent to receivers as `hookId`. Required and non-empty;
 	// ids starting with `server-env-webhook:` are reserved for environment
-	// hooks and refused. Ids need not be unique.
+	// hooks and refused. Ids need not be unique. At most 256 bytes (UTF-8);
+	// a longer id is refused (`HOOK_ID_TOO_LONG`). Hooks stored before this
+	// limit keep working.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Event the hook runs on. Required.
 	Type HookType `protobuf:"varint,2,opt,name=type,proto3,enum=agenthooks.v1.HookType" json:"type,omitempty"`
@@ -386,7 +388,9 @@ func (x *EventFields) GetNames() []string {
 type Webhook struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Absolute `http:` or `https:` URL without credentials, or an
-	// application-relative path starting with `/` (not `//`). Required.
+	// application-relative path starting with `/` (not `//`). Required. At
+	// most 8 KiB (8,192 bytes, UTF-8) at registration; a longer URL is refused
+	// (`WEBHOOK_URL_TOO_LONG`). Hooks stored before this limit are still sent.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// How the webhook is sent. Default `fetch`.
 	Delivery Delivery `protobuf:"varint,2,opt,name=delivery,proto3,enum=agenthooks.v1.Delivery" json:"delivery,omitempty"`

@@ -7,6 +7,7 @@
 package agenthooksv1
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -78,12 +79,19 @@ func (ParkKind) EnumDescriptor() ([]byte, []int) {
 // Asks to append hooks to an operation.
 type RegisterHooksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operation that gets the hooks. Required.
+	// Operation that gets the hooks. Required. At most 256 bytes (UTF-8), as
+	// every operation id a request names; a longer one is refused with
+	// INVALID_ARGUMENT (`OPERATION_ID_TOO_LONG`).
 	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Parent operation, for call-agent routing; kept from the first
-	// registration that names it.
+	// registration that names it. At most 256 bytes (UTF-8).
 	ParentOperationId *string `protobuf:"bytes,2,opt,name=parent_operation_id,json=parentOperationId,proto3,oneof" json:"parent_operation_id,omitempty"`
-	// Hooks to append, in order. Validated as a whole.
+	// Hooks to append, in order. Validated as a whole. The operation's stored
+	// hooks (each hook's JSON, existing and new together) may take at most
+	// 1 MiB (1,048,576 bytes); an append past it is refused whole
+	// (`HOOK_CONFIG_TOO_LARGE`). Hooks stored before this limit keep working.
+	// Opaque JSON that later calls carry (events, results) is not stored
+	// configuration: the message size limit bounds it.
 	Hooks         []*Hook `protobuf:"bytes,3,rep,name=hooks,proto3" json:"hooks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -189,7 +197,7 @@ func (x *RegisterHooksResponse) GetHookCount() int32 {
 // Asks to drop an operation's handlers.
 type UnregisterHooksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operation to unregister. Required.
+	// Operation to unregister. Required. At most 256 bytes (UTF-8).
 	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Also deletes the operation's persisted hooks.
 	Purge         bool `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
@@ -299,7 +307,7 @@ func (x *UnregisterHooksResponse) GetHooksPurged() int32 {
 // Asks for an operation's hooks.
 type ListHooksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operation to list. Required.
+	// Operation to list. Required. At most 256 bytes (UTF-8).
 	OperationId   string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -627,12 +635,19 @@ type StreamError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// gRPC status code the unary call would have answered.
 	Code int32 `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
-	// Stable reason, as in `google.rpc.ErrorInfo`, such as CRITICAL_HOOK_DELIVERY_FAILED.
+	// Stable reason, as in `google.rpc.ErrorInfo`: the name of an
+	// `ErrorReason` value, such as CRITICAL_HOOK_DELIVERY_FAILED.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Developer-facing message.
 	Message string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
 	// Id of the hook concerned, when there is one.
-	HookId        string `protobuf:"bytes,4,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
+	HookId string `protobuf:"bytes,4,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
+	// The status the unary call would have answered, as
+	// `grpc-status-details-bin` carries it: `code` and `message` as above, and
+	// the details (`google.rpc.ErrorInfo`, `google.rpc.BadRequest` for an
+	// invalid field, the outcomes of a critical delivery failure). Always set
+	// with the other fields.
+	Status        *status.Status `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -695,6 +710,13 @@ func (x *StreamError) GetHookId() string {
 	return ""
 }
 
+func (x *StreamError) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 // Asks to decide a tool call before it runs.
 type DecideToolCallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -703,6 +725,7 @@ type DecideToolCallRequest struct {
 	// Operations whose caller hooks apply, oldest first. Empty means the
 	// parked record's chain followed by the event's operation when the call
 	// was parked, else the event's operation alone.
+	// Each entry is at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -814,6 +837,7 @@ type DecideToolResultRequest struct {
 	Event *AfterToolCallEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	// Operations whose caller hooks apply, oldest first; empty as in
 	// `DecideToolCallRequest`.
+	// Each entry is at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -925,6 +949,7 @@ type ParkedCall struct {
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Operations whose caller hooks apply, oldest first; the parked call's
 	// operation comes first.
+	// Each entry is at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	// Why the call is parked.
 	Kind ParkKind `protobuf:"varint,3,opt,name=kind,proto3,enum=agenthooks.v1.ParkKind" json:"kind,omitempty"`
@@ -1008,6 +1033,7 @@ type ParkToolCallRequest struct {
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Operations whose caller hooks apply, oldest first. Empty means the
 	// context's operation alone.
+	// Each entry is at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	// Why the call is parked. Required.
 	Kind          ParkKind `protobuf:"varint,3,opt,name=kind,proto3,enum=agenthooks.v1.ParkKind" json:"kind,omitempty"`
@@ -1124,13 +1150,15 @@ func (x *ParkToolCallResponse) GetCreated() bool {
 // Asks to publish the result of a parked call.
 type PublishDeferredResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Tool call id of the parked call. Required.
+	// Tool call id of the parked call. Required. At most 256 bytes (UTF-8);
+	// a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Result the tool produced; a member that failed to start sends its
 	// failure result. Required.
 	Result *ToolResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	// Operations whose caller hooks apply, oldest first; empty means the
 	// parked record's chain.
+	// Each entry is at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,3,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -2057,7 +2085,7 @@ var File_agenthooks_v1_service_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x01\n" +
+	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xb1\x01\n" +
 	"\x14RegisterHooksRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x123\n" +
 	"\x13parent_operation_id\x18\x02 \x01(\tH\x00R\x11parentOperationId\x88\x01\x01\x12)\n" +
@@ -2089,12 +2117,13 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\x16DispatchStreamResponse\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x126\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x120\n" +
-	"\x05error\x18\x03 \x01(\v2\x1a.agenthooks.v1.StreamErrorR\x05error\"l\n" +
+	"\x05error\x18\x03 \x01(\v2\x1a.agenthooks.v1.StreamErrorR\x05error\"\x98\x01\n" +
 	"\vStreamError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x17\n" +
-	"\ahook_id\x18\x04 \x01(\tR\x06hookId\"z\n" +
+	"\ahook_id\x18\x04 \x01(\tR\x06hookId\x12*\n" +
+	"\x06status\x18\x05 \x01(\v2\x12.google.rpc.StatusR\x06status\"z\n" +
 	"\x15DecideToolCallRequest\x128\n" +
 	"\x05event\x18\x01 \x01(\v2\".agenthooks.v1.BeforeToolCallEventR\x05event\x12'\n" +
 	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\x85\x01\n" +
@@ -2239,13 +2268,14 @@ var file_agenthooks_v1_service_proto_goTypes = []any{
 	(*Hook)(nil),                          // 34: agenthooks.v1.Hook
 	(*HookEvent)(nil),                     // 35: agenthooks.v1.HookEvent
 	(*HookOutcome)(nil),                   // 36: agenthooks.v1.HookOutcome
-	(*BeforeToolCallEvent)(nil),           // 37: agenthooks.v1.BeforeToolCallEvent
-	(*Decision)(nil),                      // 38: agenthooks.v1.Decision
-	(*AfterToolCallEvent)(nil),            // 39: agenthooks.v1.AfterToolCallEvent
-	(*ToolCallContext)(nil),               // 40: agenthooks.v1.ToolCallContext
-	(*timestamppb.Timestamp)(nil),         // 41: google.protobuf.Timestamp
-	(*ToolResult)(nil),                    // 42: agenthooks.v1.ToolResult
-	(*OnCompleteEvent)(nil),               // 43: agenthooks.v1.OnCompleteEvent
+	(*status.Status)(nil),                 // 37: google.rpc.Status
+	(*BeforeToolCallEvent)(nil),           // 38: agenthooks.v1.BeforeToolCallEvent
+	(*Decision)(nil),                      // 39: agenthooks.v1.Decision
+	(*AfterToolCallEvent)(nil),            // 40: agenthooks.v1.AfterToolCallEvent
+	(*ToolCallContext)(nil),               // 41: agenthooks.v1.ToolCallContext
+	(*timestamppb.Timestamp)(nil),         // 42: google.protobuf.Timestamp
+	(*ToolResult)(nil),                    // 43: agenthooks.v1.ToolResult
+	(*OnCompleteEvent)(nil),               // 44: agenthooks.v1.OnCompleteEvent
 }
 var file_agenthooks_v1_service_proto_depIdxs = []int32{
 	34, // 0: agenthooks.v1.RegisterHooksRequest.hooks:type_name -> agenthooks.v1.Hook
@@ -2255,61 +2285,62 @@ var file_agenthooks_v1_service_proto_depIdxs = []int32{
 	35, // 4: agenthooks.v1.DispatchStreamRequest.event:type_name -> agenthooks.v1.HookEvent
 	36, // 5: agenthooks.v1.DispatchStreamResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
 	11, // 6: agenthooks.v1.DispatchStreamResponse.error:type_name -> agenthooks.v1.StreamError
-	37, // 7: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
-	38, // 8: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
-	36, // 9: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	39, // 10: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
-	38, // 11: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
-	36, // 12: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	40, // 13: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
-	0,  // 14: agenthooks.v1.ParkedCall.kind:type_name -> agenthooks.v1.ParkKind
-	41, // 15: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
-	42, // 16: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
-	40, // 17: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
-	0,  // 18: agenthooks.v1.ParkToolCallRequest.kind:type_name -> agenthooks.v1.ParkKind
-	16, // 19: agenthooks.v1.ParkToolCallResponse.record:type_name -> agenthooks.v1.ParkedCall
-	42, // 20: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
-	42, // 21: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
-	43, // 22: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
-	36, // 23: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	24, // 24: agenthooks.v1.HandleRequest.attach:type_name -> agenthooks.v1.HandleAttach
-	25, // 25: agenthooks.v1.HandleRequest.detach:type_name -> agenthooks.v1.HandleDetach
-	26, // 26: agenthooks.v1.HandleRequest.reply:type_name -> agenthooks.v1.HandlerReply
-	27, // 27: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
-	28, // 28: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
-	29, // 29: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
-	42, // 30: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
-	31, // 31: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
-	32, // 32: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
-	33, // 33: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
-	35, // 34: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
-	1,  // 35: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
-	3,  // 36: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
-	5,  // 37: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
-	7,  // 38: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
-	9,  // 39: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
-	12, // 40: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
-	14, // 41: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
-	17, // 42: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
-	19, // 43: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
-	21, // 44: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
-	23, // 45: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
-	2,  // 46: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
-	4,  // 47: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
-	6,  // 48: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
-	8,  // 49: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
-	10, // 50: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
-	13, // 51: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
-	15, // 52: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
-	18, // 53: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
-	20, // 54: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
-	22, // 55: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
-	30, // 56: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
-	46, // [46:57] is the sub-list for method output_type
-	35, // [35:46] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	37, // 7: agenthooks.v1.StreamError.status:type_name -> google.rpc.Status
+	38, // 8: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
+	39, // 9: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
+	36, // 10: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	40, // 11: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
+	39, // 12: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
+	36, // 13: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	41, // 14: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
+	0,  // 15: agenthooks.v1.ParkedCall.kind:type_name -> agenthooks.v1.ParkKind
+	42, // 16: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
+	43, // 17: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
+	41, // 18: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
+	0,  // 19: agenthooks.v1.ParkToolCallRequest.kind:type_name -> agenthooks.v1.ParkKind
+	16, // 20: agenthooks.v1.ParkToolCallResponse.record:type_name -> agenthooks.v1.ParkedCall
+	43, // 21: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
+	43, // 22: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
+	44, // 23: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
+	36, // 24: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	24, // 25: agenthooks.v1.HandleRequest.attach:type_name -> agenthooks.v1.HandleAttach
+	25, // 26: agenthooks.v1.HandleRequest.detach:type_name -> agenthooks.v1.HandleDetach
+	26, // 27: agenthooks.v1.HandleRequest.reply:type_name -> agenthooks.v1.HandlerReply
+	27, // 28: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
+	28, // 29: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
+	29, // 30: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
+	43, // 31: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
+	31, // 32: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
+	32, // 33: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
+	33, // 34: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
+	35, // 35: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
+	1,  // 36: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
+	3,  // 37: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
+	5,  // 38: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
+	7,  // 39: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
+	9,  // 40: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
+	12, // 41: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
+	14, // 42: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
+	17, // 43: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
+	19, // 44: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
+	21, // 45: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
+	23, // 46: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
+	2,  // 47: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
+	4,  // 48: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
+	6,  // 49: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
+	8,  // 50: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
+	10, // 51: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
+	13, // 52: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
+	15, // 53: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
+	18, // 54: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
+	20, // 55: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
+	22, // 56: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
+	30, // 57: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
+	47, // [47:58] is the sub-list for method output_type
+	36, // [36:47] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agenthooks_v1_service_proto_init() }

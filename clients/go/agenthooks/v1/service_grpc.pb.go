@@ -43,10 +43,13 @@ const (
 //
 // Errors: a denial is a normal answer. A status other than OK means
 // agenthooks could not do what was asked, and a runtime must never read it as
-// allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
-// in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
-// wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
-// means the environment or a stored record does not allow an answer.
+// allow. Every error carries a `google.rpc.ErrorInfo` in
+// `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+// `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+// INVALID_ARGUMENT names the field that is wrong (also in a
+// `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+// FAILED_PRECONDITION means the environment or a stored record does not allow
+// an answer.
 type HookServiceClient interface {
 	// Appends hooks to an operation, after the ones it already has. Validates
 	// the whole batch first (nothing is stored when any hook is invalid), then
@@ -242,10 +245,13 @@ type HookService_HandleClient = grpc.BidiStreamingClient[HandleRequest, HandleRe
 //
 // Errors: a denial is a normal answer. A status other than OK means
 // agenthooks could not do what was asked, and a runtime must never read it as
-// allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
-// in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
-// wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
-// means the environment or a stored record does not allow an answer.
+// allow. Every error carries a `google.rpc.ErrorInfo` in
+// `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+// `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+// INVALID_ARGUMENT names the field that is wrong (also in a
+// `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+// FAILED_PRECONDITION means the environment or a stored record does not allow
+// an answer.
 type HookServiceServer interface {
 	// Appends hooks to an operation, after the ones it already has. Validates
 	// the whole batch first (nothing is stored when any hook is invalid), then

@@ -4,6 +4,7 @@ from agenthooks_client.v1 import decisions_pb2 as _decisions_pb2
 from agenthooks_client.v1 import events_pb2 as _events_pb2
 from agenthooks_client.v1 import hooks_pb2 as _hooks_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -101,16 +102,18 @@ class DispatchStreamResponse(_message.Message):
     def __init__(self, event_id: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., error: _Optional[_Union[StreamError, _Mapping]] = ...) -> None: ...
 
 class StreamError(_message.Message):
-    __slots__ = ("code", "reason", "message", "hook_id")
+    __slots__ = ("code", "reason", "message", "hook_id", "status")
     CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     HOOK_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     code: int
     reason: str
     message: str
     hook_id: str
-    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., hook_id: _Optional[str] = ...) -> None: ...
+    status: _status_pb2.Status
+    def __init__(self, code: _Optional[int] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ..., hook_id: _Optional[str] = ..., status: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class DecideToolCallRequest(_message.Message):
     __slots__ = ("event", "operation_chain")

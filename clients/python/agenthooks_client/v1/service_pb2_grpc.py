@@ -33,10 +33,13 @@ class HookServiceStub:
 
     Errors: a denial is a normal answer. A status other than OK means
     agenthooks could not do what was asked, and a runtime must never read it as
-    allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
-    in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
-    wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
-    means the environment or a stored record does not allow an answer.
+    allow. Every error carries a `google.rpc.ErrorInfo` in
+    `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+    `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+    INVALID_ARGUMENT names the field that is wrong (also in a
+    `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+    FAILED_PRECONDITION means the environment or a stored record does not allow
+    an answer.
     """
 
     def __init__(self, channel):
@@ -110,10 +113,13 @@ class HookServiceServicer:
 
     Errors: a denial is a normal answer. A status other than OK means
     agenthooks could not do what was asked, and a runtime must never read it as
-    allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
-    in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
-    wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
-    means the environment or a stored record does not allow an answer.
+    allow. Every error carries a `google.rpc.ErrorInfo` in
+    `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+    `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+    INVALID_ARGUMENT names the field that is wrong (also in a
+    `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+    FAILED_PRECONDITION means the environment or a stored record does not allow
+    an answer.
     """
 
     def RegisterHooks(self, request, context):
@@ -302,10 +308,13 @@ class HookService:
 
     Errors: a denial is a normal answer. A status other than OK means
     agenthooks could not do what was asked, and a runtime must never read it as
-    allow. Every error carries a `google.rpc.ErrorInfo` with a stable `reason`
-    in `grpc-status-details-bin`: INVALID_ARGUMENT names the field that is
-    wrong, UNAVAILABLE means the store cannot be used, FAILED_PRECONDITION
-    means the environment or a stored record does not allow an answer.
+    allow. Every error carries a `google.rpc.ErrorInfo` in
+    `grpc-status-details-bin`, with the domain `agenthooks` and a stable
+    `reason`, the name of an `ErrorReason` value (agenthooks/v1/errors.proto):
+    INVALID_ARGUMENT names the field that is wrong (also in a
+    `google.rpc.BadRequest`), UNAVAILABLE means the store cannot be used,
+    FAILED_PRECONDITION means the environment or a stored record does not allow
+    an answer.
     """
 
     @staticmethod

@@ -1,0 +1,174 @@
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from typing import ClassVar as _ClassVar
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ERROR_REASON_UNSPECIFIED: _ClassVar[ErrorReason]
+    HOOK_ID_REQUIRED: _ClassVar[ErrorReason]
+    HOOK_ID_RESERVED: _ClassVar[ErrorReason]
+    HOOK_TYPE_REQUIRED: _ClassVar[ErrorReason]
+    HOOK_TARGET_REQUIRED: _ClassVar[ErrorReason]
+    MATCHER_NOT_ALLOWED: _ClassVar[ErrorReason]
+    INVALID_MATCHER: _ClassVar[ErrorReason]
+    MATCHER_NOT_LINEAR: _ClassVar[ErrorReason]
+    MATCHER_TOO_LONG: _ClassVar[ErrorReason]
+    INVALID_WEBHOOK_URL: _ClassVar[ErrorReason]
+    WEBHOOK_DESTINATION_DENIED: _ClassVar[ErrorReason]
+    INVALID_WEBHOOK_TIMEOUT: _ClassVar[ErrorReason]
+    INVALID_HEADER_NAME: _ClassVar[ErrorReason]
+    FORBIDDEN_HEADER: _ClassVar[ErrorReason]
+    INVALID_HEADER_VALUE: _ClassVar[ErrorReason]
+    TOO_MANY_HEADERS: _ClassVar[ErrorReason]
+    HEADER_TOO_LARGE: _ClassVar[ErrorReason]
+    INVALID_ENV_VAR_NAME: _ClassVar[ErrorReason]
+    ENV_VAR_NOT_ALLOWED: _ClassVar[ErrorReason]
+    TOO_MANY_HOOKS: _ClassVar[ErrorReason]
+    CONTROL_REQUIRES_FETCH: _ClassVar[ErrorReason]
+    CONTROL_PAYLOAD_OVERRIDE: _ClassVar[ErrorReason]
+    CONTROL_TYPE_NOT_ALLOWED: _ClassVar[ErrorReason]
+    CONTROL_HANDLER_NOT_ALLOWED: _ClassVar[ErrorReason]
+    BLOCK_REQUIRES_CONTROL: _ClassVar[ErrorReason]
+    INVALID_ENUM_VALUE: _ClassVar[ErrorReason]
+    HOOK_NOT_SERIALIZABLE: _ClassVar[ErrorReason]
+    OPERATION_ID_REQUIRED: _ClassVar[ErrorReason]
+    EVENT_REQUIRED: _ClassVar[ErrorReason]
+    USE_DECIDE_TOOL_CALL: _ClassVar[ErrorReason]
+    TOOL_RESULT_REQUIRED: _ClassVar[ErrorReason]
+    TOOL_CALL_ID_REQUIRED: _ClassVar[ErrorReason]
+    TOOL_CALL_CONTEXT_INVALID: _ClassVar[ErrorReason]
+    OPERATION_CHAIN_INVALID: _ClassVar[ErrorReason]
+    PARK_KIND_REQUIRED: _ClassVar[ErrorReason]
+    HANDLE_MESSAGE_REQUIRED: _ClassVar[ErrorReason]
+    MALFORMED_REQUEST: _ClassVar[ErrorReason]
+    MESSAGE_TOO_LARGE: _ClassVar[ErrorReason]
+    UNIMPLEMENTED: _ClassVar[ErrorReason]
+    UNAUTHENTICATED: _ClassVar[ErrorReason]
+    CANCELLED: _ClassVar[ErrorReason]
+    DEADLINE_EXCEEDED: _ClassVar[ErrorReason]
+    SHUTTING_DOWN: _ClassVar[ErrorReason]
+    INTERNAL: _ClassVar[ErrorReason]
+    CRITICAL_HOOK_DELIVERY_FAILED: _ClassVar[ErrorReason]
+    INVALID_ENVIRONMENT: _ClassVar[ErrorReason]
+    INVALID_ENV_FILE: _ClassVar[ErrorReason]
+    USER_DIRECTORY_UNAVAILABLE: _ClassVar[ErrorReason]
+    WEBHOOK_CONFIGURATION: _ClassVar[ErrorReason]
+    WEBHOOK_HTTP_ERROR: _ClassVar[ErrorReason]
+    WEBHOOK_NETWORK_ERROR: _ClassVar[ErrorReason]
+    WEBHOOK_TIMEOUT: _ClassVar[ErrorReason]
+    WEBHOOK_RESPONSE_TOO_LARGE: _ClassVar[ErrorReason]
+    WEBHOOK_INVALID_RESPONSE: _ClassVar[ErrorReason]
+    WEBHOOK_CANCELLED: _ClassVar[ErrorReason]
+    STORE_LOCKED: _ClassVar[ErrorReason]
+    STORE_READ_ONLY: _ClassVar[ErrorReason]
+    STORE_FULL: _ClassVar[ErrorReason]
+    STORE_CORRUPT: _ClassVar[ErrorReason]
+    STORE_UNAVAILABLE: _ClassVar[ErrorReason]
+    STORE_CLOSED: _ClassVar[ErrorReason]
+    STORE_NEWER_THAN_CODE: _ClassVar[ErrorReason]
+    STORE_INTERNAL: _ClassVar[ErrorReason]
+    STORED_HOOK_CORRUPT: _ClassVar[ErrorReason]
+    TOOL_CALL_CONTEXT_UNAVAILABLE: _ClassVar[ErrorReason]
+    PARKED_CALL_NOT_FOUND: _ClassVar[ErrorReason]
+    OPERATION_EXPIRED: _ClassVar[ErrorReason]
+    INVALID_FLAG: _ClassVar[ErrorReason]
+    INVALID_TRANSPORT_SECURITY: _ClassVar[ErrorReason]
+    INVALID_AUTH_TOKEN: _ClassVar[ErrorReason]
+    USERS_FILE_INVALID: _ClassVar[ErrorReason]
+    USERS_FILE_UNREADABLE: _ClassVar[ErrorReason]
+    WEBHOOK_URL_TOO_LONG: _ClassVar[ErrorReason]
+    MATCHER_TOO_COMPLEX: _ClassVar[ErrorReason]
+    IDENTIFIER_TOO_LONG: _ClassVar[ErrorReason]
+    STORE_FILE_MISSING: _ClassVar[ErrorReason]
+    STORE_FILE_REPLACED: _ClassVar[ErrorReason]
+    HOOK_CONFIG_TOO_LARGE: _ClassVar[ErrorReason]
+    OPERATION_ID_TOO_LONG: _ClassVar[ErrorReason]
+    HOOK_ID_TOO_LONG: _ClassVar[ErrorReason]
+    TOOL_CALL_ID_TOO_LONG: _ClassVar[ErrorReason]
+    DUPLICATE_HEADER: _ClassVar[ErrorReason]
+    INVALID_HEADER_TEMPLATE: _ClassVar[ErrorReason]
+ERROR_REASON_UNSPECIFIED: ErrorReason
+HOOK_ID_REQUIRED: ErrorReason
+HOOK_ID_RESERVED: ErrorReason
+HOOK_TYPE_REQUIRED: ErrorReason
+HOOK_TARGET_REQUIRED: ErrorReason
+MATCHER_NOT_ALLOWED: ErrorReason
+INVALID_MATCHER: ErrorReason
+MATCHER_NOT_LINEAR: ErrorReason
+MATCHER_TOO_LONG: ErrorReason
+INVALID_WEBHOOK_URL: ErrorReason
+WEBHOOK_DESTINATION_DENIED: ErrorReason
+INVALID_WEBHOOK_TIMEOUT: ErrorReason
+INVALID_HEADER_NAME: ErrorReason
+FORBIDDEN_HEADER: ErrorReason
+INVALID_HEADER_VALUE: ErrorReason
+TOO_MANY_HEADERS: ErrorReason
+HEADER_TOO_LARGE: ErrorReason
+INVALID_ENV_VAR_NAME: ErrorReason
+ENV_VAR_NOT_ALLOWED: ErrorReason
+TOO_MANY_HOOKS: ErrorReason
+CONTROL_REQUIRES_FETCH: ErrorReason
+CONTROL_PAYLOAD_OVERRIDE: ErrorReason
+CONTROL_TYPE_NOT_ALLOWED: ErrorReason
+CONTROL_HANDLER_NOT_ALLOWED: ErrorReason
+BLOCK_REQUIRES_CONTROL: ErrorReason
+INVALID_ENUM_VALUE: ErrorReason
+HOOK_NOT_SERIALIZABLE: ErrorReason
+OPERATION_ID_REQUIRED: ErrorReason
+EVENT_REQUIRED: ErrorReason
+USE_DECIDE_TOOL_CALL: ErrorReason
+TOOL_RESULT_REQUIRED: ErrorReason
+TOOL_CALL_ID_REQUIRED: ErrorReason
+TOOL_CALL_CONTEXT_INVALID: ErrorReason
+OPERATION_CHAIN_INVALID: ErrorReason
+PARK_KIND_REQUIRED: ErrorReason
+HANDLE_MESSAGE_REQUIRED: ErrorReason
+MALFORMED_REQUEST: ErrorReason
+MESSAGE_TOO_LARGE: ErrorReason
+UNIMPLEMENTED: ErrorReason
+UNAUTHENTICATED: ErrorReason
+CANCELLED: ErrorReason
+DEADLINE_EXCEEDED: ErrorReason
+SHUTTING_DOWN: ErrorReason
+INTERNAL: ErrorReason
+CRITICAL_HOOK_DELIVERY_FAILED: ErrorReason
+INVALID_ENVIRONMENT: ErrorReason
+INVALID_ENV_FILE: ErrorReason
+USER_DIRECTORY_UNAVAILABLE: ErrorReason
+WEBHOOK_CONFIGURATION: ErrorReason
+WEBHOOK_HTTP_ERROR: ErrorReason
+WEBHOOK_NETWORK_ERROR: ErrorReason
+WEBHOOK_TIMEOUT: ErrorReason
+WEBHOOK_RESPONSE_TOO_LARGE: ErrorReason
+WEBHOOK_INVALID_RESPONSE: ErrorReason
+WEBHOOK_CANCELLED: ErrorReason
+STORE_LOCKED: ErrorReason
+STORE_READ_ONLY: ErrorReason
+STORE_FULL: ErrorReason
+STORE_CORRUPT: ErrorReason
+STORE_UNAVAILABLE: ErrorReason
+STORE_CLOSED: ErrorReason
+STORE_NEWER_THAN_CODE: ErrorReason
+STORE_INTERNAL: ErrorReason
+STORED_HOOK_CORRUPT: ErrorReason
+TOOL_CALL_CONTEXT_UNAVAILABLE: ErrorReason
+PARKED_CALL_NOT_FOUND: ErrorReason
+OPERATION_EXPIRED: ErrorReason
+INVALID_FLAG: ErrorReason
+INVALID_TRANSPORT_SECURITY: ErrorReason
+INVALID_AUTH_TOKEN: ErrorReason
+USERS_FILE_INVALID: ErrorReason
+USERS_FILE_UNREADABLE: ErrorReason
+WEBHOOK_URL_TOO_LONG: ErrorReason
+MATCHER_TOO_COMPLEX: ErrorReason
+IDENTIFIER_TOO_LONG: ErrorReason
+STORE_FILE_MISSING: ErrorReason
+STORE_FILE_REPLACED: ErrorReason
+HOOK_CONFIG_TOO_LARGE: ErrorReason
+OPERATION_ID_TOO_LONG: ErrorReason
+HOOK_ID_TOO_LONG: ErrorReason
+TOOL_CALL_ID_TOO_LONG: ErrorReason
+DUPLICATE_HEADER: ErrorReason
+INVALID_HEADER_TEMPLATE: ErrorReason
