@@ -49,6 +49,8 @@ export const MATCHER_REASON = {
   MATCHER_NOT_LINEAR: 'MATCHER_NOT_LINEAR',
   /** The matcher is over the cost limits: a counted repetition over 100, or a program over 300 instructions. */
   MATCHER_TOO_COMPLEX: 'MATCHER_TOO_COMPLEX',
+  /** The operation's distinct matchers together are over {@link MATCHER_BUDGET_PER_OPERATION}. */
+  MATCHER_BUDGET_EXCEEDED: 'MATCHER_BUDGET_EXCEEDED',
 } as const;
 
 /** Upstream message of {@link MATCHER_REASON}`.INVALID_MATCHER`. */
@@ -59,11 +61,29 @@ const MATCHER_NOT_LINEAR_MESSAGE =
 
 const MATCHER_TOO_COMPLEX_MESSAGE = `Hook matcher is too costly to run: counted repetitions are limited to ${LINEAR_REGEXP_LIMITS.maxRepeatCount} and the compiled program to ${LINEAR_REGEXP_LIMITS.maxProgramSize} instructions, every repetition expanded`;
 
-/** A compiled matcher in the cache, with its estimated size in bytes. */
+/** A compiled matcher in the cache, with its estimated size in bytes and its cost. */
 interface CacheEntry {
   readonly matcher: ToolMatcher;
   readonly bytes: number;
+  readonly cost: number;
 }
+
+/**
+ * Cost units of one matcher besides its instructions: the fixed work of a
+ * cold compile and search, in instruction equivalents (a realistic matcher
+ * costs 25-30 units in all).
+ */
+export const MATCHER_BASE_COST = 8;
+
+/**
+ * Most cost units the distinct matchers of one operation may add up to
+ * (instructions, every repetition expanded, plus {@link MATCHER_BASE_COST}
+ * each; a matcher used by several hooks counts once). A cold search of the
+ * longest tool name costs about 23 microseconds of CPU per unit here, so one
+ * operation's matchers cost a decision at most about 20 ms: the per-matcher
+ * limits alone would let 1,000 hooks cost seconds.
+ */
+export const MATCHER_BUDGET_PER_OPERATION = 900;
 
 /** Compiled matchers by source, least recently used first (Map order). */
 const cache = new Map<string, CacheEntry>();
@@ -98,13 +118,36 @@ function isWildcard(matcher: string | undefined): matcher is '' | '*' | undefine
  */
 export function compileMatcher(matcher: string | undefined): ToolMatcher {
   if (isWildcard(matcher)) return matchAll;
+  return compiledEntry(matcher).matcher;
+}
 
+/**
+ * Returns the cost units of a matcher (see {@link MATCHER_BUDGET_PER_OPERATION}):
+ * 0 for one that matches every event.
+ *
+ * @throws InvalidArgumentError as {@link compileMatcher} does.
+ * @example
+ * matcherCost('*'); // 0
+ * matcherCost('^(search|fetch)_.*$'); // about 30
+ */
+export function matcherCost(matcher: string | undefined): number {
+  if (isWildcard(matcher)) return 0;
+  return compiledEntry(matcher).cost;
+}
+
+/** Empties the cache of compiled matchers (they compile again when next used). */
+export function clearMatcherCache(): void {
+  cache.clear();
+  cachedBytes = 0;
+}
+
+function compiledEntry(matcher: string): CacheEntry {
   const cached = cache.get(matcher);
   if (cached !== undefined) {
     // Re-insert so that Map order is least recently used first.
     cache.delete(matcher);
     cache.set(matcher, cached);
-    return cached.matcher;
+    return cached;
   }
 
   let regexp: LinearRegExp;
@@ -137,9 +180,19 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     );
   }
   // A search keeps no state between calls, so one compiled matcher is shared by every caller.
+  // The last answer is remembered: the hooks of one decision that share a matcher test the
+  // same tool name, and search it once.
+  let lastIdentifier: string | undefined;
+  let lastApiName: string | undefined;
+  let lastResult = false;
   const compiled: ToolMatcher = function matchTool(identifier, apiName) {
     if (typeof identifier !== 'string' || typeof apiName !== 'string') return false;
-    return regexp.test(`${identifier}/${apiName}`);
+    if (identifier === lastIdentifier && apiName === lastApiName) return lastResult;
+    const result = regexp.test(`${identifier}/${apiName}`);
+    lastIdentifier = identifier;
+    lastApiName = apiName;
+    lastResult = result;
+    return result;
   };
 
   const bytes = estimatedBytes(matcher, regexp);
@@ -148,9 +201,10 @@ export function compileMatcher(matcher: string | undefined): ToolMatcher {
     cache.delete(source);
     cachedBytes -= entry.bytes;
   }
-  cache.set(matcher, { matcher: compiled, bytes });
+  const entry = { matcher: compiled, bytes, cost: regexp.programSize + MATCHER_BASE_COST };
+  cache.set(matcher, entry);
   cachedBytes += bytes;
-  return compiled;
+  return entry;
 }
 
 /**

@@ -8,6 +8,13 @@
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { InvalidArgumentError } from '../errors.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
+import { LINEAR_REGEXP_LIMITS } from './linear-regexp.js';
+import {
+  MATCHER_BASE_COST,
+  MATCHER_BUDGET_PER_OPERATION,
+  MATCHER_REASON,
+  matcherCost,
+} from './matcher.js';
 import {
   checkIdLength,
   MAX_OPERATION_ID_BYTES,
@@ -104,8 +111,10 @@ export class HookRegistry {
     hooks: readonly Hook[],
   ): Promise<number> {
     this.#cache.delete(operationId);
-    const existing = (await this.#store.listHooks(operationId)).hooks.length;
+    const stored = (await this.#store.listHooks(operationId)).hooks;
+    const existing = stored.length;
     if (existing + hooks.length > this.#maxHooks) throw this.#tooMany(existing, hooks.length);
+    checkMatcherBudget(stored, hooks);
     try {
       return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks, {
         maxConfigBytes: MAX_OPERATION_CONFIG_BYTES,
@@ -156,5 +165,37 @@ export class HookRegistry {
     } finally {
       this.#cache.delete(operationId);
     }
+  }
+}
+
+/**
+ * Refuses a registration whose matchers, with the operation's stored ones,
+ * would cost one decision more than {@link MATCHER_BUDGET_PER_OPERATION}
+ * (each distinct matcher counted once).
+ *
+ * @throws InvalidArgumentError `MATCHER_BUDGET_EXCEEDED`.
+ */
+function checkMatcherBudget(stored: readonly Hook[], adding: readonly Hook[]): void {
+  const costs = new Map<string, number>();
+  for (const hook of [...stored, ...adding]) {
+    const matcher = hook.matcher;
+    if (matcher === undefined || costs.has(matcher)) continue;
+    let cost: number;
+    try {
+      cost = matcherCost(matcher);
+    } catch {
+      // A stored matcher that newer limits refuse still runs; count it at the most a matcher may cost.
+      cost = LINEAR_REGEXP_LIMITS.maxProgramSize + MATCHER_BASE_COST;
+    }
+    costs.set(matcher, cost);
+  }
+  let total = 0;
+  for (const cost of costs.values()) total += cost;
+  if (total > MATCHER_BUDGET_PER_OPERATION) {
+    throw new InvalidArgumentError(
+      'hooks',
+      MATCHER_REASON.MATCHER_BUDGET_EXCEEDED,
+      `The matchers of an operation may cost at most ${MATCHER_BUDGET_PER_OPERATION} units together (each distinct matcher: its instructions plus ${MATCHER_BASE_COST}); this request would make ${total}`,
+    );
   }
 }

@@ -6,14 +6,43 @@
  * a bounded amount of CPU time (measured with `process.cpuUsage`, not wall
  * time, so that a busy machine does not fail the test).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { LINEAR_REGEXP_LIMITS } from '../../src/hooks/linear-regexp.js';
-import { compileMatcher, MATCHER_CACHE_BYTES, matcherCacheBytes } from '../../src/hooks/matcher.js';
+import {
+  clearMatcherCache,
+  compileMatcher,
+  MATCHER_BUDGET_PER_OPERATION,
+  MATCHER_CACHE_BYTES,
+  matcherCacheBytes,
+  matcherCost,
+} from '../../src/hooks/matcher.js';
+import { DEFAULT_MAX_HOOKS_PER_OPERATION, HookRegistry } from '../../src/hooks/registry.js';
 import { MAX_TOOL_NAME_BYTES } from '../../src/hooks/tool-call.js';
 import { REASON, validateHooks } from '../../src/hooks/validate.js';
+import { openSqliteStore, type SqliteStore } from '../../src/store/sqlite.js';
+
+const folders: string[] = [];
+const stores: SqliteStore[] = [];
+
+afterAll(async () => {
+  for (const store of stores) await store.close();
+  for (const folder of folders) rmSync(folder, { recursive: true, force: true });
+});
+
+/** A store on a fresh file in a temp folder, closed and removed after the tests. */
+function openTempStore(): SqliteStore {
+  const folder = mkdtempSync(join(tmpdir(), 'agenthooks-matcher-cost-'));
+  folders.push(folder);
+  const store = openSqliteStore(join(folder, 'agenthooks.db'));
+  stores.push(store);
+  return store;
+}
 
 function toolHooks(matchers: readonly string[]) {
   return matchers.map((matcher, i) =>
@@ -72,5 +101,66 @@ describe('matcher cost limits', () => {
     // Measured about 7 ms per matcher on a loaded 2-core machine, against 330 ms for the issue's case.
     expect(perMatcher).toBeLessThan(25);
     expect(matcherCacheBytes()).toBeLessThanOrEqual(MATCHER_CACHE_BYTES);
+  });
+
+  it('refuses matchers past the operation budget, and counts a matcher shared by hooks once', async () => {
+    const registry = new HookRegistry(openTempStore());
+    let accepted = 0;
+    let refused: unknown;
+    for (let i = 0; refused === undefined && i < 100; i++) {
+      await registry.register('budget-op', undefined, toolHooks([costliest(i)])).then(
+        () => {
+          accepted += 1;
+        },
+        (e: unknown) => {
+          refused = e;
+        },
+      );
+    }
+    expect(accepted).toBe(Math.floor(MATCHER_BUDGET_PER_OPERATION / matcherCost(costliest(0))));
+    expect(refused).toMatchObject({ reason: 'MATCHER_BUDGET_EXCEEDED', field: 'hooks' });
+    // Hooks that reuse a registered matcher add nothing to the budget.
+    await expect(
+      registry.register('budget-op', undefined, toolHooks([costliest(0), costliest(1)])),
+    ).resolves.toBe(accepted + 2);
+  });
+
+  it('keeps the worst registrable decision within 50 ms of CPU and 64 MB', async () => {
+    const registry = new HookRegistry(openTempStore());
+    // The worst an operation can register: distinct costliest matchers up to the budget,
+    // then the rest of the hook limit reusing them.
+    const distinct: string[] = [];
+    for (let i = 0; ; i++) {
+      const ok = await registry.register('worst-op', undefined, toolHooks([costliest(i)])).then(
+        () => true,
+        () => false,
+      );
+      if (!ok) break;
+      distinct.push(costliest(i));
+    }
+    const fill = Array.from(
+      { length: DEFAULT_MAX_HOOKS_PER_OPERATION - distinct.length },
+      (_, i) => distinct[i % distinct.length] as string,
+    );
+    for (let at = 0; at < fill.length; at += 100) {
+      await registry.register('worst-op', undefined, toolHooks(fill.slice(at, at + 100)));
+    }
+    const { hooks } = await registry.hooksOf('worst-op');
+    expect(hooks).toHaveLength(DEFAULT_MAX_HOOKS_PER_OPERATION);
+    // The longest names allowed, with no digit, so that every copy of `[\s\S]` stays alive.
+    const identifier = 'a'.repeat(MAX_TOOL_NAME_BYTES);
+    const apiName = 'b'.repeat(MAX_TOOL_NAME_BYTES);
+    // Warm the JIT on other matchers, then start from a cold matcher cache, as a fresh process would.
+    for (let i = 0; i < 20; i++) compileMatcher(`warm${i}[\\s\\S]{1,50}`)(identifier, apiName);
+    clearMatcherCache();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const started = cpuMs();
+    let matched = 0;
+    for (const hook of hooks) if (compileMatcher(hook.matcher)(identifier, apiName)) matched += 1;
+    const spent = cpuMs() - started;
+    const grown = process.memoryUsage().heapUsed - heapBefore;
+    expect(matched).toBe(0);
+    expect(spent).toBeLessThanOrEqual(50);
+    expect(grown).toBeLessThanOrEqual(64 * 1024 * 1024);
   });
 });

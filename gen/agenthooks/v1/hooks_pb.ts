@@ -47,7 +47,12 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
   /**
    * Unanchored JavaScript regular expression tested against
    * `${identifier}/${apiName}`. Only on `beforeToolCall`, `afterToolCall`
-   * and `onToolCallError`; absent, empty or `*` matches every tool.
+   * and `onToolCallError`; absent, empty or `*` matches every tool. Runs on
+   * a linear-time engine: backreferences and lookaround are refused
+   * (`MATCHER_NOT_LINEAR`), as are counted repetitions over 100 and programs
+   * over 300 instructions (`MATCHER_TOO_COMPLEX`); an operation's distinct
+   * matchers together cost at most 900 units, instructions plus 8 each
+   * (`MATCHER_BUDGET_EXCEEDED`).
    *
    * @generated from field: optional string matcher = 3;
    */

@@ -257,6 +257,10 @@ const (
 	// INVALID_ARGUMENT: a webhook header holds `${` that is not a template of
 	// a variable named in `allowedEnvVars`.
 	ErrorReason_INVALID_HEADER_TEMPLATE ErrorReason = 82
+	// INVALID_ARGUMENT: the operation's distinct matchers together would cost
+	// more than one decision may spend on them (see `Hook.matcher`); nothing of
+	// the request is stored.
+	ErrorReason_MATCHER_BUDGET_EXCEEDED ErrorReason = 83
 )
 
 // Enum value maps for ErrorReason.
@@ -345,6 +349,7 @@ var (
 		80: "TOOL_CALL_ID_TOO_LONG",
 		81: "DUPLICATE_HEADER",
 		82: "INVALID_HEADER_TEMPLATE",
+		83: "MATCHER_BUDGET_EXCEEDED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":      0,
@@ -430,6 +435,7 @@ var (
 		"TOOL_CALL_ID_TOO_LONG":         80,
 		"DUPLICATE_HEADER":              81,
 		"INVALID_HEADER_TEMPLATE":       82,
+		"MATCHER_BUDGET_EXCEEDED":       83,
 	}
 )
 
@@ -464,7 +470,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x99\x10\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xb6\x10\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -550,7 +556,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x10HOOK_ID_TOO_LONG\x10O\x12\x19\n" +
 	"\x15TOOL_CALL_ID_TOO_LONG\x10P\x12\x14\n" +
 	"\x10DUPLICATE_HEADER\x10Q\x12\x1b\n" +
-	"\x17INVALID_HEADER_TEMPLATE\x10RB\xa9\x01\n" +
+	"\x17INVALID_HEADER_TEMPLATE\x10R\x12\x1b\n" +
+	"\x17MATCHER_BUDGET_EXCEEDED\x10SB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

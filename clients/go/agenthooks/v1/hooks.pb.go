@@ -256,7 +256,12 @@ type Hook struct {
 	Type HookType `protobuf:"varint,2,opt,name=type,proto3,enum=agenthooks.v1.HookType" json:"type,omitempty"`
 	// Unanchored JavaScript regular expression tested against
 	// `${identifier}/${apiName}`. Only on `beforeToolCall`, `afterToolCall`
-	// and `onToolCallError`; absent, empty or `*` matches every tool.
+	// and `onToolCallError`; absent, empty or `*` matches every tool. Runs on
+	// a linear-time engine: backreferences and lookaround are refused
+	// (`MATCHER_NOT_LINEAR`), as are counted repetitions over 100 and programs
+	// over 300 instructions (`MATCHER_TOO_COMPLEX`); an operation's distinct
+	// matchers together cost at most 900 units, instructions plus 8 each
+	// (`MATCHER_BUDGET_EXCEEDED`).
 	Matcher *string `protobuf:"bytes,3,opt,name=matcher,proto3,oneof" json:"matcher,omitempty"`
 	// True when the runtime serves this hook over the `Handle` stream. While a
 	// `Handle` stream is attached for the operation, the handler runs instead

@@ -89,6 +89,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOOL_CALL_ID_TOO_LONG: _ClassVar[ErrorReason]
     DUPLICATE_HEADER: _ClassVar[ErrorReason]
     INVALID_HEADER_TEMPLATE: _ClassVar[ErrorReason]
+    MATCHER_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -172,3 +173,4 @@ HOOK_ID_TOO_LONG: ErrorReason
 TOOL_CALL_ID_TOO_LONG: ErrorReason
 DUPLICATE_HEADER: ErrorReason
 INVALID_HEADER_TEMPLATE: ErrorReason
+MATCHER_BUDGET_EXCEEDED: ErrorReason
