@@ -135,7 +135,9 @@ describe('store health of the sidecar process', () => {
       expect((await register(client, 'op-kept', ['c'])).hookCount).toBe(3);
     } finally {
       client.close();
-      await killSidecar(sidecar);
+      // A kill, not killSidecar: the restart below needs the database folder.
+      sidecar.kill('SIGKILL');
+      await sidecar.exited;
     }
     // After a restart, everything acknowledged is in the file.
     const restarted = await startSidecar({ db: sidecar.db });
