@@ -281,11 +281,19 @@ export function validateHook(hook: Hook, path = 'hook', options: ValidationOptio
   if (hook.id.startsWith(RESERVED_HOOK_ID_PREFIX)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
   }
-  if (hook.type === HookType.UNSPECIFIED || !KNOWN_HOOK_TYPES.has(hook.type)) {
+  if (hook.type === HookType.UNSPECIFIED) {
     throw new InvalidArgumentError(
       `${path}.type`,
       REASON.HOOK_TYPE_REQUIRED,
       MESSAGE.HOOK_TYPE_REQUIRED,
+    );
+  }
+  if (!KNOWN_HOOK_TYPES.has(hook.type)) {
+    // A number this sidecar does not know (a newer client, or a typo): say so, not "required".
+    throw new InvalidArgumentError(
+      `${path}.type`,
+      REASON.INVALID_ENUM_VALUE,
+      `Unknown hook type value ${hook.type}`,
     );
   }
   if (!hook.handler && hook.webhook === undefined) {

@@ -104,8 +104,8 @@ const invalidCases: InvalidCase[] = [
     name: 'an unknown type number',
     hook: { ...notification, type: 99 as HookType },
     field: 'hooks[0].type',
-    reason: REASON.HOOK_TYPE_REQUIRED,
-    message: 'Hook type is required',
+    reason: REASON.INVALID_ENUM_VALUE,
+    message: 'Unknown hook type value 99',
   },
   {
     name: 'neither handler nor webhook',
