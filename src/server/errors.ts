@@ -114,7 +114,8 @@ const CODE_BY_KIND: Record<ErrorKind, Code> = {
 /**
  * Returns the ConnectError to answer for `e`. A ConnectError passes through
  * (it already is a status); an AgentHooksError keeps its code, message and
- * ErrorInfo; anything else is INTERNAL.
+ * ErrorInfo (an invalid argument's message is `<field>: <message>`, its
+ * `BadRequest` description the message alone); anything else is INTERNAL.
  */
 export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) return e;
@@ -125,13 +126,17 @@ export function toConnectError(e: unknown): ConnectError {
     for (const detail of e.details) {
       details.push({ desc: detail.desc, value: detail.value as never });
     }
+    let message = e.message;
     if (e instanceof InvalidArgumentError) {
+      // BadRequest keeps the upstream wording exactly; the status message leads
+      // with the field, so a client that prints only the message still sees it.
       details.push({
         desc: BadRequestSchema,
         value: { fieldViolations: [{ field: e.field, description: e.message, reason: e.reason }] },
       });
+      if (!message.includes(`${e.field}: `)) message = `${e.field}: ${message}`;
     }
-    return new ConnectError(e.message, CODE_BY_KIND[e.kind], undefined, details, e);
+    return new ConnectError(message, CODE_BY_KIND[e.kind], undefined, details, e);
   }
   return new ConnectError(
     'internal error',

@@ -15,6 +15,7 @@ import { routeOf } from '../../src/hooks/dispatch.js';
 import { type EventFixture, loadEventFixtures } from '../support/fixtures.js';
 import {
   type AnyClient,
+  badRequestOf,
   errorInfoOf,
   healthClient,
   hookClient,
@@ -316,8 +317,16 @@ describe('the sidecar process, over gRPC from a proto-loader client', () => {
         details: err?.details,
         reason: info?.reason,
         field: info?.metadata.field,
+        description: err && badRequestOf(err)?.fieldViolations[0]?.description,
       };
-      const want = { code: 3, details: c.message, reason: c.reason, field: c.field };
+      // The status message leads with the field; BadRequest keeps the upstream text exactly.
+      const want = {
+        code: 3,
+        details: `${c.field}: ${c.message}`,
+        reason: c.reason,
+        field: c.field,
+        description: c.message,
+      };
       if (JSON.stringify(got) !== JSON.stringify(want)) failures.push({ got, want });
       expect(info?.domain).toBe('agenthooks');
     }

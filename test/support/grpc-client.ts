@@ -11,7 +11,12 @@ import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type ErrorInfo, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import {
+  type BadRequest,
+  BadRequestSchema,
+  type ErrorInfo,
+  ErrorInfoSchema,
+} from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 
@@ -184,6 +189,18 @@ export function errorInfoOf(err: grpc.ServiceError): ErrorInfo | undefined {
   for (const detail of status.details) {
     const info = anyUnpack(detail, ErrorInfoSchema);
     if (info !== undefined) return info;
+  }
+  return undefined;
+}
+
+/** Reads the `google.rpc.BadRequest` of a gRPC error from `grpc-status-details-bin`. */
+export function badRequestOf(err: grpc.ServiceError): BadRequest | undefined {
+  const bin = err.metadata?.get('grpc-status-details-bin')[0];
+  if (!(bin instanceof Buffer)) return undefined;
+  const status = fromBinary(StatusSchema, bin);
+  for (const detail of status.details) {
+    const badRequest = anyUnpack(detail, BadRequestSchema);
+    if (badRequest !== undefined) return badRequest;
   }
   return undefined;
 }
