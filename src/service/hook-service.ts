@@ -82,6 +82,9 @@ export function createHookService(
 
   return {
     async registerHooks(request) {
+      // As the spec's register(): refused while the environment hooks are invalid
+      // (INVALID_ENVIRONMENT), so a runtime learns of it before its first decision.
+      deps.environmentHooks();
       const hookCount = await deps.registry.register(
         request.operationId,
         request.parentOperationId,

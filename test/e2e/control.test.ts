@@ -404,9 +404,10 @@ describe('control order, live environment hooks and cancellation', () => {
     expect(receiver.requests.length).toBe(start);
   });
 
-  it('fails every decision and dispatch with INVALID_ENVIRONMENT until the environment is fixed', async () => {
+  it('fails every registration, decision and dispatch with INVALID_ENVIRONMENT until the environment is fixed', async () => {
     await writeEnv([`AGENT_HOOK_WEBHOOK_URL=${receiver.url}/env`, 'AGENT_HOOK_WEBHOOK_EVENTS=...']);
     for (const call of [
+      () => unary(client, 'RegisterHooks', { operationId: 'op-invalid-env', hooks: [] }),
       () => decide(client, 'before', 'op-invalid-env'),
       () => unary(client, 'Dispatch', { event: { afterStep: { operationId: 'op-invalid-env' } } }),
     ]) {
