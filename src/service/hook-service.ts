@@ -7,6 +7,7 @@
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
   type BeforeToolCallEvent,
   type HookEvent,
@@ -312,10 +313,21 @@ export function createHookService(
         await deps.parks.markOperationCompleted(onComplete.operationId, deps.now());
       }
       try {
-        const outcomes = await dispatchEvent(
-          deps,
+        // A critical failure of onComplete does not skip onError: the error
+        // notification still goes out, then the first critical failure is
+        // raised with the outcomes of both dispatches.
+        let critical: CriticalDeliveryError | undefined;
+        const run = async (event: HookEvent): Promise<HookOutcome[]> => {
+          try {
+            return await dispatchEvent(deps, event, ctx.signal);
+          } catch (e: unknown) {
+            if (!(e instanceof CriticalDeliveryError)) throw e;
+            critical ??= e;
+            return e.outcomes;
+          }
+        };
+        const outcomes = await run(
           create(HookEventSchema, { event: { case: 'onComplete', value: onComplete } }),
-          ctx.signal,
         );
         if (onComplete.reason === ON_COMPLETE_ERROR) {
           // The four step and terminal events share field numbers, so the
@@ -325,12 +337,11 @@ export function createHookService(
             toBinary(OnCompleteEventSchema, onComplete),
           );
           outcomes.push(
-            ...(await dispatchEvent(
-              deps,
-              create(HookEventSchema, { event: { case: 'onError', value: onError } }),
-              ctx.signal,
-            )),
+            ...(await run(create(HookEventSchema, { event: { case: 'onError', value: onError } }))),
           );
+        }
+        if (critical !== undefined) {
+          throw new CriticalDeliveryError(critical.metadata.hookId ?? '', outcomes);
         }
         return { outcomes, handlersDropped: true };
       } finally {

@@ -15,8 +15,9 @@ import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Fallback, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
+  DispatchResponseSchema,
   type HandleRequest,
   HandleRequestSchema,
   HookService,
@@ -145,6 +146,40 @@ describe('HookService in process', () => {
     expect(answer.decision?.outcome.case).toBe('mock');
     expect(answer.outcomes.map((o) => o.hookId)).toEqual(['first']);
     requests.close();
+  });
+
+  it('still sends onError when onComplete fails critically, then raises the failure with both outcomes', async () => {
+    receiver = await startReceiver();
+    receiver.respond((req, res) => {
+      res.writeHead(req.path === '/critical' ? 503 : 204);
+      res.end();
+    });
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-terminal',
+      hooks: [
+        {
+          id: 'critical',
+          type: HookType.ON_COMPLETE,
+          webhook: { url: `${receiver.url}/critical`, fallback: Fallback.NONE },
+        },
+        { id: 'on-error', type: HookType.ON_ERROR, webhook: { url: `${receiver.url}/error` } },
+      ],
+    });
+    const err = await client
+      .completeOperation({ event: { operationId: 'op-terminal', reason: 'error' } })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/critical', '/error']);
+    expect(err?.code).toBe(Code.Unavailable);
+    expect(err?.findDetails(ErrorInfoSchema)[0]).toMatchObject({
+      reason: 'CRITICAL_HOOK_DELIVERY_FAILED',
+      metadata: { hookId: 'critical' },
+    });
+    const outcomes = err?.findDetails(DispatchResponseSchema)[0]?.outcomes;
+    expect(outcomes?.map((o) => o.hookId)).toEqual(['critical', 'on-error']);
   });
 
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {

@@ -1215,7 +1215,10 @@ export const HookService: GenService<{
    * Moves an operation to a terminal or parked state: dispatches
    * `onComplete`, then `onError` when the reason is `error`, then drops the
    * operation's handlers. For `waiting_for_async_tool` it does neither.
-   * Persisted webhooks stay until purged or expired.
+   * A critical webhook (`fallback: none`) that fails on `onComplete` does not
+   * skip `onError`: both dispatches run, then the call fails UNAVAILABLE
+   * (`CRITICAL_HOOK_DELIVERY_FAILED`, the first failed hook) with every
+   * outcome in its details. Persisted webhooks stay until purged or expired.
    *
    * @generated from rpc agenthooks.v1.HookService.CompleteOperation
    */

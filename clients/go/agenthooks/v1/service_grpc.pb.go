@@ -101,7 +101,10 @@ type HookServiceClient interface {
 	// Moves an operation to a terminal or parked state: dispatches
 	// `onComplete`, then `onError` when the reason is `error`, then drops the
 	// operation's handlers. For `waiting_for_async_tool` it does neither.
-	// Persisted webhooks stay until purged or expired.
+	// A critical webhook (`fallback: none`) that fails on `onComplete` does not
+	// skip `onError`: both dispatches run, then the call fails UNAVAILABLE
+	// (`CRITICAL_HOOK_DELIVERY_FAILED`, the first failed hook) with every
+	// outcome in its details. Persisted webhooks stay until purged or expired.
 	CompleteOperation(ctx context.Context, in *CompleteOperationRequest, opts ...grpc.CallOption) (*CompleteOperationResponse, error)
 	// Serves the runtime's local handlers. The runtime attaches for one or more
 	// operations; agenthooks sends handler calls and awaits the replies. A
@@ -303,7 +306,10 @@ type HookServiceServer interface {
 	// Moves an operation to a terminal or parked state: dispatches
 	// `onComplete`, then `onError` when the reason is `error`, then drops the
 	// operation's handlers. For `waiting_for_async_tool` it does neither.
-	// Persisted webhooks stay until purged or expired.
+	// A critical webhook (`fallback: none`) that fails on `onComplete` does not
+	// skip `onError`: both dispatches run, then the call fails UNAVAILABLE
+	// (`CRITICAL_HOOK_DELIVERY_FAILED`, the first failed hook) with every
+	// outcome in its details. Persisted webhooks stay until purged or expired.
 	CompleteOperation(context.Context, *CompleteOperationRequest) (*CompleteOperationResponse, error)
 	// Serves the runtime's local handlers. The runtime attaches for one or more
 	// operations; agenthooks sends handler calls and awaits the replies. A
