@@ -40,7 +40,7 @@
  * back in memory. A write that failed so is remembered: `quickCheck()` fails
  * with it, and `ping()` commits its probe until one commits.
  */
-import { type BigIntStats, mkdirSync, statSync } from 'node:fs';
+import { type BigIntStats, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
@@ -177,13 +177,28 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   };
   let connection: SqliteConnection | undefined;
   try {
-    mkdirSync(dirname(path), { recursive: true });
+    makeParents(dirname(path));
     connection = openConnection(path, settings);
     return new SqliteStoreImpl(path, settings, connection, recordFiles(path), options.observe);
   } catch (e: unknown) {
     closeQuietly(connection);
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
+}
+
+/**
+ * Creates `dir` and its missing ancestors, one level at a time from the top.
+ * Node's recursive `mkdirSync` spins forever under `/proc` and reports a
+ * read-only filesystem as ENOENT; one level at a time fails at once with the
+ * error of the level that cannot be made (EROFS, EACCES, ENOENT, ...).
+ */
+function makeParents(dir: string): void {
+  const missing: string[] = [];
+  for (let at = dir; !existsSync(at); at = dirname(at)) {
+    missing.push(at);
+    if (dirname(at) === at) break;
+  }
+  for (const level of missing.reverse()) mkdirSync(level);
 }
 
 /** Where a file is: its device and inode, as bigints (an inode number may pass 2^53). */

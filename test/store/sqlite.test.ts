@@ -2,6 +2,7 @@ import { create, equals, toJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
 import { controlHook, TEMPLATED_HEADER, useTempStore, webhookHook } from './helpers.js';
 
 describe('SqliteStore', () => {
@@ -291,5 +292,17 @@ describe('SqliteStore', () => {
       const row = temp.raw().prepare('SELECT hook_id FROM hooks').get();
       expect(row).toEqual({ hook_id: 'a' });
     });
+  });
+});
+
+describe('opening the store', () => {
+  it('fails at once, naming the folder, when the database folder cannot be made (/proc)', () => {
+    // Node's recursive mkdir spins forever here; the store makes one level at a time.
+    expect(() => openSqliteStore('/proc/agenthooks/x.db')).toThrow(
+      expect.objectContaining({
+        reason: 'STORE_UNAVAILABLE',
+        message: expect.stringContaining("mkdir '/proc/agenthooks'"),
+      }),
+    );
   });
 });
