@@ -428,6 +428,48 @@ export function optionSyntax(o: OptionSpec): string {
 }
 
 /** Returns the help text of `agenthooks serve`. */
+/** A variable the sidecar reads that is not an option's own, for `serve --help` and the README. */
+export interface VariableSpec {
+  readonly name: string;
+  /** One-line description. */
+  readonly help: string;
+}
+
+/**
+ * Variables read from the effective environment (the process environment
+ * overlaid by `--env-file`) at each use, besides the options' own.
+ */
+export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
+  {
+    name: 'AGENT_HOOK_WEBHOOK_URL',
+    help: 'enables environment hooks for every operation: an http(s) URL or an application-relative path',
+  },
+  {
+    name: 'AGENT_HOOK_WEBHOOK_TOKEN',
+    help: 'bearer token of the environment hooks (required with the URL)',
+  },
+  {
+    name: 'AGENT_HOOK_WEBHOOK_EVENTS',
+    help: 'comma-separated hook types of the environment hooks (required with the URL)',
+  },
+  {
+    name: 'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING',
+    help: 'ignore (default) or toolCall: environment hooks as tool-call controls',
+  },
+  { name: 'AGENT_HOOK_WEBHOOK_ON_ERROR', help: 'continue (default) or block (needs toolCall)' },
+  { name: 'APP_URL', help: 'base of application-relative webhook URLs (first for QStash)' },
+  { name: 'INTERNAL_APP_URL', help: 'base of application-relative webhook URLs (first for fetch)' },
+  { name: 'QSTASH_TOKEN', help: 'token of delivery: qstash webhooks, read at each send' },
+  {
+    name: 'VERCEL_AUTOMATION_BYPASS_SECRET',
+    help: 'sent as x-vercel-protection-bypass to the origins of APP_URL and INTERNAL_APP_URL',
+  },
+  {
+    name: 'AGENTHOOKS_AUTH_TOKEN',
+    help: 'the bearer token itself, instead of --auth-token-file (read at start)',
+  },
+];
+
 export function serveHelp(): string {
   const lines = [
     'Usage: agenthooks serve [options]',
@@ -437,13 +479,21 @@ export function serveHelp(): string {
     '',
     'Options:',
   ];
+  // One column width for every name, so that no long flag breaks the columns.
+  const width =
+    Math.max(
+      ...OPTIONS.map((o) => optionSyntax(o).length),
+      ...ENVIRONMENT_VARIABLES.map((v) => v.name.length),
+    ) + 1;
   for (const o of OPTIONS) {
     const name = optionSyntax(o);
     const def = o.default === undefined ? '' : ` (default ${o.default})`;
-    lines.push(`  ${name.padEnd(26)} ${o.help}${def}`);
-    lines.push(`  ${''.padEnd(26)} env ${o.env}${o.multiple ? ' (comma-separated)' : ''}`);
+    lines.push(`  ${name.padEnd(width)} ${o.help}${def}`);
+    lines.push(`  ${''.padEnd(width)} env ${o.env}${o.multiple ? ' (comma-separated)' : ''}`);
   }
-  lines.push(`  ${'--help'.padEnd(26)} show this help`);
+  lines.push(`  ${'--help'.padEnd(width)} show this help`);
+  lines.push('', 'Environment (the process environment overlaid by --env-file; never stored):');
+  for (const v of ENVIRONMENT_VARIABLES) lines.push(`  ${v.name.padEnd(width)} ${v.help}`);
   return `${lines.join('\n')}\n`;
 }
 

@@ -1,7 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OPTIONS, optionSyntax, parseServeConfig, serveHelp } from '../../src/config/config.js';
+import {
+  ENVIRONMENT_VARIABLES,
+  OPTIONS,
+  optionSyntax,
+  parseServeConfig,
+  serveHelp,
+} from '../../src/config/config.js';
+
+/** Escapes a text for use in a regular expression. */
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 const README = readFileSync(join(import.meta.dirname, '..', '..', 'README.md'), 'utf8');
 
@@ -78,5 +89,23 @@ describe('serve configuration', () => {
       ];
       expect(README_ROWS).toContainEqual(row);
     }
+  });
+
+  it('documents every variable it reads besides the options, in serve --help and the README', () => {
+    const help = serveHelp();
+    for (const v of ENVIRONMENT_VARIABLES) {
+      expect(help).toMatch(new RegExp(`^  ${v.name} +${escape(v.help)}$`, 'm'));
+      expect(README_ROWS).toContainEqual([`\`${v.name}\``, v.help]);
+    }
+  });
+
+  it('keeps every help line in two columns, whatever the longest name', () => {
+    const help = serveHelp().split('\n');
+    const starts = new Set(
+      help
+        .filter((line) => /^ {2}\S/.test(line))
+        .map((line) => (/^ {2}\S+(?: \S+)? +/.exec(line) as RegExpExecArray)[0].length),
+    );
+    expect([...starts]).toHaveLength(1);
   });
 });
