@@ -5,7 +5,7 @@
  * must stop the sidecar too: no process left behind, the ports free again.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -64,10 +64,17 @@ describe('quick start', () => {
     'npm start serves on the SQLite default, and SIGTERM to npm leaves no process and frees the ports',
     async () => {
       dir = mkdtempSync(join(tmpdir(), 'agenthooks-quickstart-'));
+      // A copy of the sources, so that its build does not rewrite the dist/ that
+      // other test files are starting sidecars from meanwhile.
+      const checkout = join(dir, 'checkout');
+      for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'gen']) {
+        cpSync(join(REPO_ROOT, entry), join(checkout, entry), { recursive: true });
+      }
+      symlinkSync(join(REPO_ROOT, 'node_modules'), join(checkout, 'node_modules'));
       const [grpcPort, httpPort] = [await freePort(), await freePort()];
       const marker = `AGENTHOOKS_DB=${join(dir, 'agenthooks.db')}`;
       npm = spawn('npm', ['start'], {
-        cwd: REPO_ROOT,
+        cwd: checkout,
         env: scrubbedEnv({
           AGENTHOOKS_GRPC_LISTEN: `127.0.0.1:${grpcPort}`,
           AGENTHOOKS_HTTP_LISTEN: `127.0.0.1:${httpPort}`,
