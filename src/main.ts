@@ -5,7 +5,7 @@
  * `agenthooks users import FILE.jsonl [--db PATH]` fills the user directory
  * of email enrichment.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { type App, createApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
@@ -98,6 +98,7 @@ async function main(argv: string[]): Promise<number> {
   process.once('SIGINT', () => onSignal('SIGINT'));
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
+  const dbExisted = existsSync(config.dbPath);
   try {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
@@ -110,6 +111,8 @@ async function main(argv: string[]): Promise<number> {
     logger.error('failed to start', { reason, err: e });
     await server?.shutdown(Date.now());
     await app?.close(Date.now());
+    // A start that failed leaves no database behind that it created itself.
+    if (!dbExisted) removeCreatedDatabase(config.dbPath, logger);
     return 1;
   }
   const started = { app, server };
@@ -130,6 +133,17 @@ async function main(argv: string[]): Promise<number> {
     };
     if (requested !== undefined) onSignal(requested);
   });
+}
+
+/** Removes a database file (with its WAL and shared-memory files) that a failed start created. */
+function removeCreatedDatabase(path: string, logger: ReturnType<typeof createLogger>): void {
+  for (const suffix of ['', '-wal', '-shm']) {
+    try {
+      rmSync(`${path}${suffix}`, { force: true });
+    } catch (e: unknown) {
+      logger.warn('could not remove the database a failed start created', { path, err: e });
+    }
+  }
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import * as http2 from 'node:http2';
 import * as net from 'node:net';
 import { createInterface } from 'node:readline';
@@ -64,6 +65,7 @@ describe('stderr', () => {
     taken.listen(0, '127.0.0.1');
     await once(taken, 'listening');
     const { port } = taken.address() as net.AddressInfo;
+    const db = tempDbPath();
     try {
       const child = spawn(
         process.execPath,
@@ -75,7 +77,7 @@ describe('stderr', () => {
           '--http-listen',
           'off',
           '--db',
-          tempDbPath(),
+          db,
         ],
         { stdio: ['ignore', 'ignore', 'pipe'] },
       );
@@ -83,6 +85,8 @@ describe('stderr', () => {
       createInterface({ input: child.stderr }).on('line', (l) => lines.push(l));
       const [code] = (await once(child, 'close')) as [number];
       expect(code).toBe(1);
+      // The failed start removed the database it had created.
+      expect(existsSync(db)).toBe(false);
       const parsed = parseLines(lines);
       expect(parsed.filter((l) => typeof l === 'string')).toEqual([]);
       const records = parsed as Record<string, unknown>[];
