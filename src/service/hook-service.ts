@@ -4,6 +4,7 @@
  * answers; RPCs that are not built yet are absent, which both transports
  * answer with UNIMPLEMENTED.
  */
+import { setMaxListeners } from 'node:events';
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
@@ -53,6 +54,9 @@ export const PARKED_REASON_PREFIX = 'waiting_for';
 export const USE_DECIDE_TOOL_CALL = 'USE_DECIDE_TOOL_CALL';
 /** Default bound of events in flight on one `DispatchStream`. */
 export const DEFAULT_STREAM_MAX_IN_FLIGHT = 64;
+
+/** Listeners on a stream's signal beyond one per event in flight (the stream's own). */
+const STREAM_SIGNAL_SPARE_LISTENERS = 8;
 
 /** Options of the service beyond the engine. */
 export interface HookServiceOptions {
@@ -116,6 +120,9 @@ export function createHookService(
     },
 
     async *dispatchStream(requests: AsyncIterable<DispatchStreamRequest>, ctx: HandlerContext) {
+      // Each event in flight may wait on the stream's signal (a handler call, an
+      // email lookup): up to the in-flight bound of listeners is expected, not a leak.
+      setMaxListeners(maxInFlight + STREAM_SIGNAL_SPARE_LISTENERS, ctx.signal);
       const acks = new AsyncQueue<DispatchStreamResponse>();
       // Events of one operation run one after another; operations run in parallel.
       const tails = new Map<string, Promise<void>>();

@@ -18,6 +18,8 @@ import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { Fallback, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DispatchResponseSchema,
+  type DispatchStreamRequest,
+  DispatchStreamRequestSchema,
   type HandleRequest,
   HandleRequestSchema,
   HookService,
@@ -180,6 +182,63 @@ describe('HookService in process', () => {
     });
     const outcomes = err?.findDetails(DispatchResponseSchema)[0]?.outcomes;
     expect(outcomes?.map((o) => o.hookId)).toEqual(['critical', 'on-error']);
+  });
+
+  it('keeps many events of one DispatchStream waiting on handlers without a listener warning', async () => {
+    const { client } = build();
+    const operations = Array.from({ length: 30 }, (_, i) => `op-stream-${i}`);
+    for (const operationId of operations) {
+      await client.registerHooks({
+        operationId,
+        hooks: [{ id: 'local', type: HookType.AFTER_STEP, handler: true }],
+      });
+    }
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const handle = createWritableIterable<HandleRequest>();
+      const calls = client.handle(handle)[Symbol.asyncIterator]();
+      await handle.write(
+        create(HandleRequestSchema, {
+          message: { case: 'attach', value: { operationIds: operations } },
+        }),
+      );
+      expect((await calls.next()).value?.message.case).toBe('attached');
+      const events = createWritableIterable<DispatchStreamRequest>();
+      const acks = client.dispatchStream(events)[Symbol.asyncIterator]();
+      for (const [i, operationId] of operations.entries()) {
+        await events.write(
+          create(DispatchStreamRequestSchema, {
+            eventId: `e${i}`,
+            event: { event: { case: 'afterStep', value: { operationId } } },
+          }),
+        );
+      }
+      // Every event is in flight at once, each waiting on its handler call.
+      const received: string[] = [];
+      while (received.length < operations.length) {
+        const message = (await calls.next()).value?.message;
+        if (message?.case === 'call') received.push(message.value.callId);
+      }
+      for (const callId of received) {
+        await handle.write(
+          create(HandleRequestSchema, {
+            message: { case: 'reply', value: { callId, outcome: { case: 'done', value: {} } } },
+          }),
+        );
+      }
+      for (let i = 0; i < operations.length; i++) {
+        expect((await acks.next()).value?.outcomes).toHaveLength(1);
+      }
+      events.close();
+      handle.close();
+      // A warning is emitted on the next tick after the listener that passed the limit.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
