@@ -10,7 +10,7 @@ import {
 } from '../../src/config/config.js';
 
 /** Escapes a text for use in a regular expression. */
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
@@ -94,7 +94,7 @@ describe('serve configuration', () => {
   it('documents every variable it reads besides the options, in serve --help and the README', () => {
     const help = serveHelp();
     for (const v of ENVIRONMENT_VARIABLES) {
-      expect(help).toMatch(new RegExp(`^  ${v.name} +${escape(v.help)}$`, 'm'));
+      expect(help).toMatch(new RegExp(`^  ${v.name} +${escapeRegExp(v.help)}$`, 'm'));
       expect(README_ROWS).toContainEqual([`\`${v.name}\``, v.help]);
     }
   });
