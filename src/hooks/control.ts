@@ -60,6 +60,8 @@ export interface ControlEvaluation {
   readonly decision: Decision;
   /** One outcome per control that ran, in order. */
   readonly outcomes: HookOutcome[];
+  /** Operations of the chain the store has no record of (a typo, or environment hooks only). */
+  readonly unknownOperations: string[];
 }
 
 /** A control to run, with where it came from. */
@@ -95,8 +97,10 @@ export async function evaluateControls(
     isControlHook(hook) &&
     compileMatcher(hook.matcher)(context.identifier, context.apiName);
   const controls: Control[] = [];
+  const unknownOperations: string[] = [];
   for (const operationId of chain) {
-    const { hooks } = await deps.registry.hooksOf(operationId);
+    const { hooks, known } = await deps.registry.hooksOf(operationId);
+    if (!known) unknownOperations.push(operationId);
     for (const hook of hooks) {
       if (matches(hook)) controls.push({ hook, operationId, source: HookSource.CALLER });
     }
@@ -139,7 +143,11 @@ export async function evaluateControls(
     if (result.status === 'success' && result.decision.decision === 'deny') {
       const reason = result.decision.reason || defaultDenyReason(phase.type);
       deps.logger.info('control denied', log);
-      return { decision: deny(phase, control, reason, DenyClassification.HOOK_DENIED), outcomes };
+      return {
+        decision: deny(phase, control, reason, DenyClassification.HOOK_DENIED),
+        outcomes,
+        unknownOperations,
+      };
     }
     if (result.status === 'error') {
       if (control.hook.webhook?.onError === OnError.BLOCK) {
@@ -150,6 +158,7 @@ export async function evaluateControls(
         return {
           decision: deny(phase, control, HOOK_CONTROL_ERROR, DenyClassification.HOOK_CONTROL_ERROR),
           outcomes,
+          unknownOperations,
         };
       }
       deps.logger.warn('control failed; continuing (onError: continue)', {
@@ -164,6 +173,7 @@ export async function evaluateControls(
       outcome: { case: 'allow', value: { controlsConsulted: controls.length } },
     }),
     outcomes,
+    unknownOperations,
   };
 }
 

@@ -207,7 +207,7 @@ export function createHookService(
       const event = request.event;
       validateToolCallContext(event?.context, 'event.context');
       const chain = await decisionChain(deps, request.operationChain, event.context);
-      const { decision, outcomes } = await evaluateControls(
+      const { decision, outcomes, unknownOperations } = await evaluateControls(
         deps,
         { type: HookType.BEFORE_TOOL_CALL, event: event as BeforeToolCallEvent },
         chain,
@@ -215,7 +215,7 @@ export function createHookService(
       );
       if (decision.outcome.case !== 'allow') {
         deps.metrics?.decision('beforeToolCall', decision.outcome.case ?? 'none');
-        return { decision, outcomes };
+        return { decision, outcomes, unknownOperations };
       }
       const observed = await runToolCallObservers(
         deps,
@@ -227,10 +227,14 @@ export function createHookService(
       outcomes.push(...observed.outcomes);
       if (observed.mock !== undefined) {
         deps.metrics?.decision('beforeToolCall', 'mock');
-        return { decision: { outcome: { case: 'mock', value: observed.mock } }, outcomes };
+        return {
+          decision: { outcome: { case: 'mock', value: observed.mock } },
+          outcomes,
+          unknownOperations,
+        };
       }
       deps.metrics?.decision('beforeToolCall', 'allow');
-      return { decision, outcomes };
+      return { decision, outcomes, unknownOperations };
     },
 
     async decideToolResult(request, ctx: HandlerContext) {

@@ -328,7 +328,8 @@ class SqliteStoreImpl implements SqliteStore {
       throw operationExpiredError(operationId);
     }
     const hooks = rows.map((row) => fromHookRow(operationId, row));
-    return parentId === null ? { hooks } : { hooks, parentOperationId: parentId };
+    const known = status !== undefined;
+    return parentId === null ? { hooks, known } : { hooks, known, parentOperationId: parentId };
   }
 
   async deleteHooks(operationId: string): Promise<number> {

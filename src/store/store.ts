@@ -15,6 +15,11 @@ import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 export interface OperationHooks {
   /** Hooks in registration order; empty for an unknown operation. */
   readonly hooks: Hook[];
+  /**
+   * False when the store has no record of the operation (never registered,
+   * parked or completed): a decision reports it in `unknown_operations`.
+   */
+  readonly known: boolean;
   /** Parent operation, when a registration named one. */
   readonly parentOperationId?: string;
 }

@@ -241,6 +241,27 @@ describe('HookService in process', () => {
     }
   });
 
+  it('names the operations of a decision the store has no record of, so a typo shows', async () => {
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-known',
+      hooks: [
+        { id: 'audit', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } },
+      ],
+    });
+    const typo = await client.decideToolCall({
+      event: { context: toolContext('op-knwon') },
+      operationChain: ['op-known', 'op-knwon'],
+    });
+    // Still allowed (environment hooks only, as the spec says), but the runtime can tell.
+    expect(typo.decision?.outcome.case).toBe('allow');
+    expect(typo.unknownOperations).toEqual(['op-knwon']);
+    const known = await client.decideToolResult({
+      event: { context: toolContext('op-known'), result: { content: 'ok' } },
+    });
+    expect(known.unknownOperations).toEqual([]);
+  });
+
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
     const { client } = build();
     await client.parkToolCall({

@@ -781,9 +781,14 @@ type DecideToolCallResponse struct {
 	// Allow, deny or mock.
 	Decision *Decision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
 	// One outcome per control and handler that ran, in order.
-	Outcomes      []*HookOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outcomes []*HookOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// Operations of the chain the store has no record of (never registered,
+	// parked or completed), in chain order. Not an error: an operation without
+	// caller hooks still gets the environment hooks, as the spec says; a
+	// runtime that expects its own hooks can tell a typo in an operation id.
+	UnknownOperations []string `protobuf:"bytes,3,rep,name=unknown_operations,json=unknownOperations,proto3" json:"unknown_operations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DecideToolCallResponse) Reset() {
@@ -826,6 +831,13 @@ func (x *DecideToolCallResponse) GetDecision() *Decision {
 func (x *DecideToolCallResponse) GetOutcomes() []*HookOutcome {
 	if x != nil {
 		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *DecideToolCallResponse) GetUnknownOperations() []string {
+	if x != nil {
+		return x.UnknownOperations
 	}
 	return nil
 }
@@ -893,9 +905,12 @@ type DecideToolResultResponse struct {
 	// Allow or deny; never mock.
 	Decision *Decision `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
 	// One outcome per control that ran, in order.
-	Outcomes      []*HookOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Outcomes []*HookOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// Operations of the chain the store has no record of, as in
+	// `DecideToolCallResponse.unknown_operations`.
+	UnknownOperations []string `protobuf:"bytes,3,rep,name=unknown_operations,json=unknownOperations,proto3" json:"unknown_operations,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *DecideToolResultResponse) Reset() {
@@ -938,6 +953,13 @@ func (x *DecideToolResultResponse) GetDecision() *Decision {
 func (x *DecideToolResultResponse) GetOutcomes() []*HookOutcome {
 	if x != nil {
 		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *DecideToolResultResponse) GetUnknownOperations() []string {
+	if x != nil {
+		return x.UnknownOperations
 	}
 	return nil
 }
@@ -2126,16 +2148,18 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\v2\x12.google.rpc.StatusR\x06status\"z\n" +
 	"\x15DecideToolCallRequest\x128\n" +
 	"\x05event\x18\x01 \x01(\v2\".agenthooks.v1.BeforeToolCallEventR\x05event\x12'\n" +
-	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\x85\x01\n" +
+	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xb4\x01\n" +
 	"\x16DecideToolCallResponse\x123\n" +
 	"\bdecision\x18\x01 \x01(\v2\x17.agenthooks.v1.DecisionR\bdecision\x126\n" +
-	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\"{\n" +
+	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x12-\n" +
+	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\"{\n" +
 	"\x17DecideToolResultRequest\x127\n" +
 	"\x05event\x18\x01 \x01(\v2!.agenthooks.v1.AfterToolCallEventR\x05event\x12'\n" +
-	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\x87\x01\n" +
+	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xb6\x01\n" +
 	"\x18DecideToolResultResponse\x123\n" +
 	"\bdecision\x18\x01 \x01(\v2\x17.agenthooks.v1.DecisionR\bdecision\x126\n" +
-	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\"\x93\x02\n" +
+	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x12-\n" +
+	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\"\x93\x02\n" +
 	"\n" +
 	"ParkedCall\x128\n" +
 	"\acontext\x18\x01 \x01(\v2\x1e.agenthooks.v1.ToolCallContextR\acontext\x12'\n" +

@@ -29,15 +29,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from google.rpc import status_pb2 as google_dot_rpc_dot_status__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61genthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1d\x61genthooks/v1/decisions.proto\x1a\x1a\x61genthooks/v1/events.proto\x1a\x19\x61genthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x8a\x01\n\x14RegisterHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12 \n\x13parent_operation_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\"\n\x05hooks\x18\x03 \x03(\x0b\x32\x13.agenthooks.v1.HookB\x16\n\x14_parent_operation_id\"+\n\x15RegisterHooksResponse\x12\x12\n\nhook_count\x18\x01 \x01(\x05\"=\n\x16UnregisterHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12\r\n\x05purge\x18\x02 \x01(\x08\"I\n\x17UnregisterHooksResponse\x12\x18\n\x10handlers_dropped\x18\x01 \x01(\x05\x12\x14\n\x0chooks_purged\x18\x02 \x01(\x05\"(\n\x10ListHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\"\x8b\x01\n\x11ListHooksResponse\x12\"\n\x05hooks\x18\x01 \x03(\x0b\x32\x13.agenthooks.v1.Hook\x12 \n\x13parent_operation_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10handler_attached\x18\x03 \x01(\x08\x42\x16\n\x14_parent_operation_id\":\n\x0f\x44ispatchRequest\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"@\n\x10\x44ispatchResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\"R\n\x15\x44ispatchStreamRequest\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\'\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"\x83\x01\n\x16\x44ispatchStreamResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12)\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1a.agenthooks.v1.StreamError\"q\n\x0bStreamError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07hook_id\x18\x04 \x01(\t\x12\"\n\x06status\x18\x05 \x01(\x0b\x32\x12.google.rpc.Status\"c\n\x15\x44\x65\x63ideToolCallRequest\x12\x31\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".agenthooks.v1.BeforeToolCallEvent\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\"q\n\x16\x44\x65\x63ideToolCallResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x17.agenthooks.v1.Decision\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\"d\n\x17\x44\x65\x63ideToolResultRequest\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32!.agenthooks.v1.AfterToolCallEvent\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\"s\n\x18\x44\x65\x63ideToolResultResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x17.agenthooks.v1.Decision\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\"\xdd\x01\n\nParkedCall\x12/\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.ToolCallContext\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\x12%\n\x04kind\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.ParkKind\x12-\n\tparked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0c\x66inal_result\x18\x05 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\"\x86\x01\n\x13ParkToolCallRequest\x12/\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.ToolCallContext\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\x12%\n\x04kind\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.ParkKind\"R\n\x14ParkToolCallResponse\x12)\n\x06record\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ParkedCall\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"x\n\x1cPublishDeferredResultRequest\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x17\n\x0foperation_chain\x18\x03 \x03(\t\"c\n\x1dPublishDeferredResultResponse\x12/\n\x0c\x66inal_result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x11\n\tpublished\x18\x02 \x01(\x08\"I\n\x18\x43ompleteOperationRequest\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.OnCompleteEvent\"c\n\x19\x43ompleteOperationResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12\x18\n\x10handlers_dropped\x18\x02 \x01(\x08\"\xa6\x01\n\rHandleRequest\x12-\n\x06\x61ttach\x18\x01 \x01(\x0b\x32\x1b.agenthooks.v1.HandleAttachH\x00\x12-\n\x06\x64\x65tach\x18\x02 \x01(\x0b\x32\x1b.agenthooks.v1.HandleDetachH\x00\x12,\n\x05reply\x18\x03 \x01(\x0b\x32\x1b.agenthooks.v1.HandlerReplyH\x00\x42\t\n\x07message\"%\n\x0cHandleAttach\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"%\n\x0cHandleDetach\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"\xb0\x01\n\x0cHandlerReply\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12*\n\x04\x64one\x18\x02 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerDoneH\x00\x12*\n\x04mock\x18\x03 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerMockH\x00\x12,\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1b.agenthooks.v1.HandlerErrorH\x00\x42\t\n\x07outcome\"\r\n\x0bHandlerDone\"V\n\x0bHandlerMock\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x12\n\x05\x65rror\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_error\"\x1f\n\x0cHandlerError\x12\x0f\n\x07message\x18\x01 \x01(\t\"\xad\x01\n\x0eHandleResponse\x12\x31\n\x08\x61ttached\x18\x01 \x01(\x0b\x32\x1d.agenthooks.v1.HandleAttachedH\x00\x12*\n\x04\x63\x61ll\x18\x02 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerCallH\x00\x12\x31\n\x08replaced\x18\x03 \x01(\x0b\x32\x1d.agenthooks.v1.HandleReplacedH\x00\x42\t\n\x07message\"\'\n\x0eHandleAttached\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"X\n\x0bHandlerCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0f\n\x07hook_id\x18\x02 \x01(\t\x12\'\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"\'\n\x0eHandleReplaced\x12\x15\n\roperation_ids\x18\x01 \x03(\t*[\n\x08ParkKind\x12\x19\n\x15PARK_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12PARK_KIND_DEFERRED\x10\x01\x12\x1c\n\x18PARK_KIND_HUMAN_APPROVAL\x10\x02\x32\x8f\x08\n\x0bHookService\x12Z\n\rRegisterHooks\x12#.agenthooks.v1.RegisterHooksRequest\x1a$.agenthooks.v1.RegisterHooksResponse\x12`\n\x0fUnregisterHooks\x12%.agenthooks.v1.UnregisterHooksRequest\x1a&.agenthooks.v1.UnregisterHooksResponse\x12N\n\tListHooks\x12\x1f.agenthooks.v1.ListHooksRequest\x1a .agenthooks.v1.ListHooksResponse\x12K\n\x08\x44ispatch\x12\x1e.agenthooks.v1.DispatchRequest\x1a\x1f.agenthooks.v1.DispatchResponse\x12\x61\n\x0e\x44ispatchStream\x12$.agenthooks.v1.DispatchStreamRequest\x1a%.agenthooks.v1.DispatchStreamResponse(\x01\x30\x01\x12]\n\x0e\x44\x65\x63ideToolCall\x12$.agenthooks.v1.DecideToolCallRequest\x1a%.agenthooks.v1.DecideToolCallResponse\x12\x63\n\x10\x44\x65\x63ideToolResult\x12&.agenthooks.v1.DecideToolResultRequest\x1a\'.agenthooks.v1.DecideToolResultResponse\x12W\n\x0cParkToolCall\x12\".agenthooks.v1.ParkToolCallRequest\x1a#.agenthooks.v1.ParkToolCallResponse\x12r\n\x15PublishDeferredResult\x12+.agenthooks.v1.PublishDeferredResultRequest\x1a,.agenthooks.v1.PublishDeferredResultResponse\x12\x66\n\x11\x43ompleteOperation\x12\'.agenthooks.v1.CompleteOperationRequest\x1a(.agenthooks.v1.CompleteOperationResponse\x12I\n\x06Handle\x12\x1c.agenthooks.v1.HandleRequest\x1a\x1d.agenthooks.v1.HandleResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x61genthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1d\x61genthooks/v1/decisions.proto\x1a\x1a\x61genthooks/v1/events.proto\x1a\x19\x61genthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x8a\x01\n\x14RegisterHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12 \n\x13parent_operation_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\"\n\x05hooks\x18\x03 \x03(\x0b\x32\x13.agenthooks.v1.HookB\x16\n\x14_parent_operation_id\"+\n\x15RegisterHooksResponse\x12\x12\n\nhook_count\x18\x01 \x01(\x05\"=\n\x16UnregisterHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\x12\r\n\x05purge\x18\x02 \x01(\x08\"I\n\x17UnregisterHooksResponse\x12\x18\n\x10handlers_dropped\x18\x01 \x01(\x05\x12\x14\n\x0chooks_purged\x18\x02 \x01(\x05\"(\n\x10ListHooksRequest\x12\x14\n\x0coperation_id\x18\x01 \x01(\t\"\x8b\x01\n\x11ListHooksResponse\x12\"\n\x05hooks\x18\x01 \x03(\x0b\x32\x13.agenthooks.v1.Hook\x12 \n\x13parent_operation_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x10handler_attached\x18\x03 \x01(\x08\x42\x16\n\x14_parent_operation_id\":\n\x0f\x44ispatchRequest\x12\'\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"@\n\x10\x44ispatchResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\"R\n\x15\x44ispatchStreamRequest\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12\'\n\x05\x65vent\x18\x02 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"\x83\x01\n\x16\x44ispatchStreamResponse\x12\x10\n\x08\x65vent_id\x18\x01 \x01(\t\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12)\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1a.agenthooks.v1.StreamError\"q\n\x0bStreamError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x0f\n\x07hook_id\x18\x04 \x01(\t\x12\"\n\x06status\x18\x05 \x01(\x0b\x32\x12.google.rpc.Status\"c\n\x15\x44\x65\x63ideToolCallRequest\x12\x31\n\x05\x65vent\x18\x01 \x01(\x0b\x32\".agenthooks.v1.BeforeToolCallEvent\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\"\x8d\x01\n\x16\x44\x65\x63ideToolCallResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x17.agenthooks.v1.Decision\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12\x1a\n\x12unknown_operations\x18\x03 \x03(\t\"d\n\x17\x44\x65\x63ideToolResultRequest\x12\x30\n\x05\x65vent\x18\x01 \x01(\x0b\x32!.agenthooks.v1.AfterToolCallEvent\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\"\x8f\x01\n\x18\x44\x65\x63ideToolResultResponse\x12)\n\x08\x64\x65\x63ision\x18\x01 \x01(\x0b\x32\x17.agenthooks.v1.Decision\x12,\n\x08outcomes\x18\x02 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12\x1a\n\x12unknown_operations\x18\x03 \x03(\t\"\xdd\x01\n\nParkedCall\x12/\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.ToolCallContext\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\x12%\n\x04kind\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.ParkKind\x12-\n\tparked_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0c\x66inal_result\x18\x05 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\"\x86\x01\n\x13ParkToolCallRequest\x12/\n\x07\x63ontext\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.ToolCallContext\x12\x17\n\x0foperation_chain\x18\x02 \x03(\t\x12%\n\x04kind\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.ParkKind\"R\n\x14ParkToolCallResponse\x12)\n\x06record\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ParkedCall\x12\x0f\n\x07\x63reated\x18\x02 \x01(\x08\"x\n\x1cPublishDeferredResultRequest\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x17\n\x0foperation_chain\x18\x03 \x03(\t\"c\n\x1dPublishDeferredResultResponse\x12/\n\x0c\x66inal_result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x11\n\tpublished\x18\x02 \x01(\x08\"I\n\x18\x43ompleteOperationRequest\x12-\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x1e.agenthooks.v1.OnCompleteEvent\"c\n\x19\x43ompleteOperationResponse\x12,\n\x08outcomes\x18\x01 \x03(\x0b\x32\x1a.agenthooks.v1.HookOutcome\x12\x18\n\x10handlers_dropped\x18\x02 \x01(\x08\"\xa6\x01\n\rHandleRequest\x12-\n\x06\x61ttach\x18\x01 \x01(\x0b\x32\x1b.agenthooks.v1.HandleAttachH\x00\x12-\n\x06\x64\x65tach\x18\x02 \x01(\x0b\x32\x1b.agenthooks.v1.HandleDetachH\x00\x12,\n\x05reply\x18\x03 \x01(\x0b\x32\x1b.agenthooks.v1.HandlerReplyH\x00\x42\t\n\x07message\"%\n\x0cHandleAttach\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"%\n\x0cHandleDetach\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"\xb0\x01\n\x0cHandlerReply\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12*\n\x04\x64one\x18\x02 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerDoneH\x00\x12*\n\x04mock\x18\x03 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerMockH\x00\x12,\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1b.agenthooks.v1.HandlerErrorH\x00\x42\t\n\x07outcome\"\r\n\x0bHandlerDone\"V\n\x0bHandlerMock\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x12\n\x05\x65rror\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x08\n\x06_error\"\x1f\n\x0cHandlerError\x12\x0f\n\x07message\x18\x01 \x01(\t\"\xad\x01\n\x0eHandleResponse\x12\x31\n\x08\x61ttached\x18\x01 \x01(\x0b\x32\x1d.agenthooks.v1.HandleAttachedH\x00\x12*\n\x04\x63\x61ll\x18\x02 \x01(\x0b\x32\x1a.agenthooks.v1.HandlerCallH\x00\x12\x31\n\x08replaced\x18\x03 \x01(\x0b\x32\x1d.agenthooks.v1.HandleReplacedH\x00\x42\t\n\x07message\"\'\n\x0eHandleAttached\x12\x15\n\roperation_ids\x18\x01 \x03(\t\"X\n\x0bHandlerCall\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\t\x12\x0f\n\x07hook_id\x18\x02 \x01(\t\x12\'\n\x05\x65vent\x18\x03 \x01(\x0b\x32\x18.agenthooks.v1.HookEvent\"\'\n\x0eHandleReplaced\x12\x15\n\roperation_ids\x18\x01 \x03(\t*[\n\x08ParkKind\x12\x19\n\x15PARK_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12PARK_KIND_DEFERRED\x10\x01\x12\x1c\n\x18PARK_KIND_HUMAN_APPROVAL\x10\x02\x32\x8f\x08\n\x0bHookService\x12Z\n\rRegisterHooks\x12#.agenthooks.v1.RegisterHooksRequest\x1a$.agenthooks.v1.RegisterHooksResponse\x12`\n\x0fUnregisterHooks\x12%.agenthooks.v1.UnregisterHooksRequest\x1a&.agenthooks.v1.UnregisterHooksResponse\x12N\n\tListHooks\x12\x1f.agenthooks.v1.ListHooksRequest\x1a .agenthooks.v1.ListHooksResponse\x12K\n\x08\x44ispatch\x12\x1e.agenthooks.v1.DispatchRequest\x1a\x1f.agenthooks.v1.DispatchResponse\x12\x61\n\x0e\x44ispatchStream\x12$.agenthooks.v1.DispatchStreamRequest\x1a%.agenthooks.v1.DispatchStreamResponse(\x01\x30\x01\x12]\n\x0e\x44\x65\x63ideToolCall\x12$.agenthooks.v1.DecideToolCallRequest\x1a%.agenthooks.v1.DecideToolCallResponse\x12\x63\n\x10\x44\x65\x63ideToolResult\x12&.agenthooks.v1.DecideToolResultRequest\x1a\'.agenthooks.v1.DecideToolResultResponse\x12W\n\x0cParkToolCall\x12\".agenthooks.v1.ParkToolCallRequest\x1a#.agenthooks.v1.ParkToolCallResponse\x12r\n\x15PublishDeferredResult\x12+.agenthooks.v1.PublishDeferredResultRequest\x1a,.agenthooks.v1.PublishDeferredResultResponse\x12\x66\n\x11\x43ompleteOperation\x12\'.agenthooks.v1.CompleteOperationRequest\x1a(.agenthooks.v1.CompleteOperationResponse\x12I\n\x06Handle\x12\x1c.agenthooks.v1.HandleRequest\x1a\x1d.agenthooks.v1.HandleResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agenthooks_client.v1.service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PARKKIND']._serialized_start=3346
-  _globals['_PARKKIND']._serialized_end=3437
+  _globals['_PARKKIND']._serialized_start=3404
+  _globals['_PARKKIND']._serialized_end=3495
   _globals['_REGISTERHOOKSREQUEST']._serialized_start=191
   _globals['_REGISTERHOOKSREQUEST']._serialized_end=329
   _globals['_REGISTERHOOKSRESPONSE']._serialized_start=331
@@ -62,48 +62,48 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STREAMERROR']._serialized_end=1155
   _globals['_DECIDETOOLCALLREQUEST']._serialized_start=1157
   _globals['_DECIDETOOLCALLREQUEST']._serialized_end=1256
-  _globals['_DECIDETOOLCALLRESPONSE']._serialized_start=1258
-  _globals['_DECIDETOOLCALLRESPONSE']._serialized_end=1371
-  _globals['_DECIDETOOLRESULTREQUEST']._serialized_start=1373
-  _globals['_DECIDETOOLRESULTREQUEST']._serialized_end=1473
-  _globals['_DECIDETOOLRESULTRESPONSE']._serialized_start=1475
-  _globals['_DECIDETOOLRESULTRESPONSE']._serialized_end=1590
-  _globals['_PARKEDCALL']._serialized_start=1593
-  _globals['_PARKEDCALL']._serialized_end=1814
-  _globals['_PARKTOOLCALLREQUEST']._serialized_start=1817
-  _globals['_PARKTOOLCALLREQUEST']._serialized_end=1951
-  _globals['_PARKTOOLCALLRESPONSE']._serialized_start=1953
-  _globals['_PARKTOOLCALLRESPONSE']._serialized_end=2035
-  _globals['_PUBLISHDEFERREDRESULTREQUEST']._serialized_start=2037
-  _globals['_PUBLISHDEFERREDRESULTREQUEST']._serialized_end=2157
-  _globals['_PUBLISHDEFERREDRESULTRESPONSE']._serialized_start=2159
-  _globals['_PUBLISHDEFERREDRESULTRESPONSE']._serialized_end=2258
-  _globals['_COMPLETEOPERATIONREQUEST']._serialized_start=2260
-  _globals['_COMPLETEOPERATIONREQUEST']._serialized_end=2333
-  _globals['_COMPLETEOPERATIONRESPONSE']._serialized_start=2335
-  _globals['_COMPLETEOPERATIONRESPONSE']._serialized_end=2434
-  _globals['_HANDLEREQUEST']._serialized_start=2437
-  _globals['_HANDLEREQUEST']._serialized_end=2603
-  _globals['_HANDLEATTACH']._serialized_start=2605
-  _globals['_HANDLEATTACH']._serialized_end=2642
-  _globals['_HANDLEDETACH']._serialized_start=2644
-  _globals['_HANDLEDETACH']._serialized_end=2681
-  _globals['_HANDLERREPLY']._serialized_start=2684
-  _globals['_HANDLERREPLY']._serialized_end=2860
-  _globals['_HANDLERDONE']._serialized_start=2862
-  _globals['_HANDLERDONE']._serialized_end=2875
-  _globals['_HANDLERMOCK']._serialized_start=2877
-  _globals['_HANDLERMOCK']._serialized_end=2963
-  _globals['_HANDLERERROR']._serialized_start=2965
-  _globals['_HANDLERERROR']._serialized_end=2996
-  _globals['_HANDLERESPONSE']._serialized_start=2999
-  _globals['_HANDLERESPONSE']._serialized_end=3172
-  _globals['_HANDLEATTACHED']._serialized_start=3174
-  _globals['_HANDLEATTACHED']._serialized_end=3213
-  _globals['_HANDLERCALL']._serialized_start=3215
-  _globals['_HANDLERCALL']._serialized_end=3303
-  _globals['_HANDLEREPLACED']._serialized_start=3305
-  _globals['_HANDLEREPLACED']._serialized_end=3344
-  _globals['_HOOKSERVICE']._serialized_start=3440
-  _globals['_HOOKSERVICE']._serialized_end=4479
+  _globals['_DECIDETOOLCALLRESPONSE']._serialized_start=1259
+  _globals['_DECIDETOOLCALLRESPONSE']._serialized_end=1400
+  _globals['_DECIDETOOLRESULTREQUEST']._serialized_start=1402
+  _globals['_DECIDETOOLRESULTREQUEST']._serialized_end=1502
+  _globals['_DECIDETOOLRESULTRESPONSE']._serialized_start=1505
+  _globals['_DECIDETOOLRESULTRESPONSE']._serialized_end=1648
+  _globals['_PARKEDCALL']._serialized_start=1651
+  _globals['_PARKEDCALL']._serialized_end=1872
+  _globals['_PARKTOOLCALLREQUEST']._serialized_start=1875
+  _globals['_PARKTOOLCALLREQUEST']._serialized_end=2009
+  _globals['_PARKTOOLCALLRESPONSE']._serialized_start=2011
+  _globals['_PARKTOOLCALLRESPONSE']._serialized_end=2093
+  _globals['_PUBLISHDEFERREDRESULTREQUEST']._serialized_start=2095
+  _globals['_PUBLISHDEFERREDRESULTREQUEST']._serialized_end=2215
+  _globals['_PUBLISHDEFERREDRESULTRESPONSE']._serialized_start=2217
+  _globals['_PUBLISHDEFERREDRESULTRESPONSE']._serialized_end=2316
+  _globals['_COMPLETEOPERATIONREQUEST']._serialized_start=2318
+  _globals['_COMPLETEOPERATIONREQUEST']._serialized_end=2391
+  _globals['_COMPLETEOPERATIONRESPONSE']._serialized_start=2393
+  _globals['_COMPLETEOPERATIONRESPONSE']._serialized_end=2492
+  _globals['_HANDLEREQUEST']._serialized_start=2495
+  _globals['_HANDLEREQUEST']._serialized_end=2661
+  _globals['_HANDLEATTACH']._serialized_start=2663
+  _globals['_HANDLEATTACH']._serialized_end=2700
+  _globals['_HANDLEDETACH']._serialized_start=2702
+  _globals['_HANDLEDETACH']._serialized_end=2739
+  _globals['_HANDLERREPLY']._serialized_start=2742
+  _globals['_HANDLERREPLY']._serialized_end=2918
+  _globals['_HANDLERDONE']._serialized_start=2920
+  _globals['_HANDLERDONE']._serialized_end=2933
+  _globals['_HANDLERMOCK']._serialized_start=2935
+  _globals['_HANDLERMOCK']._serialized_end=3021
+  _globals['_HANDLERERROR']._serialized_start=3023
+  _globals['_HANDLERERROR']._serialized_end=3054
+  _globals['_HANDLERESPONSE']._serialized_start=3057
+  _globals['_HANDLERESPONSE']._serialized_end=3230
+  _globals['_HANDLEATTACHED']._serialized_start=3232
+  _globals['_HANDLEATTACHED']._serialized_end=3271
+  _globals['_HANDLERCALL']._serialized_start=3273
+  _globals['_HANDLERCALL']._serialized_end=3361
+  _globals['_HANDLEREPLACED']._serialized_start=3363
+  _globals['_HANDLEREPLACED']._serialized_end=3402
+  _globals['_HOOKSERVICE']._serialized_start=3498
+  _globals['_HOOKSERVICE']._serialized_end=4537
 # @@protoc_insertion_point(module_scope)

@@ -124,12 +124,14 @@ class DecideToolCallRequest(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.BeforeToolCallEvent, _Mapping]] = ..., operation_chain: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecideToolCallResponse(_message.Message):
-    __slots__ = ("decision", "outcomes")
+    __slots__ = ("decision", "outcomes", "unknown_operations")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     decision: _decisions_pb2.Decision
     outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
-    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ...) -> None: ...
+    unknown_operations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecideToolResultRequest(_message.Message):
     __slots__ = ("event", "operation_chain")
@@ -140,12 +142,14 @@ class DecideToolResultRequest(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.AfterToolCallEvent, _Mapping]] = ..., operation_chain: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecideToolResultResponse(_message.Message):
-    __slots__ = ("decision", "outcomes")
+    __slots__ = ("decision", "outcomes", "unknown_operations")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     decision: _decisions_pb2.Decision
     outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
-    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ...) -> None: ...
+    unknown_operations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ParkedCall(_message.Message):
     __slots__ = ("context", "operation_chain", "kind", "parked_at", "final_result")
