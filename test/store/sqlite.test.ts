@@ -63,7 +63,7 @@ describe('SqliteStore', () => {
     it('lists no hooks and no parent for an unknown operation', async () => {
       const store = temp.open();
 
-      expect(await store.listHooks('never-registered')).toEqual({ hooks: [] });
+      expect(await store.listHooks('never-registered')).toEqual({ hooks: [], known: false });
     });
 
     it('creates the operation row, with timestamps, even for an empty batch', async () => {
@@ -76,7 +76,11 @@ describe('SqliteStore', () => {
       expect(row).toMatchObject({ id: 'op-1', parent_id: 'parent-1' });
       expect(row.created_at).toBeGreaterThanOrEqual(before);
       expect(row.updated_at).toBe(row.created_at);
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [], parentOperationId: 'parent-1' });
+      expect(await store.listHooks('op-1')).toEqual({
+        hooks: [],
+        known: true,
+        parentOperationId: 'parent-1',
+      });
     });
 
     it('keeps the parent from the first registration that names one', async () => {
@@ -111,7 +115,7 @@ describe('SqliteStore', () => {
         reason: 'HOOK_NOT_SERIALIZABLE',
         field: 'hooks[1]',
       });
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [] });
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [], known: false });
     });
   });
 
@@ -136,7 +140,7 @@ describe('SqliteStore', () => {
       raw.exec('DROP TRIGGER fail_second_hook');
       expect(raw.prepare('SELECT count(*) AS n FROM operations').get()).toEqual({ n: 0 });
       expect(raw.prepare('SELECT count(*) AS n FROM hooks').get()).toEqual({ n: 0 });
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [] });
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [], known: false });
     });
 
     it('keeps an existing operation as it was when a later batch fails midway', async () => {
@@ -151,7 +155,7 @@ describe('SqliteStore', () => {
       ).rejects.toMatchObject({ kind: 'internal' });
 
       raw.exec('DROP TRIGGER fail_third_hook');
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('a')] });
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('a')], known: true });
       expect(await store.appendHooks('op-1', undefined, [webhookHook('d')])).toBe(2);
     });
 
@@ -170,7 +174,7 @@ describe('SqliteStore', () => {
       expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
 
       raw.exec('ROLLBACK');
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('a')] });
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('a')], known: true });
       expect(await store.appendHooks('op-1', undefined, [webhookHook('b')])).toBe(2);
     });
 
@@ -193,7 +197,7 @@ describe('SqliteStore', () => {
         store.appendHooks('op-1', 'parent-1', [webhookHook('before-big'), big]),
       ).rejects.toMatchObject({ kind: 'unavailable', reason: 'STORE_FULL' });
 
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('small')] });
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [webhookHook('small')], known: true });
     });
   });
 
@@ -246,7 +250,11 @@ describe('SqliteStore', () => {
 
       expect(await store.deleteHooks('op-1')).toBe(2);
 
-      expect(await store.listHooks('op-1')).toEqual({ hooks: [], parentOperationId: 'parent-1' });
+      expect(await store.listHooks('op-1')).toEqual({
+        hooks: [],
+        known: true,
+        parentOperationId: 'parent-1',
+      });
       expect((await store.listHooks('op-2')).hooks.map((h) => h.id)).toEqual(['x']);
       expect(await store.deleteHooks('op-1')).toBe(0);
       expect(await store.deleteHooks('never-registered')).toBe(0);
