@@ -76,6 +76,8 @@ export function addService(
       originalName: method.localName,
     };
     const fn = impl[method.localName];
+    // The guard gives every method of the service an implementation.
+    if (fn === undefined) throw new Error(`${service.typeName}.${method.name} has no handler`);
     handlers[method.localName] = createHandler(service, method, fn, options);
   }
   server.addService(definition as grpc.ServiceDefinition, handlers);
@@ -140,17 +142,15 @@ function grpcError(e: unknown, method: DescMethod, logger: Logger): Partial<grpc
 function createHandler(
   service: DescService,
   method: DescMethod,
-  fn: AnyServiceImpl[string] | undefined,
+  fn: AnyServiceImpl[string],
   options: AddServiceOptions,
 ): grpc.UntypedHandleCall {
-  const unimplemented = unimplementedError(method);
   switch (method.methodKind) {
     case 'unary':
       return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
         const ctx = contextFor(service, method, call, options.shutdownSignal);
         void (async () => {
           try {
-            if (fn === undefined) throw unimplemented;
             const response = await fn(call.request, ctx);
             callback(null, response);
           } catch (e: unknown) {
@@ -162,33 +162,30 @@ function createHandler(
       };
     case 'server_streaming':
       return (call: grpc.ServerWritableStream<object, object>) =>
-        serveStream(service, method, call, options, () => {
-          if (fn === undefined) throw unimplemented;
-          return (ctx) => fn(call.request, ctx);
-        });
+        serveStream(service, method, call, options, (ctx) => fn(call.request, ctx));
     case 'bidi_streaming':
       return (call: grpc.ServerDuplexStream<object, object>) =>
-        serveStream(service, method, call, options, () => {
-          if (fn === undefined) throw unimplemented;
-          // A Readable's default async iterator destroys the stream when the
-          // requests end, which would drop the responses still to be written
-          // and the status; this one leaves the stream to `end()`.
-          return (ctx) => fn(decoded(call.iterator({ destroyOnReturn: false })), ctx);
-        });
+        // A Readable's default async iterator destroys the stream when the
+        // requests end, which would drop the responses still to be written
+        // and the status; this one leaves the stream to `end()`.
+        serveStream(service, method, call, options, (ctx) =>
+          fn(decoded(call.iterator({ destroyOnReturn: false })), ctx),
+        );
     default:
       return (
         call: grpc.ServerReadableStream<object, object>,
         callback: grpc.sendUnaryData<object>,
       ) => {
         void call;
-        callback(grpcError(unimplemented, method, options.logger));
+        // No RPC of ours streams only requests; grpc-js cannot hand such a call to the guard.
+        callback(grpcError(unimplementedError(method), method, options.logger));
       };
   }
 }
 
 /**
- * Serves a server-streaming or bidi call: runs the implementation
- * `open` returns, writes its responses with backpressure, then ends the call
+ * Serves a server-streaming or bidi call: runs `run`, writes its responses
+ * with backpressure, then ends the call
  * with OK or the error's status.
  */
 function serveStream(
@@ -196,12 +193,11 @@ function serveStream(
   method: DescMethod,
   call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
   options: AddServiceOptions,
-  open: () => (ctx: HandlerContext) => unknown,
+  run: (ctx: HandlerContext) => unknown,
 ): void {
   const ctx = contextFor(service, method, call, options.shutdownSignal);
   void (async () => {
     try {
-      const run = open();
       await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal);
       call.end();
     } catch (e: unknown) {
