@@ -39,6 +39,7 @@ import { HookOutcomeStatus } from '../gen/agenthooks/v1/decisions_pb.js';
 import { HookType } from '../gen/agenthooks/v1/events_pb.js';
 import { HookService, RegisterHooksRequestSchema } from '../gen/agenthooks/v1/service_pb.js';
 import { killRemainingChildren, MAIN_JS, REPO_ROOT, withTimeout } from '../test/support/sidecar.js';
+import { generatorsMissing } from './lib/generators.js';
 import { createClient, unaryMethod, waitForReady } from './lib/grpc-codec.js';
 import {
   ALLOW_PATH,
@@ -48,6 +49,7 @@ import {
   notificationHook,
   stepEvent,
 } from './lib/messages.js';
+import { DEFAULT_PAIRED, QUICK_PAIRED } from './lib/paired.js';
 import { startBenchChild, startBenchSidecar } from './lib/processes.js';
 import {
   type CpuProfile,
@@ -69,6 +71,7 @@ import {
 import {
   DEFAULT_PARAMS,
   decideRequestBytes,
+  EXTRA_SCENARIOS,
   type MeasuredWindow,
   type Params,
   QUICK_PARAMS,
@@ -101,6 +104,8 @@ const PROFILES_DIR = join(REPO_ROOT, 'bench', 'profiles');
 const BENCHMARKS_MD = join(REPO_ROOT, 'BENCHMARKS.md');
 const MD_START = '<!-- bench:results:start -->';
 const MD_END = '<!-- bench:results:end -->';
+/** Every scenario a run can name. */
+const ALL_SCENARIOS = [...SCENARIOS, ...EXTRA_SCENARIOS];
 /** Baselines that run a server child, whose profile a sidecar profile is set against. */
 const PROFILABLE_BASELINES = new Set(['echo-unary', 'echo-bidi', 'python-echo']);
 
@@ -235,10 +240,13 @@ async function profileScenario(
     return JSON.parse(readFileSync(join(dir, sub, files[0]), 'utf8')) as CpuProfile;
   };
   try {
-    const baseline = SCENARIOS.find((s) => s.id === scenario.baselineId);
+    const baseline = ALL_SCENARIOS.find((s) => s.id === scenario.baselineId);
     const lines: string[] = [];
     let baselineRun: { result: ScenarioResult; profile: CpuProfile } | undefined;
-    if (baseline !== undefined && PROFILABLE_BASELINES.has(baseline.id)) {
+    if (scenario.paired) {
+      // One run profiles both: the floor is this scenario's own baseline.
+      log(`profiling ${scenario.id} (sidecar and floor)`);
+    } else if (baseline !== undefined && PROFILABLE_BASELINES.has(baseline.id)) {
       log(`profiling baseline ${baseline.id}`);
       const result = await baseline.run({ ...ctx, baselineFlags: flags('baseline') });
       baselineRun = { result, profile: firstProfile('baseline') };
@@ -250,9 +258,16 @@ async function profileScenario(
     const result = await scenario.run({
       ...ctx,
       sidecarFlags: [...ctx.sidecarFlags, ...flags('sidecar'), '--heapsnapshot-signal=SIGUSR2'],
+      baselineFlags: scenario.paired ? flags('baseline') : ctx.baselineFlags,
       heapSnapshot: true,
     });
     const profile = firstProfile('sidecar');
+    if (scenario.paired) {
+      baselineRun = {
+        result: { ...result, windows: result.baselineWindows },
+        profile: firstProfile('baseline'),
+      };
+    }
     lines.unshift(
       `- \`${scenario.id}\` under the profiler: ${metricText(scenario, result.metrics)}`,
     );
@@ -266,13 +281,14 @@ async function profileScenario(
         summary: summariseProfile(profile, REPO_ROOT, window),
       };
       const baseWindow = kind === undefined ? undefined : baselineRun?.result.windows?.[kind];
+      const baseLabel = scenario.paired ? 'floor server' : `${baseline?.id} (echo server)`;
       const base: ProfiledProcess | undefined =
         baselineRun === undefined ||
-        baseline === undefined ||
+        (baseline === undefined && !scenario.paired) ||
         (kind !== undefined && baseWindow === undefined)
           ? undefined
           : {
-              label: `${baseline.id} (echo server)`,
+              label: baseLabel,
               ops: baseWindow?.ops ?? baselineRun.result.ops,
               summary: summariseProfile(baselineRun.profile, REPO_ROOT, baseWindow),
             };
@@ -289,7 +305,9 @@ async function profileScenario(
       `with the sidecar under \`node --cpu-prof --cpu-prof-interval=${PROFILE_INTERVAL_US}\` (µs)`,
       baselineRun === undefined
         ? 'and no baseline process to compare with.'
-        : "and its baseline's echo server likewise.",
+        : scenario.paired
+          ? 'and the floor server likewise, in the same run.'
+          : "and its baseline's echo server likewise.",
       'Only the samples of the timed part are kept (start-up and warm-up are left out);',
       'time is self time unless said, and "per op" divides by the operations of the timed part.',
       '',
@@ -343,9 +361,12 @@ async function main(): Promise<number> {
   if (!existsSync(MAIN_JS)) throw new Error(`${MAIN_JS} is missing: run npm run build first`);
   const params: Params = values.quick ? QUICK_PARAMS : DEFAULT_PARAMS;
   const only = values.only?.split(',').filter((s) => s !== '');
-  const scenarios = only === undefined ? SCENARIOS : SCENARIOS.filter((s) => only.includes(s.id));
-  const unknown = (only ?? []).filter((id) => !SCENARIOS.some((s) => s.id === id));
+  const scenarios =
+    only === undefined ? SCENARIOS : ALL_SCENARIOS.filter((s) => only.includes(s.id));
+  const unknown = (only ?? []).filter((id) => !ALL_SCENARIOS.some((s) => s.id === id));
   if (unknown.length > 0) throw new Error(`unknown scenarios: ${unknown.join(', ')}`);
+  const missing = generatorsMissing();
+  if (missing !== undefined) throw new Error(missing);
   const machine = describeMachine();
   const loadBefore = loadavg()[0] ?? 0;
   log(
@@ -369,6 +390,7 @@ async function main(): Promise<number> {
     );
     const ctx: RunContext = {
       params,
+      paired: values.quick ? QUICK_PAIRED : DEFAULT_PAIRED,
       receiverUrl,
       controlPayload: payloads.control,
       pythonUnavailable: python.ok ? undefined : python.reason,
@@ -415,7 +437,7 @@ async function main(): Promise<number> {
     if (values.profile) for (const t of missed) toProfile.add(t.scenario);
     const profiles: string[] = [];
     for (const id of toProfile) {
-      const scenario = SCENARIOS.find((s) => s.id === id);
+      const scenario = ALL_SCENARIOS.find((s) => s.id === id);
       if (scenario === undefined) throw new Error(`unknown scenario to profile: ${id}`);
       try {
         profiles.push(await profileScenario(scenario, ctx, machine, missed));

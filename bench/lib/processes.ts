@@ -32,6 +32,8 @@ const KIB_PER_MIB = 1024;
 export interface BenchChild extends NodeChild {
   /** `host:port` it listens on. */
   readonly address: string;
+  /** Every port it printed, by name (`port`, and `httpPort` for the floor). */
+  readonly ports: Record<string, number>;
 }
 
 /** Options of {@link startBenchSidecar}. */
@@ -60,7 +62,7 @@ export function startBenchSidecar(options: BenchSidecarOptions = {}): Promise<Si
 
 /**
  * Starts a bench child (`dist/bench/<script>.js`) that prints one JSON line
- * `{"port": N}` on stdout once it listens on 127.0.0.1.
+ * `{"port": N, ...}` on stdout once it listens on 127.0.0.1.
  */
 export async function startBenchChild(
   script: string,
@@ -74,8 +76,8 @@ export async function startBenchChild(
       START_TIMEOUT_MS,
       `${script} did not start`,
     );
-    const { port } = JSON.parse(line) as { port: number };
-    return { ...child, address: `127.0.0.1:${port}` };
+    const ports = JSON.parse(line) as Record<string, number>;
+    return { ...child, address: `127.0.0.1:${ports.port}`, ports };
   } catch (e: unknown) {
     await child.destroy();
     const reason = e instanceof Error ? e.message : String(e);

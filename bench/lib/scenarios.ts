@@ -54,6 +54,7 @@ import {
   streamRequest,
   withToolCallId,
 } from './messages.js';
+import { EXTRA_PAIRED_SCENARIOS, PAIRED_SCENARIOS, type PairedParams } from './paired.js';
 import {
   type BenchChild,
   cpuMsOf,
@@ -138,6 +139,8 @@ export interface RunContext {
   readonly receiverUrl: string;
   /** The control payload the sidecar POSTs, learned before the rounds; the undici baseline posts it. */
   readonly controlPayload: string;
+  /** Sizes of the paired (sidecar against floor) scenarios. */
+  readonly paired: PairedParams;
   /** Why the Python client cannot run, when it cannot. */
   readonly pythonUnavailable?: string;
   /** Node flags of sidecar children (profiling). */
@@ -170,6 +173,8 @@ export interface ScenarioResult {
   readonly ops: number;
   /** The timed spans by load kind, which a profile summary keeps (start-up and warm-up left out). */
   readonly windows?: Partial<Record<WindowKind, MeasuredWindow>>;
+  /** The same spans of the floor process, in a paired scenario. */
+  readonly baselineWindows?: Partial<Record<WindowKind, MeasuredWindow>>;
   /** Anything worth a look, such as warnings the sidecar logged. */
   readonly notes: string[];
   /** Markdown a profile summary adds (the heap snapshot summary of the memory scenario). */
@@ -193,6 +198,11 @@ export interface Scenario {
   readonly kind: 'baseline' | 'sidecar';
   /** The baseline whose server process a profile of this scenario is set against. */
   readonly baselineId?: string;
+  /**
+   * Runs the sidecar and the floor in the same run (`paired.ts`): a profile
+   * profiles both in one run, the floor as the baseline.
+   */
+  readonly paired?: boolean;
   readonly metrics: readonly MetricDef[];
   run(ctx: RunContext): Promise<ScenarioResult>;
 }
@@ -679,8 +689,8 @@ const checkAck =
 const streamPath = `/${HookService.typeName}/${HookService.method.dispatchStream.name}`;
 
 const streamNoHook: Scenario = {
-  id: 'stream-nohook',
-  title: 'DispatchStream afterStep events, no hook (16 operations)',
+  id: 'node-stream-nohook',
+  title: 'DispatchStream afterStep events, no hook (16 operations), Node client',
   kind: 'sidecar',
   baselineId: 'echo-bidi',
   metrics: [EPS, CPU_EVENT],
@@ -700,8 +710,8 @@ const streamNoHook: Scenario = {
 };
 
 const streamOneWebhook: Scenario = {
-  id: 'stream-1webhook',
-  title: 'DispatchStream afterStep events, one webhook each (16 operations)',
+  id: 'node-stream-1webhook',
+  title: 'DispatchStream afterStep events, one webhook each (16 operations), Node client',
   kind: 'sidecar',
   baselineId: 'echo-bidi',
   metrics: [EPS, CPU_EVENT],
@@ -898,8 +908,22 @@ const coldStart: Scenario = {
   },
 };
 
-/** Every scenario, in the order a round runs them (baselines next to what they floor). */
+/** The scenarios of a default run, in the order a round runs them. */
 export const SCENARIOS: readonly Scenario[] = [
+  ...PAIRED_SCENARIOS,
+  registrations,
+  memory,
+  coldStart,
+];
+
+/**
+ * Scenarios a run takes only when named (`--only`): the open loop with no
+ * hook, the Node-client rows against the echo servers of the first bench (a
+ * Node client can be the bottleneck, so these do not carry targets), and
+ * the Python client's rows.
+ */
+export const EXTRA_SCENARIOS: readonly Scenario[] = [
+  ...EXTRA_PAIRED_SCENARIOS,
   echoUnary,
   decideNoHook,
   pythonEcho,
@@ -911,7 +935,4 @@ export const SCENARIOS: readonly Scenario[] = [
   echoBidi,
   streamNoHook,
   streamOneWebhook,
-  registrations,
-  memory,
-  coldStart,
 ];

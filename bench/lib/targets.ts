@@ -1,18 +1,30 @@
 /**
- * @module The targets `npm run bench -- --check` enforces, each computed from
- * medians across rounds of the same run: the sidecar against the floor the
- * baselines measured on the same machine at the same time.
+ * @module The targets `npm run bench -- --check` enforces: medians across
+ * rounds of per-round ratios (the sidecar against the floor measured in the
+ * same run, on the same machine, seconds apart), and a few absolute limits.
  */
 
 /** Reads the median of a scenario's metric (NaN when it was not measured). */
 export type MedianOf = (scenario: string, metric: string) => number;
 
-/** Extra milliseconds a one-webhook decision may cost over an echo plus an undici POST. */
-export const WEBHOOK_OVERHEAD_MS = 0.15;
+/** Extra milliseconds a one-webhook decision's c=1 p50 may take over the floor's. */
+export const WEBHOOK_OVERHEAD_MS = 0.1;
 /** RSS limit with 10,000 operations x 5 hooks, in MiB. */
 export const RSS_LIMIT_MB = 150;
 /** Cold start limit, in milliseconds. */
 export const COLD_START_LIMIT_MS = 1000;
+/** Open loop: the sidecar's p99 over the floor's at the same offered rate. */
+export const OPEN_P99_RATIO = 3;
+/** Closed loop c=64, one control: throughput over the floor's, at least. */
+export const C64_TPUT_RATIO = 0.8;
+/** Closed loop c=64, one control: CPU per call over the floor's, at most. */
+export const C64_CPU_RATIO = 1.5;
+/** DispatchStream, no hook: events/s over the stream floor's, at least. */
+export const STREAM_EPS_RATIO = 0.9;
+/** DispatchStream, no hook: CPU per event over the stream floor's, at most. */
+export const STREAM_CPU_RATIO = 1.3;
+/** 1 MB arguments, no hook: CPU per call over the floor's, at most. */
+export const ARGS_CPU_RATIO = 1.3;
 
 /** A target: a measured value, its limit, and which way it must lie. */
 export interface Target {
@@ -35,80 +47,137 @@ type TargetSpec = Omit<Target, 'value' | 'limit' | 'pass'> & {
   readonly compute: (m: MedianOf) => { value: number; limit: number };
 };
 
+/** A target on one metric of one scenario against a fixed limit (ratios are per round already). */
+function fixed(
+  id: string,
+  description: string,
+  scenario: string,
+  metric: string,
+  unit: string,
+  digits: number,
+  cmp: '<=' | '>=',
+  limit: number,
+  formula: string,
+): TargetSpec {
+  return {
+    id,
+    description,
+    scenario,
+    unit,
+    digits,
+    cmp,
+    formula,
+    compute: (m) => ({ value: m(scenario, metric), limit }),
+  };
+}
+
+/**
+ * The targets. Every ratio is the median over rounds of that round's ratio
+ * (sidecar and floor measured in the same run), so a slow machine or a busy
+ * round moves both sides of it.
+ */
 const SPECS: readonly TargetSpec[] = [
-  {
-    id: 'nohook-p50',
-    description: 'no-hook decision p50 <= 1.25x echo p50',
-    scenario: 'decide-nohook',
-    unit: 'ms',
-    digits: 3,
-    cmp: '<=',
-    formula: '1.25 x echo-unary p50',
-    compute: (m) => ({ value: m('decide-nohook', 'p50'), limit: 1.25 * m('echo-unary', 'p50') }),
-  },
-  {
-    id: 'nohook-p99',
-    description: 'no-hook decision p99 <= 1.5x echo p99',
-    scenario: 'decide-nohook',
-    unit: 'ms',
-    digits: 3,
-    cmp: '<=',
-    formula: '1.5 x echo-unary p99',
-    compute: (m) => ({ value: m('decide-nohook', 'p99'), limit: 1.5 * m('echo-unary', 'p99') }),
-  },
-  {
-    id: 'nohook-c64',
-    description: 'no-hook decision c=64 throughput >= 0.7x echo',
-    scenario: 'decide-nohook',
-    unit: 'calls/s',
-    digits: 0,
-    cmp: '>=',
-    formula: '0.7 x echo-unary c=64',
-    compute: (m) => ({ value: m('decide-nohook', 'c64'), limit: 0.7 * m('echo-unary', 'c64') }),
-  },
-  {
-    id: 'webhook-p50',
-    description: 'one-webhook decision p50 <= echo p50 + undici p50 + 0.15 ms',
-    scenario: 'decide-1control',
-    unit: 'ms',
-    digits: 3,
-    cmp: '<=',
-    formula: 'echo-unary p50 + undici-post p50 + 0.15 ms',
-    compute: (m) => ({
-      value: m('decide-1control', 'p50'),
-      limit: m('echo-unary', 'p50') + m('undici-post', 'p50') + WEBHOOK_OVERHEAD_MS,
-    }),
-  },
-  {
-    id: 'stream-nohook',
-    description: 'DispatchStream with no hook >= 0.7x bidi echo',
-    scenario: 'stream-nohook',
-    unit: 'events/s',
-    digits: 0,
-    cmp: '>=',
-    formula: '0.7 x echo-bidi',
-    compute: (m) => ({ value: m('stream-nohook', 'eps'), limit: 0.7 * m('echo-bidi', 'eps') }),
-  },
-  {
-    id: 'rss',
-    description: 'RSS <= 150 MiB at 10,000 operations x 5 hooks',
-    scenario: 'rss-10k',
-    unit: 'MiB',
-    digits: 1,
-    cmp: '<=',
-    formula: '150 MiB',
-    compute: (m) => ({ value: m('rss-10k', 'rss'), limit: RSS_LIMIT_MB }),
-  },
-  {
-    id: 'cold-start',
-    description: 'cold start to SERVING <= 1 s',
-    scenario: 'cold-start',
-    unit: 'ms',
-    digits: 0,
-    cmp: '<=',
-    formula: '1000 ms',
-    compute: (m) => ({ value: m('cold-start', 'ms'), limit: COLD_START_LIMIT_MS }),
-  },
+  ...[50, 80].map((percent) =>
+    fixed(
+      `open-p99-${percent}`,
+      `open loop, one control, at ${percent}% of the sidecar's maximum: p99 <= ${OPEN_P99_RATIO}x the floor's p99 at the same rate`,
+      'open-1control',
+      `p99RatioAt${percent}`,
+      'x',
+      2,
+      '<=',
+      OPEN_P99_RATIO,
+      `${OPEN_P99_RATIO} (per-round ratio)`,
+    ),
+  ),
+  fixed(
+    'c64-throughput',
+    `c=64, one control: throughput >= ${C64_TPUT_RATIO}x the floor`,
+    'controls-1',
+    'tputRatio',
+    'x',
+    2,
+    '>=',
+    C64_TPUT_RATIO,
+    `${C64_TPUT_RATIO} (per-round ratio)`,
+  ),
+  fixed(
+    'c64-cpu',
+    `c=64, one control: server CPU per call <= ${C64_CPU_RATIO}x the floor`,
+    'controls-1',
+    'cpuRatio',
+    'x',
+    2,
+    '<=',
+    C64_CPU_RATIO,
+    `${C64_CPU_RATIO} (per-round ratio)`,
+  ),
+  fixed(
+    'webhook-p50',
+    `one webhook at c=1: p50 <= floor p50 + ${WEBHOOK_OVERHEAD_MS} ms`,
+    'controls-1',
+    'p50Over',
+    'ms',
+    3,
+    '<=',
+    WEBHOOK_OVERHEAD_MS,
+    `${WEBHOOK_OVERHEAD_MS} ms (per-round difference)`,
+  ),
+  fixed(
+    'stream-throughput',
+    `DispatchStream, no hook: events/s >= ${STREAM_EPS_RATIO}x the stream floor`,
+    'stream-nohook',
+    'epsRatio',
+    'x',
+    2,
+    '>=',
+    STREAM_EPS_RATIO,
+    `${STREAM_EPS_RATIO} (per-round ratio)`,
+  ),
+  fixed(
+    'stream-cpu',
+    `DispatchStream, no hook: CPU per event <= ${STREAM_CPU_RATIO}x the stream floor`,
+    'stream-nohook',
+    'cpuRatio',
+    'x',
+    2,
+    '<=',
+    STREAM_CPU_RATIO,
+    `${STREAM_CPU_RATIO} (per-round ratio)`,
+  ),
+  fixed(
+    'args-1mb-cpu',
+    `1 MB arguments, no hook: server CPU per call <= ${ARGS_CPU_RATIO}x the floor`,
+    'args-1mb',
+    'cpuRatio',
+    'x',
+    2,
+    '<=',
+    ARGS_CPU_RATIO,
+    `${ARGS_CPU_RATIO} (per-round ratio)`,
+  ),
+  fixed(
+    'rss',
+    `RSS <= ${RSS_LIMIT_MB} MiB at 10,000 operations x 5 hooks`,
+    'rss-10k',
+    'rss',
+    'MiB',
+    1,
+    '<=',
+    RSS_LIMIT_MB,
+    `${RSS_LIMIT_MB} MiB`,
+  ),
+  fixed(
+    'cold-start',
+    `cold start to SERVING <= ${COLD_START_LIMIT_MS / 1000} s`,
+    'cold-start',
+    'ms',
+    'ms',
+    0,
+    '<=',
+    COLD_START_LIMIT_MS,
+    `${COLD_START_LIMIT_MS} ms`,
+  ),
 ];
 
 /**
