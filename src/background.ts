@@ -14,6 +14,8 @@
  * until a deadline, then aborts them, so no detached webhook holds the
  * process past `--shutdown-grace`.
  */
+
+import { extend } from './extend.js';
 import type { Logger } from './log.js';
 
 /** Default of `--max-detached-deliveries`: detached tasks in flight at most. */
@@ -147,7 +149,7 @@ export class BackgroundScope {
         await task(signal);
       } catch (e: unknown) {
         if (signal.aborted) return; // cut off at shutdown, counted by the caller's outcome
-        logger.error(`${name} failed`, { ...options.fields, err: e });
+        logger.error(`${name} failed`, extend(options.fields ?? {}, { err: e }));
       }
     })(controller.signal);
     const entry: Task = { controller, bytes, settled };

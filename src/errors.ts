@@ -8,6 +8,7 @@
  */
 import type { DescMessage, Message } from '@bufbuild/protobuf';
 import { ErrorReason } from '../gen/agenthooks/v1/errors_pb.js';
+import { extend } from './extend.js';
 
 /**
  * An `ErrorInfo.reason`: the name of an `agenthooks.v1.ErrorReason` value
@@ -101,10 +102,14 @@ export class InvalidArgumentError extends AgentHooksError {
     message: string,
     options: AgentHooksErrorOptions = {},
   ) {
-    super('invalid_argument', reason, message, {
-      ...options,
-      metadata: { field, ...options.metadata },
-    });
+    super(
+      'invalid_argument',
+      reason,
+      message,
+      extend(options, {
+        metadata: { field, ...options.metadata },
+      }),
+    );
     this.field = field;
   }
 }

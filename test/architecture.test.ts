@@ -196,3 +196,41 @@ describe('the architecture check', () => {
     );
   });
 });
+
+/**
+ * Object literals that start with a spread and go on with more properties
+ * (`{ ...base, key: value }`), as `file:line`. On Node 20 each evaluation
+ * builds a new hidden class (see `src/extend.ts`).
+ */
+function spreadThenProperties(fileName: string, text: string): string[] {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (
+      ts.isObjectLiteralExpression(node) &&
+      node.properties.length > 1 &&
+      node.properties[0] !== undefined &&
+      ts.isSpreadAssignment(node.properties[0])
+    ) {
+      const { line } = source.getLineAndCharacterOfPosition(node.getStart(source));
+      found.push(`${relative(resolve(SRC, '..'), fileName)}:${line + 1}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+describe('hot-path object copies', () => {
+  it('finds the pattern it forbids', () => {
+    const sample = 'const a = { ...b, c: 1 };\nconst d = { c: 1, ...b };\nconst e = { ...b };\n';
+    expect(spreadThenProperties(join(SRC, 'sample.ts'), sample)).toEqual(['src/sample.ts:1']);
+  });
+
+  it('src/ has no object literal that spreads first and adds properties (use extend())', () => {
+    const found = sourceFiles(SRC).flatMap((file) =>
+      spreadThenProperties(file, readFileSync(file, 'utf8')),
+    );
+    expect(found).toEqual([]);
+  });
+});

@@ -10,6 +10,7 @@ import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
@@ -638,34 +639,35 @@ export function parseServeConfig(
   const security = parseSecurityOptions({ one, list, bool }, env);
   const metrics = one('metrics-listen');
   const connections = parseConnectionLimits(one);
-  return Object.freeze({
-    ...security,
-    maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
-    maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
-    webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
-    dbBusyTimeoutMs,
-    dbMaxSizeBytes,
-    storeCheckIntervalMs,
-    retentionMs,
-    grpcListen: Object.freeze(grpcListen),
-    healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
-    httpListen:
-      http === undefined || http === 'off' ? undefined : parseListen(http, 'http-listen', false),
-    metricsListen:
-      metrics === undefined || metrics === 'off'
-        ? undefined
-        : parseListen(metrics, 'metrics-listen', false),
-    connections,
-    dbPath,
-    envFile: one('env-file'),
-    shutdownGraceMs: grace * 1000,
-    handlerTimeoutMs: handlerTimeout * 1000,
-    streamMaxInFlight: maxInFlight,
-    logLevel: level,
-    qstashUrl,
-    usersPostgresUrl,
-    usersPostgresQuery,
-  });
+  return Object.freeze(
+    extend(security, {
+      maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
+      maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
+      webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
+      dbBusyTimeoutMs,
+      dbMaxSizeBytes,
+      storeCheckIntervalMs,
+      retentionMs,
+      grpcListen: Object.freeze(grpcListen),
+      healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
+      httpListen:
+        http === undefined || http === 'off' ? undefined : parseListen(http, 'http-listen', false),
+      metricsListen:
+        metrics === undefined || metrics === 'off'
+          ? undefined
+          : parseListen(metrics, 'metrics-listen', false),
+      connections,
+      dbPath,
+      envFile: one('env-file'),
+      shutdownGraceMs: grace * 1000,
+      handlerTimeoutMs: handlerTimeout * 1000,
+      streamMaxInFlight: maxInFlight,
+      logLevel: level,
+      qstashUrl,
+      usersPostgresUrl,
+      usersPostgresQuery,
+    }),
+  );
 }
 
 /** True when `text` parses as a URL with one of `protocols`. */

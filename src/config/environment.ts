@@ -13,6 +13,7 @@ import { dirname, resolve } from 'node:path';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
+import { extend } from '../extend.js';
 import {
   type EnvironmentHooks,
   environmentHooks,
@@ -178,7 +179,7 @@ export class EffectiveEnvironment {
       if (parsed instanceof AgentHooksError) fileError = parsed;
       else fileEnv = parsed;
     }
-    const env = Object.freeze({ ...this.#processEnv, ...fileEnv });
+    const env = Object.freeze(extend(this.#processEnv, { ...fileEnv }));
     const hooks: EnvironmentHooks =
       fileError === undefined ? environmentHooks(env) : { ok: false, error: fileError };
     const snapshot: EnvironmentSnapshot = Object.freeze(
@@ -202,7 +203,7 @@ export class EffectiveEnvironment {
     const fail = (what: string, cause?: unknown, extra: Record<string, string> = {}) =>
       invalidEnvironment(`Invalid Agent Hook environment: env file ${name} ${what}`, [], {
         cause,
-        metadata: { ...metadata, ...extra },
+        metadata: extend(metadata, { ...extra }),
       });
     switch (read.kind) {
       case 'missing':

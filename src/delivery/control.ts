@@ -13,6 +13,7 @@
 import { performance } from 'node:perf_hooks';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { extend } from '../extend.js';
 import {
   type DeliveryErrorCode,
   type DeliveryFailure,
@@ -238,7 +239,7 @@ async function readBounded(response: WebhookResponse): Promise<Uint8Array | Deli
     }
   } catch (e: unknown) {
     // The sender maps an abort, its timeout or a socket error to the right code.
-    return { ...response.failure(e), status };
+    return extend(response.failure(e), { status });
   }
   return Buffer.concat(chunks, size);
 }

@@ -16,6 +16,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import type { HookEvent } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError } from '../errors.js';
+import { extend } from '../extend.js';
 import { type Logger, silentLogger } from '../log.js';
 import type { UserDirectory } from '../users/directory.js';
 import { emailLookupUserId } from './payload.js';
@@ -124,7 +125,7 @@ export class EmailEnricher {
     const email = await this.lookupEmail(userId, signal);
     if (email === undefined) return undefined;
     if (email === null) return payload;
-    return { ...payload, [USER_EMAIL_KEY]: email };
+    return extend(payload, { [USER_EMAIL_KEY]: email });
   }
 
   /**

@@ -18,6 +18,7 @@
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { HookEvent } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { extend } from '../extend.js';
 import { eventToReferenceJson } from './event-json.js';
 
 /** Hook type whose notifications get a redacted skill Work registration. */
@@ -65,15 +66,17 @@ export function buildWebhookPayload(
   const { hookType, json } = eventToReferenceJson(event);
   let payload: JsonObject;
   if (options.control === true) {
-    payload = { ...json, hookId, hookType };
+    // The JSON is freshly built and ours: extended in place, in the reference key order.
+    payload = json;
+    payload.hookId = hookId;
+    payload.hookType = hookType;
   } else {
     const names = webhook?.eventFields?.names;
-    payload = {
-      ...(names === undefined ? json : project(json, names)),
+    payload = extend(names === undefined ? json : project(json, names), {
       hookId,
       hookType,
       ...webhook?.body,
-    };
+    });
     const result = payload.result;
     if (hookType === REDACTED_HOOK_TYPE && result !== undefined) {
       payload.result = redactSkillWork(result);
@@ -129,7 +132,7 @@ function redactSkillWork(result: JsonValue): JsonValue {
   const work = result.workRegistration;
   if (!isJsonObject(work) || work.type !== REDACTED_WORK_TYPE) return result;
   const { args: _args, ...kept } = work;
-  return { ...result, workRegistration: { ...kept, data: null } };
+  return extend(result, { workRegistration: extend(kept, { data: null }) });
 }
 
 function isJsonObject(value: JsonValue | undefined): value is JsonObject {

@@ -36,6 +36,7 @@ import { Client as QStashClient } from '@upstash/qstash';
 import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { Delivery, Fallback, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
+import { extend } from '../extend.js';
 import { type Logger, silentLogger } from '../log.js';
 import {
   createGuardedConnector,
@@ -304,10 +305,9 @@ export function violationFailure(
   violation: WebhookRuleViolation,
   startedAt: number,
 ): DeliveryFailure {
-  return {
-    ...deliveryFailure('configuration', startedAt, violation.diagnostic),
+  return extend(deliveryFailure('configuration', startedAt, violation.diagnostic), {
     rule: violation.reason,
-  };
+  });
 }
 
 /**
@@ -427,10 +427,9 @@ export async function postWebhook(
     if (deadline.timedOut()) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
     const denied = destinationDeniedError(e);
     if (denied !== undefined) {
-      return {
-        ...deliveryFailure('destination_denied', startedAt, denied.diagnostic),
+      return extend(deliveryFailure('destination_denied', startedAt, denied.diagnostic), {
         rule: WEBHOOK_RULE_REASON.WEBHOOK_DESTINATION_DENIED,
-      };
+      });
     }
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
@@ -540,7 +539,7 @@ export class WebhookSender {
     if (published.ok) return { ok: true, route: 'qstash', durationMs: published.durationMs };
     const { failure } = published;
     if (!published.fallsBack || webhook.fallback === Fallback.NONE) {
-      return { ...failure, route: 'qstash' };
+      return extend(failure, { route: 'qstash' });
     }
     this.#logger.warn('QStash delivery failed, falling back to fetch', {
       code: failure.code,
@@ -548,7 +547,7 @@ export class WebhookSender {
       message: failure.message,
     });
     const fallback = await this.#fetch(webhook, payload, signal, 'fallback');
-    return { ...fallback, durationMs: performance.now() - startedAt };
+    return extend(fallback, { durationMs: performance.now() - startedAt });
   }
 
   /**
@@ -704,7 +703,7 @@ export class WebhookSender {
     route: 'fetch' | 'fallback',
   ): Promise<DeliveryResult> {
     const response = await this.post(webhook, payload, signal);
-    if (!response.ok) return route === 'fetch' ? response : { ...response, route };
+    if (!response.ok) return route === 'fetch' ? response : extend(response, { route });
     this.#discard(response.body);
     return {
       ok: true,
@@ -759,7 +758,9 @@ function urlError(diagnostic: string): DeliveryError {
 
 /** The failure of a {@link DeliveryError} raised before a request was made. */
 function errorFailure(e: DeliveryError, startedAt: number): DeliveryFailure {
-  const failure: DeliveryFailure = { ...deliveryFailure(e.code, startedAt), message: e.message };
+  const failure: DeliveryFailure = extend(deliveryFailure(e.code, startedAt), {
+    message: e.message,
+  });
   if (e.rule !== undefined) failure.rule = e.rule;
   return failure;
 }

@@ -37,6 +37,7 @@ import { type ControlResult, executeControl } from '../delivery/control.js';
 import { hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import { AgentHooksError } from '../errors.js';
+import { extend } from '../extend.js';
 import type { DispatchDeps } from './dispatch.js';
 import { durationOf, noteOutcome } from './dispatch.js';
 import { compileMatcher } from './matcher.js';
@@ -151,20 +152,24 @@ export async function evaluateControls(
     }
     if (result.status === 'error') {
       if (control.hook.webhook?.onError === OnError.BLOCK) {
-        deps.logger.warn('control failed; blocking (onError: block)', {
-          ...log,
-          code: result.code,
-        });
+        deps.logger.warn(
+          'control failed; blocking (onError: block)',
+          extend(log, {
+            code: result.code,
+          }),
+        );
         return {
           decision: deny(phase, control, HOOK_CONTROL_ERROR, DenyClassification.HOOK_CONTROL_ERROR),
           outcomes,
           unknownOperations,
         };
       }
-      deps.logger.warn('control failed; continuing (onError: continue)', {
-        ...log,
-        code: result.code,
-      });
+      deps.logger.warn(
+        'control failed; continuing (onError: continue)',
+        extend(log, {
+          code: result.code,
+        }),
+      );
       deps.metrics?.controlErrorAllowed(hookTypeLiteral(phase.type), result.code);
     }
   }
@@ -246,33 +251,41 @@ function outcomeOf(control: Control, type: HookType, result: ControlResult): Hoo
   };
   switch (result.status) {
     case 'success':
-      return create(HookOutcomeSchema, {
-        ...base,
-        status:
-          result.decision.decision === 'allow'
-            ? HookOutcomeStatus.ALLOWED
-            : HookOutcomeStatus.DENIED,
-        httpStatus: result.httpStatus,
-      });
+      return create(
+        HookOutcomeSchema,
+        extend(base, {
+          status:
+            result.decision.decision === 'allow'
+              ? HookOutcomeStatus.ALLOWED
+              : HookOutcomeStatus.DENIED,
+          httpStatus: result.httpStatus,
+        }),
+      );
     case 'ignored':
-      return create(HookOutcomeSchema, {
-        ...base,
-        status: HookOutcomeStatus.IGNORED,
-        httpStatus: result.httpStatus,
-      });
+      return create(
+        HookOutcomeSchema,
+        extend(base, {
+          status: HookOutcomeStatus.IGNORED,
+          httpStatus: result.httpStatus,
+        }),
+      );
     case 'error':
-      return create(HookOutcomeSchema, {
-        ...base,
-        status: HookOutcomeStatus.FAILED,
-        errorCode: result.code,
-        message: result.message,
-        httpStatus: result.httpStatus ?? 0,
-      });
+      return create(
+        HookOutcomeSchema,
+        extend(base, {
+          status: HookOutcomeStatus.FAILED,
+          errorCode: result.code,
+          message: result.message,
+          httpStatus: result.httpStatus ?? 0,
+        }),
+      );
     case 'cancelled':
-      return create(HookOutcomeSchema, {
-        ...base,
-        status: HookOutcomeStatus.CANCELLED,
-        errorCode: 'cancelled',
-      });
+      return create(
+        HookOutcomeSchema,
+        extend(base, {
+          status: HookOutcomeStatus.CANCELLED,
+          errorCode: 'cancelled',
+        }),
+      );
   }
 }

@@ -31,6 +31,7 @@ import { type EventCase, eventCase, hookTypeLiteral } from '../delivery/event-js
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
@@ -145,7 +146,7 @@ export function routeOf(event: HookEvent | undefined, field = 'event'): EventRou
     checkToolName(context.identifier, `${contextPath}.identifier`);
     checkToolName(context.apiName, `${contextPath}.apiName`);
   }
-  return { ...c, operationId, identifier: context?.identifier, apiName: context?.apiName };
+  return extend(c, { operationId, identifier: context?.identifier, apiName: context?.apiName });
 }
 
 function caseName(event: HookEvent | undefined): string {
@@ -271,10 +272,12 @@ export async function runToolCallObservers(
           { fields: { operationId: route.operationId }, bytes: detachedBytes(event) },
         );
   const outcomes: HookOutcome[] = webhooks.map((n) => {
-    const skipped = create(HookOutcomeSchema, {
-      ...outcomeBase(n, route),
-      status: HookOutcomeStatus.SKIPPED,
-    });
+    const skipped = create(
+      HookOutcomeSchema,
+      extend(outcomeBase(n, route), {
+        status: HookOutcomeStatus.SKIPPED,
+      }),
+    );
     if (run.started) return skipped;
     // Never sent: the one outcome this webhook gets, so it is counted here.
     skipped.errorCode = DETACHED_LIMIT;
@@ -332,7 +335,7 @@ async function notificationOutcome(
   const base = outcomeBase(n, route);
   if (n.mode === 'skip') {
     // A handler-only hook runs only while a Handle stream serves its operation.
-    return create(HookOutcomeSchema, { ...base, status: HookOutcomeStatus.SKIPPED });
+    return create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED }));
   }
   if (n.mode === 'handler') {
     const started = performance.now();
@@ -344,22 +347,26 @@ async function notificationOutcome(
   const payload = deps.enricher ? await deps.enricher.enrich(event, built, webhook, signal) : built;
   if (payload === undefined) {
     // The caller went away while the email lookup ran: nothing is sent.
-    return create(HookOutcomeSchema, {
-      ...base,
-      status: HookOutcomeStatus.CANCELLED,
-      errorCode: 'cancelled',
-    });
+    return create(
+      HookOutcomeSchema,
+      extend(base, {
+        status: HookOutcomeStatus.CANCELLED,
+        errorCode: 'cancelled',
+      }),
+    );
   }
   const result = await deps.sender.notify(webhook, payload, signal);
   deps.metrics?.webhookResult('notification', result.ok ? 'ok' : result.code);
   const duration = durationOf(result.durationMs);
   if (result.ok) {
-    return create(HookOutcomeSchema, {
-      ...base,
-      status: HookOutcomeStatus.DELIVERED,
-      httpStatus: result.status,
-      duration,
-    });
+    return create(
+      HookOutcomeSchema,
+      extend(base, {
+        status: HookOutcomeStatus.DELIVERED,
+        httpStatus: result.status,
+        duration,
+      }),
+    );
   }
   const critical = webhook.fallback === Fallback.NONE && result.code !== 'cancelled';
   deps.logger.warn(
@@ -372,15 +379,17 @@ async function notificationOutcome(
       httpStatus: result.status,
     },
   );
-  return create(HookOutcomeSchema, {
-    ...base,
-    status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-    errorCode: result.code,
-    message: result.message,
-    httpStatus: result.status ?? 0,
-    duration,
-    critical,
-  });
+  return create(
+    HookOutcomeSchema,
+    extend(base, {
+      status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+      errorCode: result.code,
+      message: result.message,
+      httpStatus: result.status ?? 0,
+      duration,
+      critical,
+    }),
+  );
 }
 
 function handlerOutcome(
@@ -390,9 +399,9 @@ function handlerOutcome(
   result: HandlerResult,
   ms: number,
 ): HookOutcome {
-  const base = { ...outcomeBase(n, route), duration: durationOf(ms) };
+  const base = extend(outcomeBase(n, route), { duration: durationOf(ms) });
   if (result.kind !== 'error') {
-    return create(HookOutcomeSchema, { ...base, status: HookOutcomeStatus.HANDLED });
+    return create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.HANDLED }));
   }
   deps.logger.warn('handler failed', {
     operationId: route.operationId,
@@ -400,12 +409,14 @@ function handlerOutcome(
     hookType: hookTypeLiteral(route.type as HookType),
     code: result.code,
   });
-  return create(HookOutcomeSchema, {
-    ...base,
-    status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-    errorCode: result.code,
-    message: result.message,
-  });
+  return create(
+    HookOutcomeSchema,
+    extend(base, {
+      status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+      errorCode: result.code,
+      message: result.message,
+    }),
+  );
 }
 
 /** Converts milliseconds to a `google.protobuf.Duration`. */

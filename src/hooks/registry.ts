@@ -7,6 +7,7 @@
  */
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
 import { LINEAR_REGEXP_LIMITS } from './linear-regexp.js';
 import {
@@ -58,10 +59,9 @@ export class HookRegistry {
   constructor(store: HookStore, options: RegistryOptions = {}) {
     this.#store = store;
     const { maxHooksPerOperation, ...validation } = options;
-    this.#validation = {
-      ...validation,
+    this.#validation = extend(validation, {
       callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
-    };
+    });
     this.#maxHooks = maxHooksPerOperation ?? DEFAULT_MAX_HOOKS_PER_OPERATION;
   }
 

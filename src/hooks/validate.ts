@@ -38,6 +38,7 @@ import {
   webhookRuleError,
 } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import { checkMatcher, MATCHER_REASON } from './matcher.js';
 
 /**
@@ -273,7 +274,7 @@ export function validateHooks(
  * validateHook(restoredHook, 'hook'); // field is e.g. 'hook.webhook.url'
  */
 export function validateHook(hook: Hook, path = 'hook', options: ValidationOptions = {}): void {
-  const limits = { ...DEFAULT_HOOK_LIMITS, ...options.limits };
+  const limits = extend(DEFAULT_HOOK_LIMITS, { ...options.limits });
   if (hook.id === '') {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_REQUIRED, MESSAGE.HOOK_ID_REQUIRED);
   }

@@ -12,6 +12,7 @@ import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import { AgentHooksError } from '../errors.js';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { TokenCheck } from './auth.js';
@@ -95,21 +96,27 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     ServerReflectionV1,
     ServerReflectionV1Alpha,
   ]);
-  const hook = guardService(HookService, app.hookService, {
-    ...common,
-    metrics: app.metrics,
-    admit: admitHookCall,
-  });
+  const hook = guardService(
+    HookService,
+    app.hookService,
+    extend(common, {
+      metrics: app.metrics,
+      admit: admitHookCall,
+    }),
+  );
   // Health stays open for kubelet probes, which send no token.
   const health = guardService(Health, createHealthService(app.health, watchStop.signal), common);
-  const reflection = guardService(ServerReflectionV1, createReflectionService(reflectionIndex), {
-    ...common,
-    admit: admitReflection,
-  });
+  const reflection = guardService(
+    ServerReflectionV1,
+    createReflectionService(reflectionIndex),
+    extend(common, {
+      admit: admitReflection,
+    }),
+  );
   const reflectionAlpha = guardService(
     ServerReflectionV1Alpha,
     createReflectionAlphaService(reflectionIndex),
-    { ...common, admit: admitReflection },
+    extend(common, { admit: admitReflection }),
   );
   const byService = new Map<string, Record<string, unknown>>([
     [HookService.typeName, hook],

@@ -19,7 +19,13 @@ import {
   fromBinary,
   toBinary,
 } from '@bufbuild/protobuf';
-import { Code, ConnectError, createHandlerContext, type HandlerContext } from '@connectrpc/connect';
+import {
+  Code,
+  ConnectError,
+  type ContextValues,
+  createContextValues,
+  type HandlerContext,
+} from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
@@ -49,6 +55,7 @@ export function addService(
 ): void {
   const definition: Record<string, grpc.MethodDefinition<object, object>> = {};
   const handlers: grpc.UntypedServiceImplementation = {};
+  const live = new LiveCalls(options.shutdownSignal);
   for (const method of service.methods) {
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
@@ -78,7 +85,7 @@ export function addService(
     const fn = impl[method.localName];
     // The guard gives every method of the service an implementation.
     if (fn === undefined) throw new Error(`${service.typeName}.${method.name} has no handler`);
-    handlers[method.localName] = createHandler(service, method, fn, options);
+    handlers[method.localName] = createHandler(service, method, fn, options, live);
   }
   server.addService(definition as grpc.ServiceDefinition, handlers);
 }
@@ -95,36 +102,121 @@ type GrpcCall =
   | grpc.ServerWritableStream<object, object>
   | grpc.ServerDuplexStream<object, object>;
 
-function contextFor(
-  service: DescService,
-  method: DescMethod,
-  call: GrpcCall,
-  shutdownSignal: AbortSignal | undefined,
-): HandlerContext & { abort(reason?: unknown): void } {
-  const deadline = call.getDeadline();
-  const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number(deadline);
-  const timeoutMs = Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined;
-  const requestHeader = new Headers();
-  for (const [key, value] of Object.entries(call.metadata.getMap())) {
-    if (typeof value === 'string') requestHeader.set(key, value);
+/**
+ * The handler context of one grpc-js call, built for the hot path: one
+ * AbortController, and nothing else until it is read. Connect's
+ * `createHandlerContext` links the call's signal to the shutdown signal and
+ * to a deadline timer (a listener and a timer per call) and copies the
+ * metadata into `Headers` up front; here grpc-js enforces the deadline
+ * itself (it cancels the call, which aborts the signal), the shutdown
+ * aborts the live calls from one listener ({@link LiveCalls}), and the
+ * headers are built only when read.
+ */
+class GrpcHandlerContext implements HandlerContext {
+  readonly protocolName = 'grpc';
+  readonly requestMethod = 'POST';
+  readonly #controller = new AbortController();
+  readonly #call: GrpcCall;
+  #requestHeader: Headers | undefined;
+  #responseHeader: Headers | undefined;
+  #responseTrailer: Headers | undefined;
+  #values: ContextValues | undefined;
+
+  constructor(
+    readonly service: DescService,
+    readonly method: DescMethod,
+    call: GrpcCall,
+  ) {
+    this.#call = call;
   }
-  const ctx = createHandlerContext({
-    service,
-    method,
-    protocolName: 'grpc',
-    requestMethod: 'POST',
-    url: `/${service.typeName}/${method.name}`,
-    timeoutMs,
-    shutdownSignal,
-    requestHeader,
-  });
-  // A client cancellation (or a deadline grpc-js enforces) aborts the handler.
-  // grpc-js also emits 'cancelled' when a finished call closes: then the
-  // signal has already been aborted with CALL_COMPLETED and this is a no-op.
-  (call as EventEmitter).once('cancelled', () => {
-    if (!ctx.signal.aborted) ctx.abort(CLIENT_CANCELLED);
-  });
-  return ctx;
+
+  get url(): string {
+    return `/${this.service.typeName}/${this.method.name}`;
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  readonly timeoutMs = (): number | undefined => {
+    const deadline = this.#call.getDeadline();
+    const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number(deadline);
+    return Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined;
+  };
+
+  get requestHeader(): Headers {
+    if (this.#requestHeader === undefined) {
+      const header = new Headers();
+      for (const [key, value] of Object.entries(this.#call.metadata.getMap())) {
+        if (typeof value === 'string') header.set(key, value);
+      }
+      this.#requestHeader = header;
+    }
+    return this.#requestHeader;
+  }
+
+  get responseHeader(): Headers {
+    this.#responseHeader ??= new Headers();
+    return this.#responseHeader;
+  }
+
+  get responseTrailer(): Headers {
+    this.#responseTrailer ??= new Headers();
+    return this.#responseTrailer;
+  }
+
+  get values(): ContextValues {
+    this.#values ??= createContextValues();
+    return this.#values;
+  }
+
+  abort(reason: unknown): void {
+    this.#controller.abort(reason);
+  }
+}
+
+/**
+ * The calls in progress, so that a hard shutdown aborts each one's signal
+ * from a single listener on the shutdown signal.
+ */
+class LiveCalls {
+  readonly #calls = new Set<GrpcHandlerContext>();
+  readonly #shutdown: AbortSignal | undefined;
+
+  constructor(shutdownSignal: AbortSignal | undefined) {
+    this.#shutdown = shutdownSignal;
+    shutdownSignal?.addEventListener(
+      'abort',
+      () => {
+        for (const ctx of this.#calls) ctx.abort(shutdownSignal.reason);
+        this.#calls.clear();
+      },
+      { once: true },
+    );
+  }
+
+  /** Starts a call's context; {@link LiveCalls.end} ends it. */
+  start(service: DescService, method: DescMethod, call: GrpcCall): GrpcHandlerContext {
+    const ctx = new GrpcHandlerContext(service, method, call);
+    if (this.#shutdown?.aborted) {
+      ctx.abort(this.#shutdown.reason);
+      return ctx;
+    }
+    this.#calls.add(ctx);
+    // A client cancellation (or a deadline grpc-js enforces) aborts the handler.
+    // grpc-js also emits 'cancelled' when a finished call closes: then the
+    // signal has already been aborted with CALL_COMPLETED and this is a no-op.
+    (call as EventEmitter).once('cancelled', () => {
+      if (!ctx.signal.aborted) ctx.abort(CLIENT_CANCELLED);
+    });
+    return ctx;
+  }
+
+  /** Ends a call: its signal aborts with CALL_COMPLETED, so that work it started stops. */
+  end(ctx: GrpcHandlerContext): void {
+    this.#calls.delete(ctx);
+    ctx.abort(CALL_COMPLETED);
+  }
 }
 
 function grpcError(e: unknown, method: DescMethod, logger: Logger): Partial<grpc.StatusObject> {
@@ -144,11 +236,12 @@ function createHandler(
   method: DescMethod,
   fn: AnyServiceImpl[string],
   options: AddServiceOptions,
+  live: LiveCalls,
 ): grpc.UntypedHandleCall {
   switch (method.methodKind) {
     case 'unary':
       return (call: grpc.ServerUnaryCall<object, object>, callback: grpc.sendUnaryData<object>) => {
-        const ctx = contextFor(service, method, call, options.shutdownSignal);
+        const ctx = live.start(service, method, call);
         void (async () => {
           try {
             const response = await fn(call.request, ctx);
@@ -156,19 +249,19 @@ function createHandler(
           } catch (e: unknown) {
             callback(grpcError(e, method, options.logger));
           } finally {
-            ctx.abort(CALL_COMPLETED);
+            live.end(ctx);
           }
         })();
       };
     case 'server_streaming':
       return (call: grpc.ServerWritableStream<object, object>) =>
-        serveStream(service, method, call, options, (ctx) => fn(call.request, ctx));
+        serveStream(service, method, call, options, live, (ctx) => fn(call.request, ctx));
     case 'bidi_streaming':
       return (call: grpc.ServerDuplexStream<object, object>) =>
         // A Readable's default async iterator destroys the stream when the
         // requests end, which would drop the responses still to be written
         // and the status; this one leaves the stream to `end()`.
-        serveStream(service, method, call, options, (ctx) =>
+        serveStream(service, method, call, options, live, (ctx) =>
           fn(decoded(call.iterator({ destroyOnReturn: false })), ctx),
         );
     default:
@@ -193,9 +286,10 @@ function serveStream(
   method: DescMethod,
   call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
   options: AddServiceOptions,
+  live: LiveCalls,
   run: (ctx: HandlerContext) => unknown,
 ): void {
-  const ctx = contextFor(service, method, call, options.shutdownSignal);
+  const ctx = live.start(service, method, call);
   void (async () => {
     try {
       await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal);
@@ -203,7 +297,7 @@ function serveStream(
     } catch (e: unknown) {
       call.emit('error', grpcError(e, method, options.logger));
     } finally {
-      ctx.abort(CALL_COMPLETED);
+      live.end(ctx);
     }
   })();
 }

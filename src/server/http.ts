@@ -43,6 +43,7 @@ import {
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import { MalformedRequest, toConnectError } from './errors.js';
 import { findJsonFieldProblem } from './json-field.js';
@@ -127,7 +128,7 @@ async function replaceParseError(
   if (!grpcWeb && uRes.status !== 500 && uRes.status !== 400) return uRes;
   const chunks = await firstChunks(uRes);
   const parseError = grpcWeb ? grpcWebParseError(chunks.head) : connectParseError(chunks.head);
-  if (parseError === undefined) return { ...uRes, body: chunks.body };
+  if (parseError === undefined) return extend(uRes, { body: chunks.body });
   const found =
     parseError.problem === undefined
       ? undefined
@@ -143,7 +144,7 @@ async function replaceParseError(
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
     const data = createTrailerSerialization().serialize(trailer);
-    return { ...uRes, body: createAsyncIterable([encodeEnvelope(trailerFlag, data)]) };
+    return extend(uRes, { body: createAsyncIterable([encodeEnvelope(trailerFlag, data)]) });
   }
   const header = new Headers(uRes.header);
   const body = errorToJsonBytes(err, {});
@@ -188,7 +189,7 @@ function captureJson(
     }
   }
   return {
-    uReq: { ...uReq, body: recorded() },
+    uReq: extend(uReq, { body: recorded() }),
     body: () => (complete ? Buffer.concat(chunks) : undefined),
   };
 }

@@ -28,6 +28,7 @@ import {
   type ServerReflection as ServerReflectionV1,
 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import type { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+import { extend } from '../extend.js';
 
 /**
  * Location of the descriptor set of every file in proto/ and its imports,
@@ -223,10 +224,12 @@ export function createReflectionService(
     async *serverReflectionInfo(requests) {
       for await (const request of requests) {
         // `create` copies a v1alpha request field by field: the wire format is the same.
-        yield create(ServerReflectionResponseSchema, {
-          ...index.answer(request),
-          originalRequest: request as MessageInitShape<typeof ServerReflectionRequestSchema>,
-        });
+        yield create(
+          ServerReflectionResponseSchema,
+          extend(index.answer(request), {
+            originalRequest: request as MessageInitShape<typeof ServerReflectionRequestSchema>,
+          }),
+        );
       }
     },
   };

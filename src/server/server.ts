@@ -18,6 +18,7 @@ import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ConnectionLimits, ListenAddress, ServeConfig } from '../config/config.js';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import { createTokenCheck, readAuthToken, type TokenCheck } from './auth.js';
 import { createEdge, type Edge, type EdgeApp } from './edge.js';
@@ -193,7 +194,9 @@ export function createServer(
         });
       }
       for (const address of config.grpcListen) {
-        grpcListeners.push(await listenGrpc(grpcServer, address, limits, { ...security, logger }));
+        grpcListeners.push(
+          await listenGrpc(grpcServer, address, limits, extend(security, { logger })),
+        );
       }
       if (healthServer !== undefined && config.healthListen !== undefined) {
         // Plaintext: kubelet's gRPC probes speak neither TLS nor a token.
@@ -401,15 +404,14 @@ function createHttpServer(
     tls === undefined
       ? http.createServer(options, handler)
       : https.createServer(
-          {
-            ...options,
+          extend(options, {
             cert: tls.cert,
             key: tls.key,
             ca: tls.clientCa,
             requestCert: tls.clientCa !== undefined,
             rejectUnauthorized: tls.clientCa !== undefined,
             handshakeTimeout: limits.handshakeTimeoutMs,
-          },
+          }),
           handler,
         );
   server.maxConnections = limits.maxConnections;

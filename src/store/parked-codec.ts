@@ -12,6 +12,7 @@ import {
   ToolResultSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
+import { extend } from '../extend.js';
 import {
   type NewParkedCall,
   type ParkedCallRecord,
@@ -106,11 +107,10 @@ export function fromParkedCallRow(row: ParkedCallRow): ParkedCallRecord {
   if (row.final_result === null) {
     return record;
   }
-  return {
-    ...record,
+  return extend(record, {
     finalResult: decodeResult(toolCallId, row.final_result),
     ...(row.published_at === null ? {} : { publishedAt: row.published_at }),
-  };
+  });
 }
 
 /** Encodes a final result for its column. */

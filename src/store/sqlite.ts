@@ -46,6 +46,7 @@ import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError, StoreUnavailableError } from '../errors.js';
+import { extend } from '../extend.js';
 import {
   assertEpochMs,
   decodeResult,
@@ -291,7 +292,7 @@ class SqliteStoreImpl implements SqliteStore {
     this.path = path;
     this.#observe = observe;
     // A reopened connection must find the file: never create an empty one.
-    this.#settings = { ...settings, create: false };
+    this.#settings = extend(settings, { create: false });
     this.#connection = connection;
     this.#files = files;
   }
@@ -509,7 +510,8 @@ class SqliteStoreImpl implements SqliteStore {
     const wal = statPath(walPath);
     const expected = this.#files.wal;
     if (expected === undefined) {
-      if (wal !== undefined) this.#files = { ...this.#files, wal: { dev: wal.dev, ino: wal.ino } };
+      if (wal !== undefined)
+        this.#files = extend(this.#files, { wal: { dev: wal.dev, ino: wal.ino } });
       return;
     }
     if (wal === undefined) {
