@@ -323,10 +323,18 @@ async function profileScenario(
     mkdirSync(PROFILES_DIR, { recursive: true });
     const path = join(PROFILES_DIR, `${scenario.id}.md`);
     writeFileSync(path, text);
+    formatForLint(path);
     return path;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** Formats a file the bench writes and the repository commits, as `npm run lint` wants it. */
+function formatForLint(path: string): void {
+  execFileSync(join(REPO_ROOT, 'node_modules', '.bin', 'biome'), ['format', '--write', path], {
+    stdio: 'ignore',
+  });
 }
 
 function metricText(scenario: Scenario, metrics: Record<string, number>): string {
@@ -490,14 +498,7 @@ async function main(): Promise<number> {
       );
       const quoted = join(RESULTS_DIR, 'quoted.json');
       copyFileSync(latest, quoted);
-      // Committed, so formatted as `npm run lint` wants it.
-      execFileSync(
-        join(REPO_ROOT, 'node_modules', '.bin', 'biome'),
-        ['format', '--write', quoted],
-        {
-          stdio: 'ignore',
-        },
-      );
+      formatForLint(quoted);
       log('updated BENCHMARKS.md and bench/results/quoted.json');
     }
     const ok = missed.length === 0 && failed.length === 0;
