@@ -116,7 +116,10 @@ class GrpcHandlerContext implements HandlerContext {
   readonly protocolName = 'grpc';
   readonly requestMethod = 'POST';
   readonly #controller = new AbortController();
-  readonly #call: GrpcCall;
+  /** Aborts the handler when the client cancels (or grpc-js enforces the deadline). */
+  readonly onCancelled = (): void => {
+    if (!this.#controller.signal.aborted) this.#controller.abort(CLIENT_CANCELLED);
+  };
   #requestHeader: Headers | undefined;
   #responseHeader: Headers | undefined;
   #responseTrailer: Headers | undefined;
@@ -125,10 +128,8 @@ class GrpcHandlerContext implements HandlerContext {
   constructor(
     readonly service: DescService,
     readonly method: DescMethod,
-    call: GrpcCall,
-  ) {
-    this.#call = call;
-  }
+    readonly call: GrpcCall,
+  ) {}
 
   get url(): string {
     return `/${this.service.typeName}/${this.method.name}`;
@@ -139,7 +140,7 @@ class GrpcHandlerContext implements HandlerContext {
   }
 
   readonly timeoutMs = (): number | undefined => {
-    const deadline = this.#call.getDeadline();
+    const deadline = this.call.getDeadline();
     const deadlineMs = deadline instanceof Date ? deadline.getTime() : Number(deadline);
     return Number.isFinite(deadlineMs) ? Math.max(0, deadlineMs - Date.now()) : undefined;
   };
@@ -147,7 +148,7 @@ class GrpcHandlerContext implements HandlerContext {
   get requestHeader(): Headers {
     if (this.#requestHeader === undefined) {
       const header = new Headers();
-      for (const [key, value] of Object.entries(this.#call.metadata.getMap())) {
+      for (const [key, value] of Object.entries(this.call.metadata.getMap())) {
         if (typeof value === 'string') header.set(key, value);
       }
       this.#requestHeader = header;
@@ -195,7 +196,7 @@ class LiveCalls {
     );
   }
 
-  /** Starts a call's context; {@link LiveCalls.end} ends it. */
+  /** Starts a call's context; {@link LiveCalls.endUnary} or {@link LiveCalls.endStream} ends it. */
   start(service: DescService, method: DescMethod, call: GrpcCall): GrpcHandlerContext {
     const ctx = new GrpcHandlerContext(service, method, call);
     if (this.#shutdown?.aborted) {
@@ -204,16 +205,29 @@ class LiveCalls {
     }
     this.#calls.add(ctx);
     // A client cancellation (or a deadline grpc-js enforces) aborts the handler.
-    // grpc-js also emits 'cancelled' when a finished call closes: then the
-    // signal has already been aborted with CALL_COMPLETED and this is a no-op.
-    (call as EventEmitter).once('cancelled', () => {
-      if (!ctx.signal.aborted) ctx.abort(CLIENT_CANCELLED);
-    });
+    // grpc-js also emits 'cancelled' when a finished call closes: a unary
+    // call stops listening when it ends, a stream's signal has already been
+    // aborted with CALL_COMPLETED by then.
+    (call as EventEmitter).once('cancelled', ctx.onCancelled);
     return ctx;
   }
 
-  /** Ends a call: its signal aborts with CALL_COMPLETED, so that work it started stops. */
-  end(ctx: GrpcHandlerContext): void {
+  /**
+   * Ends a unary call. Its signal is left as it is: the handler awaited all
+   * the work it did (what it detaches runs under the background scope, with
+   * its own signal), so nothing is left to stop, and on Node 20 an
+   * `AbortSignal`'s abort builds an `Event` (about 6 µs) on every call.
+   */
+  endUnary(ctx: GrpcHandlerContext): void {
+    this.#calls.delete(ctx);
+    (ctx.call as EventEmitter).off('cancelled', ctx.onCancelled);
+  }
+
+  /**
+   * Ends a stream: its signal aborts with CALL_COMPLETED, so that the events
+   * still in flight (a handler reply, an email lookup) stop waiting.
+   */
+  endStream(ctx: GrpcHandlerContext): void {
     this.#calls.delete(ctx);
     ctx.abort(CALL_COMPLETED);
   }
@@ -249,7 +263,7 @@ function createHandler(
           } catch (e: unknown) {
             callback(grpcError(e, method, options.logger));
           } finally {
-            live.end(ctx);
+            live.endUnary(ctx);
           }
         })();
       };
@@ -297,7 +311,7 @@ function serveStream(
     } catch (e: unknown) {
       call.emit('error', grpcError(e, method, options.logger));
     } finally {
-      live.end(ctx);
+      live.endStream(ctx);
     }
   })();
 }
