@@ -17,8 +17,14 @@
  * - `--write-md`: put the table, targets and machine into BENCHMARKS.md
  *   (between its `bench:results` markers) and the JSON into
  *   `bench/results/quoted.json`;
- * - `--sidecar-flags="FLAGS"`: extra node flags for every sidecar, to try a
- *   runtime setting (such as `--max-semi-space-size=4`).
+ * - `--sidecar-flags="FLAGS"`: the node flags of every sidecar, to try a
+ *   runtime setting (default: the deployed flags of the image and `npm start`);
+ * - `--soak [--soak-minutes 30] [--soak-rate 60]`: instead of the rounds, one
+ *   sidecar under whole operations at a steady rate, reporting the RSS slope
+ *   over the last 10 minutes and the peak (`bench/results/soak.json`);
+ *   with `--check`, exit 1 when either misses its target.
+ *
+ * The load generators (ghz, vegeta) come from `scripts/install-bench-tools.sh`.
  */
 import { execFileSync } from 'node:child_process';
 import {
@@ -82,6 +88,7 @@ import {
   streamRequestBytes,
   type WindowKind,
 } from './lib/scenarios.js';
+import { runSoak } from './lib/soak.js';
 import { MS_PER_S, type Spread, spread } from './lib/stats.js';
 import { evaluateTargets, type Target } from './lib/targets.js';
 
@@ -354,6 +361,9 @@ async function main(): Promise<number> {
       'profile-scenarios': { type: 'string' },
       'write-md': { type: 'boolean', default: false },
       'sidecar-flags': { type: 'string' },
+      soak: { type: 'boolean', default: false },
+      'soak-minutes': { type: 'string', default: '30' },
+      'soak-rate': { type: 'string', default: '60' },
     },
   });
   // Extra node flags for every sidecar, to try a runtime setting (such as a heap flag).
@@ -361,6 +371,25 @@ async function main(): Promise<number> {
   const sidecarFlags = (values['sidecar-flags'] ?? DEPLOYED_NODE_FLAGS)
     .split(' ')
     .filter((f) => f !== '');
+  if (values.soak) {
+    const minutes = Number(values['soak-minutes']);
+    const rate = Number(values['soak-rate']);
+    if (!(minutes > 0) || !(rate > 0))
+      throw new Error('--soak-minutes and --soak-rate must be > 0');
+    const receiver = await startBenchChild('receiver.js');
+    try {
+      const ok = await runSoak({
+        minutes,
+        rate,
+        receiverUrl: `http://${receiver.address}`,
+        sidecarFlags,
+        log,
+      });
+      return values.check && !ok ? 1 : 0;
+    } finally {
+      await receiver.stop();
+    }
+  }
   const startedAt = new Date();
   const rounds = Number(values.rounds ?? (values.quick ? 1 : MIN_ROUNDS));
   if (!Number.isInteger(rounds) || rounds < 1 || (rounds < MIN_ROUNDS && !values.quick)) {
