@@ -70,16 +70,17 @@ export function readAuthToken(source: TokenSource): string | undefined {
 }
 
 /**
- * Returns the check of `token`: a no-op when it is undefined, else a
- * constant-time comparison of the `authorization: Bearer` value.
+ * Returns the check of `token`, a constant-time comparison of the
+ * `authorization: Bearer` value; undefined when there is no token, so that
+ * calls need not even build their headers.
  *
  * @example
  * const check = createTokenCheck('s3cret');
  * check(new Headers({ authorization: 'Bearer s3cret' })); // passes
  * check(new Headers()); // throws ConnectError UNAUTHENTICATED
  */
-export function createTokenCheck(token: string | undefined): TokenCheck {
-  if (token === undefined) return function noTokenCheck() {};
+export function createTokenCheck(token: string | undefined): TokenCheck | undefined {
+  if (token === undefined) return undefined;
   const expected = digest(token);
   return function checkToken(header) {
     const value = header.get(AUTHORIZATION_HEADER) ?? '';

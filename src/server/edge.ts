@@ -42,8 +42,8 @@ export interface EdgeApp {
 
 /** Options of {@link createEdge}. */
 export interface EdgeOptions {
-  /** Checks the bearer token of HookService (and reflection) calls. */
-  readonly checkToken: TokenCheck;
+  /** Checks the bearer token of HookService (and reflection) calls; none without a token. */
+  readonly checkToken: TokenCheck | undefined;
   /** Serve reflection without the token. */
   readonly reflectionPublic: boolean;
 }
@@ -78,16 +78,18 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     logger: app.logger,
     onServerError: (e: unknown) => app.serverFault(e),
   };
-  const admitHookCall: Admission = (_method, header) => {
+  const { checkToken } = options;
+  const admitHookCall: Admission = (_method, ctx) => {
     // The token first: an unauthenticated caller learns nothing, not even that we are draining.
-    options.checkToken(header);
+    checkToken?.(ctx.requestHeader);
     if (draining) {
       throw new AgentHooksError('unavailable', SHUTTING_DOWN_REASON, 'agenthooks is shutting down');
     }
   };
-  const admitReflection: Admission | undefined = options.reflectionPublic
-    ? undefined
-    : (_method, header) => options.checkToken(header);
+  const admitReflection: Admission | undefined =
+    options.reflectionPublic || checkToken === undefined
+      ? undefined
+      : (_method, ctx) => checkToken(ctx.requestHeader);
   // Built from the committed descriptor set, with source info, so reflection
   // clients read the proto comments and resolve the google.rpc error details.
   const reflectionIndex = createReflectionIndex([

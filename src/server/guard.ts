@@ -21,7 +21,7 @@ import {
 } from './errors.js';
 
 /** Checks a call before it runs; a thrown error answers the call. */
-export type Admission = (method: DescMethod, requestHeader: Headers) => void;
+export type Admission = (method: DescMethod, ctx: HandlerContext) => void;
 
 /** Options of {@link guardService}. */
 export interface GuardOptions {
@@ -71,7 +71,7 @@ function guardUnary(
   return async function guardedUnary(request: unknown, ctx: HandlerContext) {
     const started = performance.now();
     try {
-      options.admit?.(method, ctx.requestHeader);
+      options.admit?.(method, ctx);
       if (request instanceof MalformedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
       const response = await fn(request, ctx);
@@ -91,7 +91,7 @@ function guardStream(
   return async function* guardedStream(request: unknown, ctx: HandlerContext) {
     const started = performance.now();
     try {
-      options.admit?.(method, ctx.requestHeader);
+      options.admit?.(method, ctx);
       if (request instanceof MalformedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
       yield* fn(request, ctx) as AsyncIterable<unknown>;

@@ -61,7 +61,7 @@ const HTTP_TIMEOUT_CHECK_MAX_MS = 30_000;
 
 /** The security material of the listeners, read before anything else starts. */
 export interface TransportSecurity {
-  readonly checkToken: TokenCheck;
+  readonly checkToken: TokenCheck | undefined;
   /** Whether a bearer token is configured. */
   readonly authenticated: boolean;
   readonly tls?: TlsMaterial;
