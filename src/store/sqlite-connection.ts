@@ -239,6 +239,7 @@ export class SqliteConnection {
     (row: ParkedCallRow, operationIds: readonly string[]) => ParkedCallRow | undefined
   >;
   readonly #selectParked: Database.Statement<[string], ParkedCallRow>;
+  readonly #countParked: Database.Statement<[], { n: number }>;
   readonly #publish: Database.Transaction<
     (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
   >;
@@ -319,6 +320,7 @@ export class SqliteConnection {
     this.#selectParked = db.prepare<[string], ParkedCallRow>(
       `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE tool_call_id = ?`,
     );
+    this.#countParked = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM parked_calls');
     const insertParked = db.prepare<[ParkedCallRow]>(
       `INSERT INTO parked_calls (${PARKED_CALL_COLUMNS}) VALUES
        (@tool_call_id, @operation_id, @chain, @kind, @context, @parked_at, @final_result, @published_at)`,
@@ -538,6 +540,11 @@ export class SqliteConnection {
   /** The stored row of a parked call, or undefined. */
   getParkedCall(toolCallId: string): ParkedCallRow | undefined {
     return this.#selectParked.get(toolCallId);
+  }
+
+  /** How many parked calls (waiting or published) the file holds. */
+  countParkedCalls(): number {
+    return this.#countParked.get()?.n ?? 0;
   }
 
   /** Fills an empty placeholder; see {@link PublishRowOutcome}. */

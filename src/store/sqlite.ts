@@ -281,6 +281,14 @@ class SqliteStoreImpl implements SqliteStore {
   #writeFailure: AgentHooksError | undefined;
   #closed = false;
   readonly #observe: StoreObserver | undefined;
+  /**
+   * At least the number of parked calls in the file, so that a decision on a
+   * file with none skips the read: counted once per opened file, raised by
+   * every park of this process and lowered by exactly the rows retention
+   * deletes (another deletion only leaves it high, which costs a read).
+   * Undefined until counted; a reopened file is counted again.
+   */
+  #parkedRows: number | undefined;
 
   constructor(
     path: string,
@@ -349,6 +357,7 @@ class SqliteStoreImpl implements SqliteStore {
     if (existing !== undefined) {
       return { record: fromParkedCallRow(existing), created: false };
     }
+    if (this.#parkedRows !== undefined) this.#parkedRows += 1;
     const { toolCallId, operationId, chain, kind, context, parkedAt } = record;
     return {
       record: { toolCallId, operationId, chain: [...chain], kind, context, parkedAt },
@@ -357,6 +366,13 @@ class SqliteStoreImpl implements SqliteStore {
   }
 
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
+    // Every decision asks; most files hold no parked call at all.
+    if (this.#parkedRows === undefined) {
+      this.#parkedRows = this.#run('countParkedCalls', 'count parked calls', 'read', (c) =>
+        c.countParkedCalls(),
+      );
+    }
+    if (this.#parkedRows === 0) return undefined;
     const row = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>
       c.getParkedCall(toolCallId),
     );
@@ -404,9 +420,13 @@ class SqliteStoreImpl implements SqliteStore {
     if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
       throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     }
-    return this.#run('expireBefore', 'expire old records', 'write', (c) =>
+    const expired = this.#run('expireBefore', 'expire old records', 'write', (c) =>
       c.expire(cutoff, batchSize, Date.now()),
     );
+    if (this.#parkedRows !== undefined) {
+      this.#parkedRows = Math.max(0, this.#parkedRows - expired.parkedCalls);
+    }
+    return expired;
   }
 
   async quickCheck(): Promise<void> {
@@ -609,6 +629,7 @@ class SqliteStoreImpl implements SqliteStore {
       throw error;
     }
     this.#connection = fresh;
+    this.#parkedRows = undefined;
     this.#files = files;
     this.#lost = undefined;
     this.#writeFailure = undefined;
@@ -632,6 +653,7 @@ class SqliteStoreImpl implements SqliteStore {
       throw error;
     }
     this.#connection = fresh;
+    this.#parkedRows = undefined;
     this.#files = files;
     closeQuietly(stale);
   }

@@ -35,6 +35,25 @@ describe('ParkStore (SQLite)', () => {
       expect(await store.getParkedCall('call-1')).toEqual(record);
     });
 
+    it('finds a call parked after a read that found the file empty (the count it skips reads by)', async () => {
+      const store = temp.open();
+      expect(await store.getParkedCall('call-1')).toBeUndefined();
+
+      await store.parkCall(parkedCall('call-1', ['op-1'], 1_000));
+
+      expect(await store.getParkedCall('call-1')).toMatchObject({ toolCallId: 'call-1' });
+      expect(await store.getParkedCall('call-2')).toBeUndefined();
+    });
+
+    it('finds a call parked by an earlier process when it opens the file', async () => {
+      const first = temp.open();
+      await first.parkCall(parkedCall('call-1', ['op-1'], 1_000));
+      first.close();
+
+      const store = temp.open();
+      expect(await store.getParkedCall('call-1')).toMatchObject({ toolCallId: 'call-1' });
+    });
+
     it('is idempotent: a second park resolves to the first record with created false', async () => {
       const store = temp.open();
       const first = parkedCall('call-1', ['op-1'], 1_000);
