@@ -751,21 +751,24 @@ const DURATION_UNITS_MS: Record<string, number> = {
 
 /**
  * Parses a duration such as `7d`, `12h`, `30m`, `90s`, `500ms` or a plain
- * number of seconds into milliseconds.
+ * number of seconds into milliseconds, rounded to a whole number (the
+ * retention sweep counts whole milliseconds).
  *
- * @throws InvalidArgumentError naming the flag.
+ * @throws InvalidArgumentError naming the flag, also when the duration
+ *   rounds to 0 ms or is too long to count in milliseconds exactly.
+ * @example parseDuration('2.3h', 'retention') // 8_280_000
  */
 export function parseDuration(text: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
-  const value = Number(m?.[1]);
-  if (m === null || !(value > 0)) {
+  const ms = Math.round(Number(m?.[1]) * (DURATION_UNITS_MS[m?.[2] ?? 's'] as number));
+  if (m === null || !(ms > 0) || !Number.isSafeInteger(ms)) {
     throw new InvalidArgumentError(
       flag,
       INVALID_FLAG,
       `--${flag} must be a duration such as 7d, 12h, 30m or 90s`,
     );
   }
-  return value * (DURATION_UNITS_MS[m[2] ?? 's'] as number);
+  return ms;
 }
 
 /** Readers of option values, as {@link parseServeConfig} builds them. */

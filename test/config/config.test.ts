@@ -65,6 +65,14 @@ describe('serve configuration', () => {
     expect(flags.dbPath).toBe('x.db');
   });
 
+  it('rounds a duration to whole milliseconds, and refuses one that rounds to nothing', () => {
+    // 2.3 * 3,600,000 is 8,279,999.999... in floating point.
+    expect(parseServeConfig(['--retention', '2.3h'], {}).retentionMs).toBe(8_280_000);
+    expect(() => parseServeConfig(['--retention', '0.1ms'], {})).toThrow(
+      expect.objectContaining({ field: 'retention', reason: 'INVALID_FLAG' }),
+    );
+  });
+
   it.each([
     [['--grpc-listen', 'nohost'], 'grpc-listen'],
     [['--grpc-listen', '1.2.3.4:70000'], 'grpc-listen'],
