@@ -34,6 +34,13 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
 
+/**
+ * Smallest `--db-max-size`: an empty database takes 16 pages (64 KiB at the
+ * default page size of 4 KiB, one page per table and index), so this leaves
+ * as much again for rows, the planner's statistics and the write probe.
+ */
+export const MIN_DB_MAX_SIZE_BYTES = 128 * 1024;
+
 /** A `--socket-mode`: three or four octal digits. */
 const SOCKET_MODE = /^0?[0-7]{3}$/;
 
@@ -600,12 +607,12 @@ export function parseServeConfig(
   const dbMaxSizeBytes = maxSize === undefined ? undefined : Number(maxSize);
   if (
     dbMaxSizeBytes !== undefined &&
-    (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < 65_536)
+    (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < MIN_DB_MAX_SIZE_BYTES)
   ) {
     throw new InvalidArgumentError(
       'db-max-size',
       INVALID_FLAG,
-      '--db-max-size must be a whole number of bytes >= 65536',
+      `--db-max-size must be a whole number of bytes >= ${MIN_DB_MAX_SIZE_BYTES}`,
     );
   }
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');

@@ -79,6 +79,8 @@ describe('serve configuration', () => {
     [['--http-listen', 'unix:/a'], 'http-listen'],
     [['--shutdown-grace=-1'], 'shutdown-grace'],
     [['--log-level', 'loud'], 'log-level'],
+    // An empty database alone takes 64 KiB.
+    [['--db-max-size', '65536'], 'db-max-size'],
     [['--nope', 'x'], 'args'],
   ])('refuses %j, naming %s', (args, field) => {
     expect(() => parseServeConfig(args, {})).toThrow(expect.objectContaining({ field }));
