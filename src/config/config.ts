@@ -169,6 +169,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'how long completed operations and published results are kept (e.g. 7d, 12h, 30m, 90s)',
   },
   {
+    flag: 'tombstone-retention',
+    env: 'AGENTHOOKS_TOMBSTONE_RETENTION',
+    value: 'DURATION',
+    default: '7d',
+    help: 'how long an expired operation keeps a tombstone that fails decisions naming it closed (OPERATION_EXPIRED); afterwards it is unknown',
+  },
+  {
     flag: 'env-file',
     env: 'AGENTHOOKS_ENV_FILE',
     value: 'PATH',
@@ -358,6 +365,8 @@ export interface ServeConfig {
   readonly storeCheckIntervalMs: number;
   /** How long completed operations and published results are kept. */
   readonly retentionMs: number;
+  /** How long the tombstone of an expired operation is kept. */
+  readonly tombstoneRetentionMs: number;
   readonly shutdownGraceMs: number;
   /** Time a local handler has to reply. */
   readonly handlerTimeoutMs: number;
@@ -617,6 +626,10 @@ export function parseServeConfig(
   }
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
   const retentionMs = parseDuration(one('retention') as string, 'retention');
+  const tombstoneRetentionMs = parseDuration(
+    one('tombstone-retention') as string,
+    'tombstone-retention',
+  );
   const qstashUrl = one('qstash-url') as string;
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(
@@ -654,6 +667,7 @@ export function parseServeConfig(
     dbMaxSizeBytes,
     storeCheckIntervalMs,
     retentionMs,
+    tombstoneRetentionMs,
     grpcListen: Object.freeze(grpcListen),
     healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
     httpListen:
