@@ -25,8 +25,15 @@ import { startRetention } from './store/retention.js';
 import { openSqliteStore } from './store/sqlite.js';
 import { createUserDirectory } from './users/directory.js';
 
-/** Interval of the retention sweep, in milliseconds (shorter when the retention itself is short). */
+/** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
 export const RETENTION_SWEEP_INTERVAL_MS = 60_000;
+/**
+ * Sweeps per retention period when the shorter retention is under four
+ * intervals: rows then outstay it by at most a quarter of it.
+ */
+const SWEEPS_PER_SHORT_RETENTION = 4;
+/** Shortest sweep interval, in milliseconds, whatever the retentions. */
+const RETENTION_SWEEP_MIN_INTERVAL_MS = 100;
 /** Rows removed per retention transaction, so a sweep never stalls calls. */
 export const RETENTION_BATCH_SIZE = 200;
 
@@ -145,14 +152,23 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
+  const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
   const retention = startRetention({
     store,
     retentionMs: config.retentionMs,
-    intervalMs: Math.min(RETENTION_SWEEP_INTERVAL_MS, Math.max(100, config.retentionMs / 4)),
+    tombstoneRetentionMs: config.tombstoneRetentionMs,
+    intervalMs: Math.min(
+      RETENTION_SWEEP_INTERVAL_MS,
+      Math.max(RETENTION_SWEEP_MIN_INTERVAL_MS, shortestRetentionMs / SWEEPS_PER_SHORT_RETENTION),
+    ),
     batchSize: RETENTION_BATCH_SIZE,
-    onExpired: (operations) => {
-      registry.forget(operations);
-      logger.info('operations expired', { operations: operations.length });
+    onExpired: (operations, _parkedCalls, tombstones) => {
+      if (operations.length > 0) {
+        registry.forget(operations);
+        logger.info('operations expired', { operations: operations.length });
+      }
+      // Nothing is cached for a tombstone: reading one fails, and failures are not cached.
+      if (tombstones > 0) logger.info('tombstones removed', { tombstones });
     },
     onError: (e) => {
       logger.warn('retention sweep failed', { err: e });

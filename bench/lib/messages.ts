@@ -14,6 +14,8 @@ import {
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
+  type CompleteOperationRequest,
+  CompleteOperationRequestSchema,
   type DecideToolCallRequest,
   DecideToolCallRequestSchema,
   type DispatchRequest,
@@ -68,6 +70,23 @@ export function withToolCallId(request: DecideToolCallRequest, n: number): Decid
   const context = request.event?.context;
   if (context !== undefined) context.toolCallId = fixedId('call_', n);
   return request;
+}
+
+/** Returns the `CompleteOperation` request of a run of `operationId` that ended `done`. */
+export function completeRequest(operationId: string): CompleteOperationRequest {
+  return create(CompleteOperationRequestSchema, {
+    event: {
+      operationId,
+      agentId: 'agent_research',
+      userId: 'user_42',
+      reason: 'done',
+      status: 'done',
+      lastAssistantContent: 'Summarised the build configuration in three bullet points.',
+      steps: 7,
+      totalTokens: 18_432,
+      errorMessage: '',
+    },
+  });
 }
 
 /** Returns an `afterStep` event on `operationId`, the event of the dispatch scenarios. */

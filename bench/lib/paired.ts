@@ -197,16 +197,14 @@ function decideJson(args?: unknown): unknown {
   return json;
 }
 
-/** Arguments of about `bytes` bytes of JSON: records as a file-editing tool would send. */
+/**
+ * Arguments of about `bytes` bytes, as a file-writing tool sends them: a
+ * path, a few options and the file's content (lines of source text).
+ */
 export function argsOfSize(bytes: number): Record<string, unknown> {
-  const record = (i: number) => ({
-    path: `/workspace/src/module_${i}.ts`,
-    line: i,
-    text: `export const value${i} = compute(${i}, "a line of source text");`,
-  });
-  const recordBytes = JSON.stringify(record(0)).length + 1;
-  const count = Math.max(1, Math.round(bytes / recordBytes));
-  return { edits: Array.from({ length: count }, (_, i) => record(i)) };
+  const line = 'export const value = compute(42, "a line of source text");\n';
+  const content = line.repeat(Math.max(1, Math.round(bytes / line.length)));
+  return { path: '/workspace/src/generated.ts', encoding: 'utf8', overwrite: true, content };
 }
 
 /** The DecideToolCall request with `args`, serialized (ghz `--binary-file`). */
@@ -419,7 +417,7 @@ function argsScenario(kib: number): Scenario {
   const label = kib >= KIB ? `${kib / KIB}mb` : `${kib}kb`;
   return {
     id: `args-${label}`,
-    title: `DecideToolCall with ${kib >= KIB ? `${kib / KIB} MB` : `${kib} KB`} of arguments (structured JSON), no hook, c=${ARGS_CONCURRENCY}: sidecar against the floor`,
+    title: `DecideToolCall with ${kib >= KIB ? `${kib / KIB} MB` : `${kib} KB`} of arguments (a file's content), no hook, c=${ARGS_CONCURRENCY}: sidecar against the floor`,
     kind: 'sidecar',
     paired: true,
     metrics: CLOSED_METRICS.map((m) => ({

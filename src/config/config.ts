@@ -35,6 +35,13 @@ export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
 
+/**
+ * Smallest `--db-max-size`: an empty database takes 16 pages (64 KiB at the
+ * default page size of 4 KiB, one page per table and index), so this leaves
+ * as much again for rows, the planner's statistics and the write probe.
+ */
+export const MIN_DB_MAX_SIZE_BYTES = 128 * 1024;
+
 /** A `--socket-mode`: three or four octal digits. */
 const SOCKET_MODE = /^0?[0-7]{3}$/;
 
@@ -161,6 +168,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     value: 'DURATION',
     default: '7d',
     help: 'how long completed operations and published results are kept (e.g. 7d, 12h, 30m, 90s)',
+  },
+  {
+    flag: 'tombstone-retention',
+    env: 'AGENTHOOKS_TOMBSTONE_RETENTION',
+    value: 'DURATION',
+    default: '7d',
+    help: 'how long an expired operation keeps a tombstone that fails decisions naming it closed (OPERATION_EXPIRED); afterwards it is unknown',
   },
   {
     flag: 'env-file',
@@ -352,6 +366,8 @@ export interface ServeConfig {
   readonly storeCheckIntervalMs: number;
   /** How long completed operations and published results are kept. */
   readonly retentionMs: number;
+  /** How long the tombstone of an expired operation is kept. */
+  readonly tombstoneRetentionMs: number;
   readonly shutdownGraceMs: number;
   /** Time a local handler has to reply. */
   readonly handlerTimeoutMs: number;
@@ -601,16 +617,20 @@ export function parseServeConfig(
   const dbMaxSizeBytes = maxSize === undefined ? undefined : Number(maxSize);
   if (
     dbMaxSizeBytes !== undefined &&
-    (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < 65_536)
+    (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < MIN_DB_MAX_SIZE_BYTES)
   ) {
     throw new InvalidArgumentError(
       'db-max-size',
       INVALID_FLAG,
-      '--db-max-size must be a whole number of bytes >= 65536',
+      `--db-max-size must be a whole number of bytes >= ${MIN_DB_MAX_SIZE_BYTES}`,
     );
   }
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
   const retentionMs = parseDuration(one('retention') as string, 'retention');
+  const tombstoneRetentionMs = parseDuration(
+    one('tombstone-retention') as string,
+    'tombstone-retention',
+  );
   const qstashUrl = one('qstash-url') as string;
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(
@@ -648,6 +668,7 @@ export function parseServeConfig(
       dbMaxSizeBytes,
       storeCheckIntervalMs,
       retentionMs,
+      tombstoneRetentionMs,
       grpcListen: Object.freeze(grpcListen),
       healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
       httpListen:
@@ -753,21 +774,24 @@ const DURATION_UNITS_MS: Record<string, number> = {
 
 /**
  * Parses a duration such as `7d`, `12h`, `30m`, `90s`, `500ms` or a plain
- * number of seconds into milliseconds.
+ * number of seconds into milliseconds, rounded to a whole number (the
+ * retention sweep counts whole milliseconds).
  *
- * @throws InvalidArgumentError naming the flag.
+ * @throws InvalidArgumentError naming the flag, also when the duration
+ *   rounds to 0 ms or is too long to count in milliseconds exactly.
+ * @example parseDuration('2.3h', 'retention') // 8_280_000
  */
 export function parseDuration(text: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
-  const value = Number(m?.[1]);
-  if (m === null || !(value > 0)) {
+  const ms = Math.round(Number(m?.[1]) * (DURATION_UNITS_MS[m?.[2] ?? 's'] as number));
+  if (m === null || !(ms > 0) || !Number.isSafeInteger(ms)) {
     throw new InvalidArgumentError(
       flag,
       INVALID_FLAG,
       `--${flag} must be a duration such as 7d, 12h, 30m or 90s`,
     );
   }
-  return value * (DURATION_UNITS_MS[m[2] ?? 's'] as number);
+  return ms;
 }
 
 /** Readers of option values, as {@link parseServeConfig} builds them. */

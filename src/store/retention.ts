@@ -1,15 +1,26 @@
 /**
  * @module Retention: completed operations and published placeholders expire
- * after a configurable time (default 7 days). A sweep removes them in small
- * batches, each its own short transaction, and yields to the event loop
- * between batches, so that a backlog of thousands of rows never stalls calls.
- * Sweeps run on an unref'd interval that does not keep the process alive.
+ * after a configurable time (default 7 days); an expired operation leaves a
+ * tombstone, which expires in turn after a further configurable time
+ * (default 7 days), so that the store stops growing at a steady load. A
+ * sweep removes them in small batches, each its own short transaction, and
+ * yields to the event loop between batches, so that a backlog of thousands
+ * of rows never stalls calls. Sweeps run on an unref'd interval that does
+ * not keep the process alive.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import type { ExpireResult, RetentionStore } from './store.js';
 
 /** Default of {@link RetentionOptions.retentionMs}: 7 days, in milliseconds. */
 export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
+/**
+ * Default of {@link RetentionOptions.tombstoneRetentionMs}: 7 days, in
+ * milliseconds, as long again as the operation was kept. A tombstone costs
+ * about an eighth of a typical operation (README, "Durability"), so this adds
+ * an eighth to the store; 30 days would add half, past the 1 GiB data volume
+ * of the shipped manifest at a steady operation per second.
+ */
+export const DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 60 * 60 * 1000;
 /** Default of {@link RetentionOptions.intervalMs}: one minute, in milliseconds. */
 export const DEFAULT_RETENTION_INTERVAL_MS = 60 * 1000;
 /** Default of {@link RetentionOptions.batchSize}: rows of each kind per transaction. */
@@ -24,6 +35,13 @@ export interface RetentionOptions {
    * milliseconds; a non-negative safe integer. Default {@link DEFAULT_RETENTION_MS}.
    */
   readonly retentionMs?: number;
+  /**
+   * How long a tombstone is kept after its operation expired, in
+   * milliseconds; a non-negative safe integer. Afterwards the operation is
+   * unknown: a decision naming it no longer fails with `OPERATION_EXPIRED`.
+   * Default {@link DEFAULT_TOMBSTONE_RETENTION_MS}.
+   */
+  readonly tombstoneRetentionMs?: number;
   /** Time between sweeps, in milliseconds; positive. Default {@link DEFAULT_RETENTION_INTERVAL_MS}. */
   readonly intervalMs?: number;
   /**
@@ -35,10 +53,11 @@ export interface RetentionOptions {
   readonly now?: () => number;
   /**
    * Called after each batch that removed something, with the operations that
-   * became tombstones (drop them from caches) and how many published parked
-   * calls were deleted. What it throws goes to `onError`; the sweep goes on.
+   * became tombstones (drop them from caches), how many published parked
+   * calls were deleted and how many tombstones were deleted. What it throws
+   * goes to `onError`; the sweep goes on.
    */
-  readonly onExpired?: (operations: string[], parkedCalls: number) => void;
+  readonly onExpired?: (operations: string[], parkedCalls: number, tombstones: number) => void;
   /**
    * Called when a batch fails (the store is locked, read-only...); the sweep
    * stops and the next interval tries again. Without it, failures are dropped:
@@ -53,6 +72,8 @@ export interface SweepResult {
   readonly operations: number;
   /** Published parked calls deleted. */
   readonly parkedCalls: number;
+  /** Tombstones deleted. */
+  readonly tombstones: number;
   /** Batches (transactions) run, the last one included. */
   readonly batches: number;
 }
@@ -61,7 +82,7 @@ export interface SweepResult {
 export interface Retention {
   /**
    * Sweeps now, batch after batch until a batch comes back short, with the
-   * cutoff taken once at its start; joins the sweep in progress when there
+   * cutoffs taken once at its start; joins the sweep in progress when there
    * is one. Never rejects: failures go to `onError` and end the sweep.
    */
   sweep(): Promise<SweepResult>;
@@ -85,10 +106,16 @@ export interface Retention {
 export function startRetention(options: RetentionOptions): Retention {
   const { store, now = Date.now, onExpired, onError } = options;
   const retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
+  const tombstoneRetentionMs = options.tombstoneRetentionMs ?? DEFAULT_TOMBSTONE_RETENTION_MS;
   const intervalMs = options.intervalMs ?? DEFAULT_RETENTION_INTERVAL_MS;
   const batchSize = options.batchSize ?? DEFAULT_RETENTION_BATCH_SIZE;
   if (!Number.isSafeInteger(retentionMs) || retentionMs < 0) {
     throw new RangeError(`retentionMs must be a non-negative integer, got ${retentionMs}`);
+  }
+  if (!Number.isSafeInteger(tombstoneRetentionMs) || tombstoneRetentionMs < 0) {
+    throw new RangeError(
+      `tombstoneRetentionMs must be a non-negative integer, got ${tombstoneRetentionMs}`,
+    );
   }
   if (!Number.isFinite(intervalMs) || intervalMs <= 0) {
     throw new RangeError(`intervalMs must be a positive number, got ${intervalMs}`);
@@ -109,15 +136,18 @@ export function startRetention(options: RetentionOptions): Retention {
   };
 
   const run = async function retentionSweep(): Promise<SweepResult> {
-    // One cutoff per sweep, so that a sweep ends even while rows keep aging.
-    const cutoff = Math.trunc(now()) - retentionMs;
+    // One pair of cutoffs per sweep, so that a sweep ends even while rows keep aging.
+    const start = Math.trunc(now());
+    const cutoff = start - retentionMs;
+    const tombstoneCutoff = start - tombstoneRetentionMs;
     let operations = 0;
     let parkedCalls = 0;
+    let tombstones = 0;
     let batches = 0;
     while (!stopped) {
       let expired: ExpireResult;
       try {
-        expired = await store.expireBefore(cutoff, batchSize);
+        expired = await store.expireBefore(cutoff, batchSize, tombstoneCutoff);
       } catch (e: unknown) {
         report(e);
         break;
@@ -125,31 +155,36 @@ export function startRetention(options: RetentionOptions): Retention {
       batches += 1;
       operations += expired.operations.length;
       parkedCalls += expired.parkedCalls;
-      if (expired.operations.length > 0 || expired.parkedCalls > 0) {
+      tombstones += expired.tombstones;
+      if (expired.operations.length > 0 || expired.parkedCalls > 0 || expired.tombstones > 0) {
         try {
-          onExpired?.(expired.operations, expired.parkedCalls);
+          onExpired?.(expired.operations, expired.parkedCalls, expired.tombstones);
         } catch (e: unknown) {
           report(e);
         }
       }
-      if (expired.operations.length < batchSize && expired.parkedCalls < batchSize) {
+      if (
+        expired.operations.length < batchSize &&
+        expired.parkedCalls < batchSize &&
+        expired.tombstones < batchSize
+      ) {
         break;
       }
       // Lets waiting I/O and calls run between two transactions.
       await yieldToEventLoop();
     }
-    return { operations, parkedCalls, batches };
+    return { operations, parkedCalls, tombstones, batches };
   };
 
   const sweep = (): Promise<SweepResult> => {
     if (stopped) {
-      return Promise.resolve({ operations: 0, parkedCalls: 0, batches: 0 });
+      return Promise.resolve({ operations: 0, parkedCalls: 0, tombstones: 0, batches: 0 });
     }
     running ??= run()
       .catch((e: unknown): SweepResult => {
         // Only `now()` can throw here; the batches report their own failures.
         report(e);
-        return { operations: 0, parkedCalls: 0, batches: 0 };
+        return { operations: 0, parkedCalls: 0, tombstones: 0, batches: 0 };
       })
       .finally(() => {
         running = undefined;

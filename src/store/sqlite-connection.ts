@@ -61,6 +61,7 @@ export type PublishRowOutcome =
 export interface ExpiredRows {
   readonly operations: string[];
   readonly parkedCalls: number;
+  readonly tombstones: number;
 }
 
 /**
@@ -170,7 +171,7 @@ function configure(db: Database.Database, settings: ConnectionSettings): number 
 const PARKED_CALL_COLUMNS =
   'tool_call_id, operation_id, chain, kind, context, parked_at, final_result, published_at';
 
-/** Parameters of the two retention statements. */
+/** Parameters of the retention statements. */
 interface RetentionBatch {
   readonly cutoff: number;
   readonly limit: number;
@@ -203,6 +204,25 @@ export const DELETE_PUBLISHED_SQL = `DELETE FROM parked_calls WHERE tool_call_id
   SELECT tool_call_id FROM parked_calls
   WHERE published_at IS NOT NULL AND published_at < @cutoff
   ORDER BY published_at
+  LIMIT @limit)`;
+
+/**
+ * Deletes one batch of tombstones that expired before `@cutoff`, oldest
+ * first, at most `@limit`, found through the partial index
+ * `operations_expired_at`. A tombstone that a remaining parked call names (a
+ * call published after its operations completed outlives them) stays until
+ * retention deletes that call: deleting it would break the foreign keys of
+ * `parked_call_operations` and `parked_calls` and fail the whole batch, so
+ * the two NOT EXISTS skip it, each through an index whose key starts with
+ * `operation_id`. The tombstone's hooks went when it expired; the cascade
+ * would take any left. Exported for the query-plan test.
+ */
+export const DELETE_TOMBSTONES_SQL = `DELETE FROM operations WHERE id IN (
+  SELECT o.id FROM operations AS o
+  WHERE o.status = 'expired' AND o.expired_at < @cutoff
+    AND NOT EXISTS (SELECT 1 FROM parked_call_operations AS l WHERE l.operation_id = o.id)
+    AND NOT EXISTS (SELECT 1 FROM parked_calls AS p WHERE p.operation_id = o.id)
+  ORDER BY o.expired_at
   LIMIT @limit)`;
 
 /**
@@ -245,7 +265,9 @@ export class SqliteConnection {
   >;
   readonly #complete: Database.Statement<[{ id: string; at: number }]>;
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
-  readonly #expire: Database.Transaction<(batch: RetentionBatch, now: number) => ExpiredRows>;
+  readonly #expire: Database.Transaction<
+    (batch: RetentionBatch, tombstones: RetentionBatch | undefined, now: number) => ExpiredRows
+  >;
 
   /**
    * @param commitProbePages Pages that {@link SqliteConnection.commitProbe} writes.
@@ -353,10 +375,11 @@ export class SqliteConnection {
       'SELECT id, status FROM operations WHERE id IN (SELECT value FROM json_each(?))',
     );
     const selectExpirable = db.prepare<[RetentionBatch], { id: string }>(SELECT_EXPIRABLE_SQL);
-    const markExpired = db.prepare<[number, string]>(
-      "UPDATE operations SET status = 'expired', updated_at = ? WHERE id = ?",
+    const markExpired = db.prepare<[{ id: string; now: number }]>(
+      "UPDATE operations SET status = 'expired', updated_at = @now, expired_at = @now WHERE id = @id",
     );
     const deletePublished = db.prepare<[RetentionBatch]>(DELETE_PUBLISHED_SQL);
+    const deleteTombstones = db.prepare<[RetentionBatch]>(DELETE_TOMBSTONES_SQL);
 
     this.#append = db.transaction(
       (
@@ -446,15 +469,21 @@ export class SqliteConnection {
         return { published: false, stored: stored.final_result };
       },
     );
-    this.#expire = db.transaction((batch: RetentionBatch, now: number): ExpiredRows => {
-      const parkedCalls = deletePublished.run(batch).changes;
-      const operations = selectExpirable.all(batch).map((row) => row.id);
-      for (const id of operations) {
-        deleteHooks.run(id);
-        markExpired.run(now, id);
-      }
-      return { operations, parkedCalls };
-    });
+    // Published calls go first, so that their links no longer hold back the
+    // operations and tombstones they named.
+    this.#expire = db.transaction(
+      (batch: RetentionBatch, tombstoneBatch: RetentionBatch | undefined, now: number) => {
+        const parkedCalls = deletePublished.run(batch).changes;
+        const operations = selectExpirable.all(batch).map((row) => row.id);
+        for (const id of operations) {
+          deleteHooks.run(id);
+          markExpired.run({ id, now });
+        }
+        const tombstones =
+          tombstoneBatch === undefined ? 0 : deleteTombstones.run(tombstoneBatch).changes;
+        return { operations, parkedCalls, tombstones };
+      },
+    );
   }
 
   /** Appends hooks in one write transaction; see `HookStore.appendHooks`. */
@@ -563,9 +592,15 @@ export class SqliteConnection {
     return new Map(rows.map((row) => [row.id, row.status]));
   }
 
-  /** Removes one retention batch in one write transaction. */
-  expire(cutoff: number, limit: number, now: number): ExpiredRows {
-    return this.#expire.immediate({ cutoff, limit }, now);
+  /**
+   * Removes one retention batch in one write transaction: published calls
+   * and completed operations before `cutoff`, and, when `tombstoneCutoff` is
+   * given, tombstones that expired before it; at most `limit` of each kind.
+   */
+  expire(cutoff: number, limit: number, now: number, tombstoneCutoff?: number): ExpiredRows {
+    const tombstones =
+      tombstoneCutoff === undefined ? undefined : { cutoff: tombstoneCutoff, limit };
+    return this.#expire.immediate({ cutoff, limit }, tombstones, now);
   }
 
   /**

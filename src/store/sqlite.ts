@@ -415,13 +415,18 @@ class SqliteStoreImpl implements SqliteStore {
     );
   }
 
-  async expireBefore(cutoff: number, batchSize: number): Promise<ExpireResult> {
+  async expireBefore(
+    cutoff: number,
+    batchSize: number,
+    tombstoneCutoff?: number,
+  ): Promise<ExpireResult> {
     assertEpochMs('cutoff', cutoff);
+    if (tombstoneCutoff !== undefined) assertEpochMs('tombstoneCutoff', tombstoneCutoff);
     if (!Number.isSafeInteger(batchSize) || batchSize <= 0) {
       throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     }
     const expired = this.#run('expireBefore', 'expire old records', 'write', (c) =>
-      c.expire(cutoff, batchSize, Date.now()),
+      c.expire(cutoff, batchSize, Date.now(), tombstoneCutoff),
     );
     if (this.#parkedRows !== undefined) {
       this.#parkedRows = Math.max(0, this.#parkedRows - expired.parkedCalls);

@@ -17,7 +17,8 @@ export interface OperationHooks {
   readonly hooks: Hook[];
   /**
    * False when the store has no record of the operation (never registered,
-   * parked or completed): a decision reports it in `unknown_operations`.
+   * parked or completed, or its retention tombstone was removed): a decision
+   * reports it in `unknown_operations`.
    */
   readonly known: boolean;
   /** Parent operation, when a registration named one. */
@@ -284,7 +285,8 @@ export interface PublishOutcome {
  * - `active`: known, not completed.
  * - `completed`: completed; its hooks stay until retention expires it.
  * - `expired`: a tombstone; its hooks are gone and a decision must fail closed.
- * - `unknown`: the store has no row for it (no hooks, no park, no completion).
+ * - `unknown`: the store has no row for it (no hooks, no park, no completion),
+ *   or retention removed its tombstone.
  */
 export type OperationState = 'active' | 'completed' | 'expired' | 'unknown';
 
@@ -366,24 +368,32 @@ export interface ExpireResult {
   readonly operations: string[];
   /** How many published parked calls this batch deleted. */
   readonly parkedCalls: number;
+  /** How many tombstones this batch deleted (their operations are unknown from then on). */
+  readonly tombstones: number;
 }
 
 /**
  * Removes what retention no longer needs to keep.
  *
  * @example
- * const { operations } = await retention.expireBefore(Date.now() - SEVEN_DAYS_MS, 100);
+ * const now = Date.now();
+ * const { operations } = await retention.expireBefore(now - SEVEN_DAYS_MS, 100, now - THIRTY_DAYS_MS);
  */
 export interface RetentionStore {
   /**
    * Removes one small batch, in its own short write transaction: at most
    * `batchSize` completed operations with `completed_at < cutoff` and no
    * parked call still waiting on them (their hooks are deleted and the row
-   * stays as an `expired` tombstone), and at most `batchSize` parked calls
-   * published before `cutoff`. Call it again while a batch comes back full.
+   * stays as an `expired` tombstone, stamped with the time of this call);
+   * at most `batchSize` parked calls published before `cutoff`; and, when
+   * `tombstoneCutoff` is given, at most `batchSize` tombstones that became
+   * tombstones before it and that no remaining parked call names (the row
+   * is deleted, so the operation is unknown from then on). Without
+   * `tombstoneCutoff`, tombstones are kept. Call it again while a batch
+   * comes back full.
    *
-   * @throws RangeError when `cutoff` is not a safe integer or `batchSize` is
-   *   not a positive integer.
+   * @throws RangeError when `cutoff` or `tombstoneCutoff` is not a safe
+   *   integer or `batchSize` is not a positive integer.
    */
-  expireBefore(cutoff: number, batchSize: number): Promise<ExpireResult>;
+  expireBefore(cutoff: number, batchSize: number, tombstoneCutoff?: number): Promise<ExpireResult>;
 }

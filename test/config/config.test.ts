@@ -8,6 +8,7 @@ import {
   parseServeConfig,
   serveHelp,
 } from '../../src/config/config.js';
+import { DEFAULT_RETENTION_MS, DEFAULT_TOMBSTONE_RETENTION_MS } from '../../src/store/retention.js';
 
 /** Escapes a text for use in a regular expression. */
 function escapeRegExp(text: string): string {
@@ -65,12 +66,48 @@ describe('serve configuration', () => {
     expect(flags.dbPath).toBe('x.db');
   });
 
+  it('rounds a duration to whole milliseconds, and refuses one that rounds to nothing', () => {
+    // 2.3 * 3,600,000 is 8,279,999.999... in floating point.
+    expect(parseServeConfig(['--retention', '2.3h'], {}).retentionMs).toBe(8_280_000);
+    expect(() => parseServeConfig(['--retention', '0.1ms'], {})).toThrow(
+      expect.objectContaining({ field: 'retention', reason: 'INVALID_FLAG' }),
+    );
+  });
+
+  it('reads both retentions as durations, defaulting to the retention module defaults', () => {
+    const defaults = parseServeConfig([], {});
+    expect(defaults.retentionMs).toBe(DEFAULT_RETENTION_MS);
+    expect(defaults.tombstoneRetentionMs).toBe(DEFAULT_TOMBSTONE_RETENTION_MS);
+
+    const env = { AGENTHOOKS_RETENTION: '12h', AGENTHOOKS_TOMBSTONE_RETENTION: '30d' };
+    const fromEnv = parseServeConfig([], env);
+    expect(fromEnv.retentionMs).toBe(12 * 3_600_000);
+    expect(fromEnv.tombstoneRetentionMs).toBe(30 * 86_400_000);
+    expect(parseServeConfig(['--tombstone-retention', '500ms'], env).tombstoneRetentionMs).toBe(
+      500,
+    );
+  });
+
+  it.each([
+    ['--tombstone-retention', '0'],
+    ['--tombstone-retention', '0.4ms'],
+    ['--tombstone-retention', '1w'],
+    ['--tombstone-retention', '7 days'],
+    ['--tombstone-retention', '99999999999999d'],
+  ])('refuses %s %s with INVALID_FLAG naming the flag', (flag, value) => {
+    expect(() => parseServeConfig([flag, value], {})).toThrow(
+      expect.objectContaining({ field: flag.slice(2), reason: 'INVALID_FLAG' }),
+    );
+  });
+
   it.each([
     [['--grpc-listen', 'nohost'], 'grpc-listen'],
     [['--grpc-listen', '1.2.3.4:70000'], 'grpc-listen'],
     [['--http-listen', 'unix:/a'], 'http-listen'],
     [['--shutdown-grace=-1'], 'shutdown-grace'],
     [['--log-level', 'loud'], 'log-level'],
+    // An empty database alone takes 64 KiB.
+    [['--db-max-size', '65536'], 'db-max-size'],
     [['--nope', 'x'], 'args'],
   ])('refuses %j, naming %s', (args, field) => {
     expect(() => parseServeConfig(args, {})).toThrow(expect.objectContaining({ field }));

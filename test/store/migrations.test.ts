@@ -39,7 +39,7 @@ describe('store migrations', () => {
     expect(
       raw
         .prepare(
-          "SELECT name, type, dflt_value FROM pragma_table_info('operations') WHERE cid >= 4",
+          "SELECT name, type, dflt_value FROM pragma_table_info('operations') WHERE cid IN (4, 5)",
         )
         .all(),
     ).toEqual([
@@ -74,12 +74,69 @@ describe('store migrations', () => {
         sql: expect.stringContaining("WHERE status = 'completed'"),
       },
       {
+        name: 'operations_expired_at',
+        sql: expect.stringContaining("WHERE status = 'expired'"),
+      },
+      {
         name: 'parked_calls_published_at',
         sql: expect.stringContaining('WHERE published_at IS NOT NULL'),
       },
     ]);
     raw.prepare("INSERT INTO operations (id, created_at, updated_at) VALUES ('x', 0, 0)").run();
     expect(() => raw.prepare("UPDATE operations SET status = 'paused'").run()).toThrow(/CHECK/);
+  });
+
+  it('adds the tombstone expiry column and the indexes of version 4', () => {
+    temp.open();
+    const raw = temp.raw();
+
+    expect(
+      raw
+        .prepare(
+          "SELECT name, type, dflt_value FROM pragma_table_info('operations') WHERE cid >= 6",
+        )
+        .all(),
+    ).toEqual([{ name: 'expired_at', type: 'INTEGER', dflt_value: null }]);
+    expect(
+      raw
+        .prepare(
+          "SELECT name FROM pragma_index_list('parked_calls') WHERE origin = 'c' ORDER BY name",
+        )
+        .all(),
+    ).toEqual([{ name: 'parked_calls_operation_id' }, { name: 'parked_calls_published_at' }]);
+    expect(raw.pragma('index_info(parked_calls_operation_id)')).toMatchObject([
+      { name: 'operation_id' },
+    ]);
+  });
+
+  it('upgrades a version 3 database in place: a tombstone expires from the time it was stamped', async () => {
+    const raw = new Database(temp.path());
+    raw.transaction(() => {
+      for (const migration of MIGRATIONS.slice(0, 3)) migration(raw);
+      raw.pragma('user_version = 3');
+    })();
+    const insert = raw.prepare(
+      'INSERT INTO operations (id, created_at, updated_at, status, completed_at) VALUES (?, 1, ?, ?, ?)',
+    );
+    insert.run('tombstone', 5_000, 'expired', 2_000);
+    insert.run('done', 5_000, 'completed', 2_000);
+    insert.run('active', 5_000, 'active', null);
+    raw.close();
+
+    const store = temp.open();
+
+    expect(temp.raw().prepare('SELECT id, expired_at FROM operations ORDER BY id').all()).toEqual([
+      { id: 'active', expired_at: null },
+      { id: 'done', expired_at: null },
+      { id: 'tombstone', expired_at: 5_000 },
+    ]);
+    expect(await store.expireBefore(0, 10, 5_000)).toMatchObject({ tombstones: 0 });
+    expect(await store.expireBefore(0, 10, 5_001)).toMatchObject({ tombstones: 1 });
+    expect([...(await store.operationState(['tombstone', 'done', 'active']))]).toEqual([
+      ['tombstone', 'unknown'],
+      ['done', 'completed'],
+      ['active', 'active'],
+    ]);
   });
 
   it('upgrades a version 2 database in place: operations become active, hooks stay', async () => {

@@ -3,9 +3,14 @@
  * `startRetention` sweeper, on real files in a temporary folder.
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import type Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { startRetention } from '../../src/store/retention.js';
-import { DELETE_PUBLISHED_SQL, SELECT_EXPIRABLE_SQL } from '../../src/store/sqlite-connection.js';
+import {
+  DELETE_PUBLISHED_SQL,
+  DELETE_TOMBSTONES_SQL,
+  SELECT_EXPIRABLE_SQL,
+} from '../../src/store/sqlite-connection.js';
 import type { ExpireResult, RetentionStore } from '../../src/store/store.js';
 import { parkedCall, toolResult, useTempStore, webhookHook } from './helpers.js';
 
@@ -13,6 +18,30 @@ import { parkedCall, toolResult, useTempStore, webhookHook } from './helpers.js'
 const CUTOFF = 10_000;
 /** An instant before {@link CUTOFF}. */
 const OLD = 1_000;
+/**
+ * Tables that hold something of an operation; a deleted tombstone leaves a
+ * row in none of them.
+ */
+const OPERATION_TABLES = ['operations', 'hooks', 'parked_calls', 'parked_call_operations'];
+
+/** Rows of each of {@link OPERATION_TABLES}, read on a raw connection. */
+function rowCounts(raw: Database.Database): Record<string, number> {
+  return Object.fromEntries(
+    OPERATION_TABLES.map((table) => [
+      table,
+      (raw.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n,
+    ]),
+  );
+}
+
+/** Time (epoch ms) at which retention turned `operationId` into a tombstone, read back raw. */
+function expiredAt(raw: Database.Database, operationId: string): number {
+  const row = raw.prepare('SELECT expired_at FROM operations WHERE id = ?').get(operationId) as
+    | { expired_at: number | null }
+    | undefined;
+  if (typeof row?.expired_at !== 'number') throw new Error(`${operationId} is not a tombstone`);
+  return row.expired_at;
+}
 
 describe('operation lifecycle and retention (SQLite)', () => {
   const temp = useTempStore();
@@ -75,6 +104,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
       expect(await store.expireBefore(CUTOFF, 10)).toEqual({
         operations: ['op-1'],
         parkedCalls: 0,
+        tombstones: 0,
       });
 
       const raw = temp.raw();
@@ -88,7 +118,11 @@ describe('operation lifecycle and retention (SQLite)', () => {
       ).toEqual({ id: 'op-1', parent_id: 'parent-1', status: 'expired', completed_at: OLD });
       expect((await store.operationState(['op-1'])).get('op-1')).toBe('expired');
       // Nothing left to do: a second batch finds nothing.
-      expect(await store.expireBefore(CUTOFF, 10)).toEqual({ operations: [], parkedCalls: 0 });
+      expect(await store.expireBefore(CUTOFF, 10)).toEqual({
+        operations: [],
+        parkedCalls: 0,
+        tombstones: 0,
+      });
     });
 
     it('fails closed on a tombstone: listing, registering and parking reject with OPERATION_EXPIRED', async () => {
@@ -127,7 +161,11 @@ describe('operation lifecycle and retention (SQLite)', () => {
       await store.markOperationCompleted('at-cutoff', CUTOFF);
       await store.markOperationCompleted('recent', CUTOFF + 1);
 
-      expect(await store.expireBefore(CUTOFF, 10)).toEqual({ operations: [], parkedCalls: 0 });
+      expect(await store.expireBefore(CUTOFF, 10)).toEqual({
+        operations: [],
+        parkedCalls: 0,
+        tombstones: 0,
+      });
     });
 
     it('does not expire an operation while a parked call on its chain still waits', async () => {
@@ -142,6 +180,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
       expect(await store.expireBefore(CUTOFF, 10)).toEqual({
         operations: ['op-3'],
         parkedCalls: 0,
+        tombstones: 0,
       });
       expect((await store.listHooks('op-2')).hooks.map((h) => h.id)).toEqual(['b']);
 
@@ -161,7 +200,11 @@ describe('operation lifecycle and retention (SQLite)', () => {
       await store.publishResult('old-published', toolResult('a'), OLD);
       await store.publishResult('new-published', toolResult('b'), CUTOFF);
 
-      expect(await store.expireBefore(CUTOFF, 10)).toEqual({ operations: [], parkedCalls: 1 });
+      expect(await store.expireBefore(CUTOFF, 10)).toEqual({
+        operations: [],
+        parkedCalls: 1,
+        tombstones: 0,
+      });
 
       expect(await store.getParkedCall('old-published')).toBeUndefined();
       expect(await store.getParkedCall('new-published')).toBeDefined();
@@ -183,12 +226,122 @@ describe('operation lifecycle and retention (SQLite)', () => {
       for (let i = 0; i < 4; i += 1) batches.push(await store.expireBefore(CUTOFF, 2));
 
       expect(batches).toEqual([
-        { operations: ['op-4', 'op-3'], parkedCalls: 2 },
-        { operations: ['op-2', 'op-1'], parkedCalls: 2 },
-        { operations: ['op-0'], parkedCalls: 1 },
-        { operations: [], parkedCalls: 0 },
+        { operations: ['op-4', 'op-3'], parkedCalls: 2, tombstones: 0 },
+        { operations: ['op-2', 'op-1'], parkedCalls: 2, tombstones: 0 },
+        { operations: ['op-0'], parkedCalls: 1, tombstones: 0 },
+        { operations: [], parkedCalls: 0, tombstones: 0 },
       ]);
       expect(await store.getParkedCall('call-0')).toBeUndefined();
+    });
+
+    it('stamps each tombstone with the time it expired, and keeps tombstones without a tombstone cutoff', async () => {
+      const store = temp.open();
+      await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+      await store.markOperationCompleted('op-1', OLD);
+      const before = Date.now();
+
+      await store.expireBefore(CUTOFF, 10);
+      const after = Date.now();
+
+      const raw = temp.raw();
+      const at = expiredAt(raw, 'op-1');
+      expect(at).toBeGreaterThanOrEqual(before);
+      expect(at).toBeLessThanOrEqual(after);
+      expect(await store.expireBefore(CUTOFF, 10)).toEqual({
+        operations: [],
+        parkedCalls: 0,
+        tombstones: 0,
+      });
+      expect((await store.operationState(['op-1'])).get('op-1')).toBe('expired');
+    });
+
+    it('deletes a tombstone that expired before the tombstone cutoff, leaving nothing of the operation', async () => {
+      const store = temp.open();
+      await store.appendHooks('op-1', 'parent-1', [webhookHook('a'), webhookHook('b')]);
+      await store.appendHooks('op-2', undefined, [webhookHook('c')]);
+      await store.markOperationCompleted('op-1', OLD);
+      await store.expireBefore(CUTOFF, 10);
+      const raw = temp.raw();
+      const at = expiredAt(raw, 'op-1');
+
+      // A tombstone stamped at the cutoff is not older than it.
+      expect(await store.expireBefore(CUTOFF, 10, at)).toMatchObject({ tombstones: 0 });
+      expect(await store.expireBefore(CUTOFF, 10, at + 1)).toEqual({
+        operations: [],
+        parkedCalls: 0,
+        tombstones: 1,
+      });
+
+      expect(raw.prepare("SELECT count(*) AS n FROM operations WHERE id = 'op-1'").get()).toEqual({
+        n: 0,
+      });
+      expect(
+        raw.prepare("SELECT count(*) AS n FROM hooks WHERE operation_id = 'op-1'").get(),
+      ).toEqual({ n: 0 });
+      // The operation is unknown now: no OPERATION_EXPIRED, no hooks, reported as unknown.
+      expect((await store.operationState(['op-1'])).get('op-1')).toBe('unknown');
+      expect(await store.listHooks('op-1')).toEqual({ hooks: [], known: false });
+      // Operations that were not tombstones are untouched.
+      expect((await store.listHooks('op-2')).hooks.map((h) => h.id)).toEqual(['c']);
+    });
+
+    it('keeps a tombstone while a published parked call names it, then deletes both in one batch', async () => {
+      const store = temp.open();
+      await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+      await store.appendHooks('op-2', undefined, [webhookHook('b')]);
+      // call-1 belongs to op-1, and op-2 continues it: both are linked to the call.
+      await store.parkCall(parkedCall('call-1', ['op-1', 'op-2']));
+      await store.markOperationCompleted('op-1', OLD);
+      await store.markOperationCompleted('op-2', OLD);
+      await store.publishResult('call-1', toolResult('done'), CUTOFF + 1);
+      const expired = await store.expireBefore(CUTOFF, 10);
+      expect(expired.operations.sort()).toEqual(['op-1', 'op-2']);
+      const raw = temp.raw();
+      const tombstoneCutoff = Math.max(expiredAt(raw, 'op-1'), expiredAt(raw, 'op-2')) + 1;
+
+      // The published call is younger than the cutoff: its record, and the tombstones it names, stay.
+      expect(await store.expireBefore(CUTOFF, 10, tombstoneCutoff)).toEqual({
+        operations: [],
+        parkedCalls: 0,
+        tombstones: 0,
+      });
+      expect(await store.getParkedCall('call-1')).toMatchObject({ publishedAt: CUTOFF + 1 });
+
+      // Once the call goes, so do both tombstones, in the same transaction.
+      expect(await store.expireBefore(CUTOFF + 2, 10, tombstoneCutoff)).toEqual({
+        operations: [],
+        parkedCalls: 1,
+        tombstones: 2,
+      });
+      expect(rowCounts(raw)).toEqual({
+        operations: 0,
+        hooks: 0,
+        parked_calls: 0,
+        parked_call_operations: 0,
+      });
+    });
+
+    it('removes at most batchSize tombstones per call, oldest first', async () => {
+      const store = temp.open();
+      const raw = temp.raw();
+      const insert = raw.prepare(
+        "INSERT INTO operations (id, created_at, updated_at, status, completed_at, expired_at) VALUES (?, 0, 0, 'expired', 0, ?)",
+      );
+      for (let i = 0; i < 5; i += 1) insert.run(`op-${i}`, OLD + 10 * (5 - i));
+
+      const batches: ExpireResult[] = [];
+      const left: string[][] = [];
+      for (let i = 0; i < 4; i += 1) {
+        batches.push(await store.expireBefore(CUTOFF, 2, CUTOFF));
+        left.push(
+          (raw.prepare('SELECT id FROM operations ORDER BY id').all() as { id: string }[]).map(
+            (row) => row.id,
+          ),
+        );
+      }
+
+      expect(batches.map((b) => b.tombstones)).toEqual([2, 2, 1, 0]);
+      expect(left).toEqual([['op-0', 'op-1', 'op-2'], ['op-0'], [], []]);
     });
 
     it('finds its rows through the partial indexes, without scanning a table', () => {
@@ -205,18 +358,29 @@ describe('operation lifecycle and retention (SQLite)', () => {
 
       const expirable = plan(SELECT_EXPIRABLE_SQL);
       const published = plan(DELETE_PUBLISHED_SQL);
+      const tombstones = plan(DELETE_TOMBSTONES_SQL);
 
       expect(expirable).toContain('USING INDEX operations_completed_at (completed_at<?)');
       expect(expirable).toContain('USING PRIMARY KEY (operation_id=?)');
       expect(published).toMatch(/USING INDEX parked_calls_published_at \(.*published_at<\?\)/);
-      expect(`${expirable}\n${published}`).not.toMatch(/^SCAN (o|operations|parked_calls)$/m);
+      expect(tombstones).toContain('SEARCH o USING INDEX operations_expired_at (expired_at<?)');
+      expect(tombstones).toContain('SEARCH l USING PRIMARY KEY (operation_id=?)');
+      // The plan lists the foreign-key checks of the delete too: parked_calls
+      // is searched through its operation_id index, not scanned per tombstone.
+      expect(tombstones).toContain(
+        'SEARCH parked_calls USING COVERING INDEX parked_calls_operation_id (operation_id=?)',
+      );
+      expect(`${expirable}\n${published}\n${tombstones}`).not.toMatch(
+        /^SCAN (o|l|p|operations|hooks|parked_calls|parked_call_operations)\b/m,
+      );
     });
 
-    it('rejects a batch size that is not a positive integer', async () => {
+    it('rejects a batch size that is not a positive integer, and a tombstone cutoff that is not an integer', async () => {
       const store = temp.open();
 
       await expect(store.expireBefore(CUTOFF, 0)).rejects.toThrow(RangeError);
       await expect(store.expireBefore(CUTOFF, 2.5)).rejects.toThrow(RangeError);
+      await expect(store.expireBefore(CUTOFF, 1, 1.5)).rejects.toThrow(RangeError);
     });
   });
 
@@ -289,12 +453,67 @@ describe('operation lifecycle and retention (SQLite)', () => {
 
       const [first, joined] = await Promise.all([retention.sweep(), retention.sweep()]);
 
-      expect(first).toEqual({ operations: 5, parkedCalls: 0, batches: 3 });
+      expect(first).toEqual({ operations: 5, parkedCalls: 0, tombstones: 0, batches: 3 });
       expect(joined).toBe(first);
-      expect(await retention.sweep()).toEqual({ operations: 0, parkedCalls: 0, batches: 1 });
+      expect(await retention.sweep()).toEqual({
+        operations: 0,
+        parkedCalls: 0,
+        tombstones: 0,
+        batches: 1,
+      });
       await retention.stop();
       await retention.stop();
-      expect(await retention.sweep()).toEqual({ operations: 0, parkedCalls: 0, batches: 0 });
+      expect(await retention.sweep()).toEqual({
+        operations: 0,
+        parkedCalls: 0,
+        tombstones: 0,
+        batches: 0,
+      });
+    });
+
+    it('deletes tombstones once tombstoneRetentionMs has passed since they expired, batch after batch', async () => {
+      const store = temp.open();
+      for (let i = 0; i < 5; i += 1) await store.markOperationCompleted(`op-${i}`, OLD);
+      const tombstoneRetentionMs = 60_000;
+      let clock = CUTOFF;
+      const removed: number[] = [];
+      const retention = startRetention({
+        store,
+        batchSize: 2,
+        retentionMs: 0,
+        tombstoneRetentionMs,
+        now: () => clock,
+        onExpired: (_operations, _parkedCalls, tombstones) => removed.push(tombstones),
+      });
+      expect(await retention.sweep()).toEqual({
+        operations: 5,
+        parkedCalls: 0,
+        tombstones: 0,
+        batches: 3,
+      });
+      // The store stamps tombstones with the wall clock; pin the stamps to
+      // one millisecond apart, so that the sweep's own clock can be set around them.
+      const raw = temp.raw();
+      const stamp = raw.prepare('UPDATE operations SET expired_at = ? WHERE id = ?');
+      for (let i = 0; i < 5; i += 1) stamp.run(CUTOFF + i, `op-${i}`);
+      const ids = (): string[] =>
+        (raw.prepare('SELECT id FROM operations ORDER BY id').all() as { id: string }[]).map(
+          (row) => row.id,
+        );
+
+      clock = CUTOFF + 2 + tombstoneRetentionMs;
+      const first = await retention.sweep();
+      const leftAfterFirst = ids();
+      clock = CUTOFF + 5 + tombstoneRetentionMs;
+      const second = await retention.sweep();
+      await retention.stop();
+
+      expect(first).toEqual({ operations: 0, parkedCalls: 0, tombstones: 2, batches: 2 });
+      expect(leftAfterFirst).toEqual(['op-2', 'op-3', 'op-4']);
+      expect(second).toEqual({ operations: 0, parkedCalls: 0, tombstones: 3, batches: 2 });
+      expect(ids()).toEqual([]);
+      // One call per batch that removed something: three of operations, then three of tombstones.
+      expect(removed).toEqual([0, 0, 0, 2, 2, 1]);
     });
 
     it('stops a sweep after its current batch', async () => {
@@ -314,17 +533,17 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const result = await retention.sweep();
       await stopping;
 
-      expect(result).toEqual({ operations: 2, parkedCalls: 0, batches: 1 });
+      expect(result).toEqual({ operations: 2, parkedCalls: 0, tombstones: 0, batches: 1 });
     });
 
     it('reports a failing batch to onError and ends the sweep without rejecting', async () => {
       const failure = new Error('store is locked');
-      const calls: number[] = [];
+      const calls: Array<[number, number | undefined]> = [];
       const store: RetentionStore = {
-        async expireBefore(cutoff) {
-          calls.push(cutoff);
+        async expireBefore(cutoff, _batchSize, tombstoneCutoff) {
+          calls.push([cutoff, tombstoneCutoff]);
           if (calls.length === 2) throw failure;
-          return { operations: ['a', 'b'], parkedCalls: 0 };
+          return { operations: ['a', 'b'], parkedCalls: 0, tombstones: 0 };
         },
       };
       const errors: unknown[] = [];
@@ -332,6 +551,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         store,
         batchSize: 2,
         retentionMs: 500,
+        tombstoneRetentionMs: 700,
         now: () => 2_000,
         onError: (e) => errors.push(e),
         onExpired: () => {
@@ -342,17 +562,23 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const result = await retention.sweep();
       await retention.stop();
 
-      expect(result).toEqual({ operations: 2, parkedCalls: 0, batches: 1 });
-      expect(calls).toEqual([1_500, 1_500]);
+      expect(result).toEqual({ operations: 2, parkedCalls: 0, tombstones: 0, batches: 1 });
+      // Both cutoffs are taken once, at the start of the sweep.
+      expect(calls).toEqual([
+        [1_500, 1_300],
+        [1_500, 1_300],
+      ]);
       expect(errors).toEqual([new Error('cache drop failed'), failure]);
     });
 
     it('keeps the process free to exit and rejects out-of-range options', async () => {
       const store: RetentionStore = {
-        expireBefore: async () => ({ operations: [], parkedCalls: 0 }),
+        expireBefore: async () => ({ operations: [], parkedCalls: 0, tombstones: 0 }),
       };
 
       expect(() => startRetention({ store, retentionMs: -1 })).toThrow(RangeError);
+      expect(() => startRetention({ store, tombstoneRetentionMs: -1 })).toThrow(RangeError);
+      expect(() => startRetention({ store, tombstoneRetentionMs: 0.5 })).toThrow(RangeError);
       expect(() => startRetention({ store, intervalMs: 0 })).toThrow(RangeError);
       expect(() => startRetention({ store, batchSize: 1.5 })).toThrow(RangeError);
       const timers = (): number =>

@@ -2,6 +2,7 @@ import { create, equals, toJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { MIN_DB_MAX_SIZE_BYTES } from '../../src/config/config.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { controlHook, TEMPLATED_HEADER, useTempStore, webhookHook } from './helpers.js';
 
@@ -179,7 +180,8 @@ describe('SqliteStore', () => {
     });
 
     it('fails with STORE_FULL and writes nothing when the file reaches its size limit', async () => {
-      const store = temp.open({ maxSizeBytes: 64 * 1024 });
+      // The smallest limit the configuration allows; the big hook alone is larger.
+      const store = temp.open({ maxSizeBytes: MIN_DB_MAX_SIZE_BYTES });
       await store.appendHooks('op-1', undefined, [webhookHook('small')]);
       const big = webhookHook('big');
       if (big.webhook === undefined) throw new Error('webhookHook() builds a webhook');

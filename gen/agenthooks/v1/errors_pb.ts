@@ -538,7 +538,9 @@ export enum ErrorReason {
 
   /**
    * FAILED_PRECONDITION: retention has expired the operation, so its hooks
-   * are gone and no decision can be made (metadata `operationId`).
+   * are gone and no decision can be made (metadata `operationId`). Answered
+   * while the operation's tombstone is kept (`--tombstone-retention`);
+   * afterwards the operation is unknown.
    *
    * @generated from enum value: OPERATION_EXPIRED = 66;
    */

@@ -415,9 +415,10 @@ export type DecideToolCallResponse = Message<"agenthooks.v1.DecideToolCallRespon
 
   /**
    * Operations of the chain the store has no record of (never registered,
-   * parked or completed), in chain order. Not an error: an operation without
-   * caller hooks still gets the environment hooks, as the spec says; a
-   * runtime that expects its own hooks can tell a typo in an operation id.
+   * parked or completed, or forgotten once retention removed the tombstone
+   * of an expired operation), in chain order. Not an error: an operation
+   * without caller hooks still gets the environment hooks, as the spec says;
+   * a runtime that expects its own hooks can tell a typo in an operation id.
    *
    * @generated from field: repeated string unknown_operations = 3;
    */

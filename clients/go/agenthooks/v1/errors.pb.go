@@ -215,7 +215,9 @@ const (
 	// parked (metadata `toolCallId`).
 	ErrorReason_PARKED_CALL_NOT_FOUND ErrorReason = 65
 	// FAILED_PRECONDITION: retention has expired the operation, so its hooks
-	// are gone and no decision can be made (metadata `operationId`).
+	// are gone and no decision can be made (metadata `operationId`). Answered
+	// while the operation's tombstone is kept (`--tombstone-retention`);
+	// afterwards the operation is unknown.
 	ErrorReason_OPERATION_EXPIRED ErrorReason = 66
 	// INVALID_ARGUMENT: a command-line flag or its environment variable has an
 	// invalid value (flag name in metadata `field`).

@@ -783,9 +783,10 @@ type DecideToolCallResponse struct {
 	// One outcome per control and handler that ran, in order.
 	Outcomes []*HookOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
 	// Operations of the chain the store has no record of (never registered,
-	// parked or completed), in chain order. Not an error: an operation without
-	// caller hooks still gets the environment hooks, as the spec says; a
-	// runtime that expects its own hooks can tell a typo in an operation id.
+	// parked or completed, or forgotten once retention removed the tombstone
+	// of an expired operation), in chain order. Not an error: an operation
+	// without caller hooks still gets the environment hooks, as the spec says;
+	// a runtime that expects its own hooks can tell a typo in an operation id.
 	UnknownOperations []string `protobuf:"bytes,3,rep,name=unknown_operations,json=unknownOperations,proto3" json:"unknown_operations,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
