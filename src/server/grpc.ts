@@ -28,6 +28,7 @@ import {
 } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log.js';
+import { CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
@@ -115,10 +116,11 @@ type GrpcCall =
 class GrpcHandlerContext implements HandlerContext {
   readonly protocolName = 'grpc';
   readonly requestMethod = 'POST';
-  readonly #controller = new AbortController();
+  /** A unary call's plain signal, or a stream's real one (see `call-signal.ts`). */
+  readonly #controller: CallSignal | AbortController;
   /** Aborts the handler when the client cancels (or grpc-js enforces the deadline). */
   readonly onCancelled = (): void => {
-    if (!this.#controller.signal.aborted) this.#controller.abort(CLIENT_CANCELLED);
+    if (!this.signal.aborted) this.#controller.abort(CLIENT_CANCELLED);
   };
   #requestHeader: Headers | undefined;
   #responseHeader: Headers | undefined;
@@ -129,14 +131,17 @@ class GrpcHandlerContext implements HandlerContext {
     readonly service: DescService,
     readonly method: DescMethod,
     readonly call: GrpcCall,
-  ) {}
+  ) {
+    this.#controller = method.methodKind === 'unary' ? new CallSignal() : new AbortController();
+  }
 
   get url(): string {
     return `/${this.service.typeName}/${this.method.name}`;
   }
 
   get signal(): AbortSignal {
-    return this.#controller.signal;
+    const controller = this.#controller;
+    return controller instanceof CallSignal ? controller.asAbortSignal() : controller.signal;
   }
 
   readonly timeoutMs = (): number | undefined => {
