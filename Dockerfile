@@ -60,7 +60,8 @@ VOLUME ["/var/lib/agenthooks"]
 EXPOSE 50051 8080 50052
 USER 10001:10001
 STOPSIGNAL SIGTERM
-# A small young generation keeps RSS low after bursts (measured: 152 -> 130 MiB
-# at 10,000 operations x 5 hooks, no throughput loss); see BENCHMARKS.md.
-ENTRYPOINT ["node", "--max-semi-space-size=4", "/app/dist/src/main.js"]
+# V8's default young generation: a small one (--max-semi-space-size=4) saved
+# about 20 MiB of RSS but promoted short-lived objects, which cost 1.3-2x the
+# CPU per call and the open-loop tail (see BENCHMARKS.md).
+ENTRYPOINT ["node", "/app/dist/src/main.js"]
 CMD ["serve"]

@@ -96,7 +96,7 @@ import { evaluateTargets, type Target } from './lib/targets.js';
 export const MIN_ROUNDS = 3;
 /** How long a client may take to connect to a fresh sidecar. */
 /** Node flags of the deployed sidecar (Dockerfile ENTRYPOINT, npm start). */
-const DEPLOYED_NODE_FLAGS = '--max-semi-space-size=4';
+const DEPLOYED_NODE_FLAGS = '';
 
 const CONNECT_TIMEOUT_MS = 10_000;
 /** Longest one scenario run may take before the run gives up on it. */

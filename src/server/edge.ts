@@ -22,6 +22,7 @@ import {
   createReflectionAlphaService,
   createReflectionIndex,
   createReflectionService,
+  type ReflectionIndex,
 } from './reflection.js';
 
 /** Reason of a call refused because the sidecar is shutting down. */
@@ -90,14 +91,18 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     options.reflectionPublic || checkToken === undefined
       ? undefined
       : (_method, ctx) => checkToken(ctx.requestHeader);
-  // Built from the committed descriptor set, with source info, so reflection
+  // Built on the first reflection request from the committed descriptor set, with source info, so reflection
   // clients read the proto comments and resolve the google.rpc error details.
-  const reflectionIndex = createReflectionIndex([
-    HookService,
-    Health,
-    ServerReflectionV1,
-    ServerReflectionV1Alpha,
-  ]);
+  let index: ReflectionIndex | undefined;
+  const reflectionIndex = () => {
+    index ??= createReflectionIndex([
+      HookService,
+      Health,
+      ServerReflectionV1,
+      ServerReflectionV1Alpha,
+    ]);
+    return index;
+  };
   const hook = guardService(
     HookService,
     app.hookService,

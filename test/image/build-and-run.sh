@@ -280,7 +280,7 @@ const env = Object.fromEntries((c.Env ?? []).map((e) => [e.slice(0, e.indexOf('=
 const want = {
   User: `${uid}:${uid}`,
   StopSignal: 'SIGTERM',
-  Entrypoint: JSON.stringify(['node', '--max-semi-space-size=4', '/app/dist/src/main.js']),
+  Entrypoint: JSON.stringify(['node', '/app/dist/src/main.js']),
   Cmd: JSON.stringify(['serve']),
   ExposedPorts: JSON.stringify(['50051/tcp', '50052/tcp', '8080/tcp']),
   Volumes: JSON.stringify(['/var/lib/agenthooks']),
