@@ -586,6 +586,7 @@ function writeBenchmarksMd(
     MD_END,
   ].join('\n');
   writeFileSync(BENCHMARKS_MD, text.slice(0, start) + generated + text.slice(end + MD_END.length));
+  formatForLint(BENCHMARKS_MD);
 }
 
 main().then(

@@ -105,38 +105,25 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry, prefix: 'agenthooks_' });
   }
 
-  // Children by label values, looked up once: prom-client hashes the labels
-  // of every `inc({...})` and `observe({...})`, a cost on every call.
-  readonly #rpcCallsOf = children((m: string, c: string) => this.#rpcCalls.labels(m, c));
-  readonly #rpcLatencyOf = children((m: string, c: string) => this.#rpcLatency.labels(m, c));
-  readonly #hookOutcomesOf = children((t: string, s: string, o: string) =>
-    this.#hookOutcomes.labels(t, s, o),
-  );
-  readonly #webhookResultsOf = children((k: string, c: string) =>
-    this.#webhookResults.labels(k, c),
-  );
-  readonly #decisionsOf = children((p: string, o: string) => this.#decisions.labels(p, o));
-  readonly #storeLatencyOf = children((o: string, r: string) => this.#storeLatency.labels(o, r));
-
   /** Records an answered RPC. */
   rpc(method: string, code: string, seconds: number): void {
-    this.#rpcCallsOf(method, code).inc();
-    this.#rpcLatencyOf(method, code).observe(seconds);
+    this.#rpcCalls.inc({ method, code });
+    this.#rpcLatency.observe({ method, code }, seconds);
   }
 
   /** Records one hook that ran. */
   hookOutcome(hookType: string, source: string, outcome: string): void {
-    this.#hookOutcomesOf(hookType, source, outcome).inc();
+    this.#hookOutcomes.inc({ hook_type: hookType, source, outcome });
   }
 
   /** Records one webhook request's result. */
   webhookResult(kind: 'notification' | 'control', code: string): void {
-    this.#webhookResultsOf(kind, code).inc();
+    this.#webhookResults.inc({ kind, code });
   }
 
   /** Records a decision. */
   decision(phase: string, outcome: string): void {
-    this.#decisionsOf(phase, outcome).inc();
+    this.#decisions.inc({ phase, outcome });
   }
 
   /** Records a control failure that `onError: continue` let through. */
@@ -169,24 +156,6 @@ export class Metrics {
 
   /** Records a store call. */
   storeCall(operation: string, result: string, seconds: number): void {
-    this.#storeLatencyOf(operation, result).observe(seconds);
+    this.#storeLatency.observe({ operation, result }, seconds);
   }
-}
-
-/**
- * Memoizes `make` by its label values (every label set here is bounded: rpc
- * names, codes, reasons, hook types), so a hot path finds a metric's child
- * with one map lookup.
- */
-function children<A extends string[], T>(make: (...labels: A) => T): (...labels: A) => T {
-  const cache = new Map<string, T>();
-  return (...labels: A) => {
-    const key = labels.join('\u0000');
-    let child = cache.get(key);
-    if (child === undefined) {
-      child = make(...labels);
-      cache.set(key, child);
-    }
-    return child;
-  };
 }

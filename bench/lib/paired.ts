@@ -51,10 +51,10 @@ export interface PairedParams {
 }
 
 export const DEFAULT_PAIRED: PairedParams = {
-  closedCalls: 6000,
+  closedCalls: 5000,
   concurrency: 64,
   c1Calls: 2000,
-  openSeconds: 8,
+  openSeconds: 6,
   connectSeconds: 4,
   streamEvents: 60_000,
 };

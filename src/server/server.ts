@@ -8,6 +8,7 @@
  * the connection cap and timeouts of every listener. The servers are built
  * unbound and listen in {@link Server.listen}.
  */
+import { setMaxListeners } from 'node:events';
 import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import * as http from 'node:http';
 import * as https from 'node:https';
@@ -116,6 +117,10 @@ export function createServer(
 ): Server {
   const logger = app.logger;
   const hardStop = new AbortController();
+  // connect-node links every HTTP request in flight to this signal (one
+  // listener each, removed when the request ends), so their number is
+  // bounded by the connections, not by a listener limit.
+  setMaxListeners(0, hardStop.signal);
   const edge = createEdge(app, {
     checkToken: security.checkToken,
     reflectionPublic: config.reflectionPublic,
