@@ -289,6 +289,21 @@ async function closedLoop(
   };
 }
 
+/** The closed-loop metrics of a pair: each side's throughput and CPU per call, and their ratios. */
+function closedMetrics(
+  s: { perSecond: number; cpuUs: number },
+  f: { perSecond: number; cpuUs: number },
+): Record<string, number> {
+  return {
+    tput: s.perSecond,
+    floorTput: f.perSecond,
+    tputRatio: s.perSecond / f.perSecond,
+    cpu: s.cpuUs,
+    floorCpu: f.cpuUs,
+    cpuRatio: s.cpuUs / f.cpuUs,
+  };
+}
+
 /** Latency at c=1 of one side. */
 async function latencyC1(side: Side, calls: number) {
   return requireClean(
@@ -318,14 +333,7 @@ function controlsScenario(controls: number): Scenario {
         const json = decideJson();
         const f = await closedLoop(floor, calls, ctx.paired.concurrency, { json });
         const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, { json });
-        const metrics: Record<string, number> = {
-          tput: s.perSecond,
-          floorTput: f.perSecond,
-          tputRatio: s.perSecond / f.perSecond,
-          cpu: s.cpuUs,
-          floorCpu: f.cpuUs,
-          cpuRatio: s.cpuUs / f.cpuUs,
-        };
+        const metrics = closedMetrics(s, f);
         if (withLatency) {
           const fl = await latencyC1(floor, ctx.paired.c1Calls);
           const sl = await latencyC1(sidecar, ctx.paired.c1Calls);
@@ -433,14 +441,7 @@ function argsScenario(kib: number): Scenario {
         const f = await closedLoop(floor, calls, ARGS_CONCURRENCY, { binary });
         const s = await closedLoop(sidecar, calls, ARGS_CONCURRENCY, { binary });
         return {
-          metrics: {
-            tput: s.perSecond,
-            floorTput: f.perSecond,
-            tputRatio: s.perSecond / f.perSecond,
-            cpu: s.cpuUs,
-            floorCpu: f.cpuUs,
-            cpuRatio: s.cpuUs / f.cpuUs,
-          },
+          metrics: closedMetrics(s, f),
           ops: s.window.ops,
           windows: { load: s.window },
           baselineWindows: { load: f.window },
@@ -486,12 +487,13 @@ const connectScenario: Scenario = {
       const so = await open(sidecar);
       return {
         metrics: {
-          tput: s.result.perSecond,
-          floorTput: f.result.perSecond,
-          tputRatio: s.result.perSecond / f.result.perSecond,
-          cpu: s.cpuUs,
-          floorCpu: f.cpuUs,
-          cpuRatio: s.cpuUs / f.cpuUs,
+          ...closedMetrics(
+            { perSecond: s.result.perSecond, cpuUs: s.cpuUs },
+            {
+              perSecond: f.result.perSecond,
+              cpuUs: f.cpuUs,
+            },
+          ),
           p99at50: so.p99,
           floorP99at50: fo.p99,
           p99RatioAt50: so.p99 / fo.p99,

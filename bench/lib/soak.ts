@@ -14,7 +14,7 @@
  */
 import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { create } from '@bufbuild/protobuf';
+import { create, type DescMessage } from '@bufbuild/protobuf';
 import {
   CompleteOperationRequestSchema,
   HookService,
@@ -101,37 +101,15 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
   const errors = new Map<string, number>();
   try {
     await waitForReady(client, CONNECT_TIMEOUT_MS);
-    const rpc = (name: string) => `/${HookService.typeName}/${name}`;
-    const {
-      registerHooks,
-      decideToolCall,
-      dispatch: dispatchMethod,
-      completeOperation,
-    } = HookService.method;
-    const register = unaryMethod(
-      client,
-      rpc(registerHooks.name),
-      registerHooks.input,
-      registerHooks.output,
-    );
-    const decide = unaryMethod(
-      client,
-      rpc(decideToolCall.name),
-      decideToolCall.input,
-      decideToolCall.output,
-    );
-    const dispatch = unaryMethod(
-      client,
-      rpc(dispatchMethod.name),
-      dispatchMethod.input,
-      dispatchMethod.output,
-    );
-    const complete = unaryMethod(
-      client,
-      rpc(completeOperation.name),
-      completeOperation.input,
-      completeOperation.output,
-    );
+    const bind = <I extends DescMessage, O extends DescMessage>(m: {
+      name: string;
+      input: I;
+      output: O;
+    }) => unaryMethod(client, `/${HookService.typeName}/${m.name}`, m.input, m.output);
+    const register = bind(HookService.method.registerHooks);
+    const decide = bind(HookService.method.decideToolCall);
+    const dispatch = bind(HookService.method.dispatch);
+    const complete = bind(HookService.method.completeOperation);
     const hooks = memoryHooks(options.receiverUrl);
     const operation = async (n: number) => {
       const operationId = fixedId('op_soak_', n);
