@@ -358,6 +358,11 @@ export function createHookService(
       } finally {
         // Handlers go with the terminal (or human-approval) state, as upstream's unregister in finally.
         deps.handlers.dropOperation(onComplete.operationId);
+        // A finished operation's hooks are rarely read again (a late publication
+        // reads them from the store): the cache keeps the operations in progress.
+        if (!onComplete.reason.startsWith(PARKED_REASON_PREFIX)) {
+          deps.registry.forget([onComplete.operationId]);
+        }
       }
     },
 
