@@ -47,10 +47,12 @@ export interface EmailEnricherOptions {
   readonly ttlMs?: number | undefined;
 }
 
-/** One cached lookup: the shared promise and when it stops being used. */
+/** One cached lookup: the shared promise, its value once settled, and when it stops being used. */
 interface CacheEntry {
   /** Resolves to the email or null (miss or failure); never rejects. */
   readonly email: Promise<string | null>;
+  /** The email or null once `email` settled; `undefined` while it is pending. */
+  value: string | null | undefined;
   readonly expiresAt: number;
 }
 
@@ -122,7 +124,9 @@ export class EmailEnricher {
     if (signal?.aborted === true) return undefined;
     const userId = emailLookupUserId(event, payload, webhook);
     if (userId === undefined) return payload;
-    const email = await this.lookupEmail(userId, signal);
+    // A settled lookup is read as is: no promise or listener per payload.
+    const settled = this.#entry(userId).value;
+    const email = settled !== undefined ? settled : await this.lookupEmail(userId, signal);
     if (email === undefined) return undefined;
     if (email === null) return payload;
     return extend(payload, { [USER_EMAIL_KEY]: email });
@@ -135,7 +139,9 @@ export class EmailEnricher {
    */
   async lookupEmail(userId: string, signal?: AbortSignal): Promise<string | null | undefined> {
     if (signal?.aborted === true) return undefined;
-    const email = this.#cached(userId);
+    const entry = this.#entry(userId);
+    if (entry.value !== undefined) return entry.value;
+    const { email } = entry;
     if (signal === undefined) return email;
     return new Promise<string | null | undefined>((resolve) => {
       const onAbort = () => resolve(undefined);
@@ -148,10 +154,10 @@ export class EmailEnricher {
   }
 
   /** The cached lookup of `userId`, started and inserted when absent or expired. */
-  #cached(userId: string): Promise<string | null> {
+  #entry(userId: string): CacheEntry {
     const now = this.#now();
     const entry = this.#cache.get(userId);
-    if (entry !== undefined && now < entry.expiresAt) return entry.email;
+    if (entry !== undefined && now < entry.expiresAt) return entry;
     // An expired entry is re-inserted, so it becomes the newest.
     if (entry !== undefined) this.#cache.delete(userId);
     while (this.#cache.size >= this.#maxEntries) {
@@ -159,9 +165,16 @@ export class EmailEnricher {
       if (oldest.done === true) break;
       this.#cache.delete(oldest.value);
     }
-    const email = this.#query(userId);
-    this.#cache.set(userId, { email, expiresAt: now + this.#ttlMs });
-    return email;
+    const created: CacheEntry = {
+      email: this.#query(userId).then((email) => {
+        created.value = email;
+        return email;
+      }),
+      value: undefined,
+      expiresAt: now + this.#ttlMs,
+    };
+    this.#cache.set(userId, created);
+    return created;
   }
 
   /** One directory query; a failure is logged and resolves to null. */
