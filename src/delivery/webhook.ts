@@ -73,6 +73,9 @@ const MESSAGE_PREFIX = 'Hook HTTP request failed';
 /** Start of an application-relative webhook URL. */
 const RELATIVE_PREFIX = '/';
 
+/** The content type of every webhook body. */
+const JSON_CONTENT_TYPE = 'application/json';
+
 /** Environment variables that hold the base of application-relative URLs, in order. */
 const BASE_URL_VARS = ['INTERNAL_APP_URL', 'APP_URL'] as const;
 
@@ -340,6 +343,61 @@ export function resolveWebhookUrl(url: string, base: string | undefined): URL {
   return resolved;
 }
 
+/** Where a webhook is sent and for how long, as {@link postWebhook} derives it from the hook. */
+interface DeliveryTarget {
+  /** The base its URL was resolved against (`INTERNAL_APP_URL || APP_URL`). */
+  readonly base: string | undefined;
+  /** The hook's URL and timeout as they were when resolved. */
+  readonly url: string;
+  readonly timeout: number | undefined;
+  readonly origin: string;
+  /** Path and query. */
+  readonly path: string;
+  readonly timeoutMs: number;
+}
+
+/**
+ * Targets by webhook: a stored hook is one object for as long as it stays
+ * cached, so its URL is checked and parsed once, not once per request. A
+ * changed base (the environment's), URL or timeout resolves it again.
+ */
+const targets = new WeakMap<Webhook, DeliveryTarget>();
+
+/**
+ * The webhook's resolved URL and timeout, checked in registration's order.
+ *
+ * @throws DeliveryError as {@link resolveWebhookUrl} and for a timeout out of range.
+ */
+function deliveryTarget(webhook: Webhook, base: string | undefined): DeliveryTarget {
+  const cached = targets.get(webhook);
+  if (
+    cached !== undefined &&
+    cached.base === base &&
+    cached.url === webhook.url &&
+    cached.timeout === webhook.timeout
+  ) {
+    return cached;
+  }
+  const url = resolveWebhookUrl(webhook.url, base);
+  const target: DeliveryTarget = {
+    base,
+    url: webhook.url,
+    timeout: webhook.timeout,
+    origin: url.origin,
+    path: `${url.pathname}${url.search}`,
+    timeoutMs: timeoutMillis(webhook.timeout),
+  };
+  targets.set(webhook, target);
+  return target;
+}
+
+/** Whether the webhook sets no header and allows no variable: nothing to resolve or check. */
+function hasNoHeaders(webhook: Webhook): boolean {
+  if (webhook.allowedEnvVars.length > 0) return false;
+  for (const _ in webhook.headers) return false;
+  return true;
+}
+
 /**
  * Resolves a webhook's headers for sending: names lower-cased, `${VAR}`
  * templates replaced from `env` for the variables in `allowedEnvVars` only.
@@ -405,21 +463,22 @@ export async function postWebhook(
   const startedAt = performance.now();
   const { signal } = options;
   if (signal?.aborted === true) return deliveryFailure('cancelled', startedAt);
-  let url: URL;
+  let target: DeliveryTarget;
   let headers: Record<string, string>;
   let body: string;
-  let timeoutMs: number;
   try {
     // In registration's order (`checkWebhook`), so both name the same rule first.
-    url = resolveWebhookUrl(webhook.url, baseUrl(options.env));
-    timeoutMs = timeoutMillis(webhook.timeout);
-    headers = { 'content-type': 'application/json', ...resolveHeaders(webhook, options.env) };
+    target = deliveryTarget(webhook, baseUrl(options.env));
+    headers = hasNoHeaders(webhook)
+      ? { 'content-type': JSON_CONTENT_TYPE }
+      : Object.assign({ 'content-type': JSON_CONTENT_TYPE }, resolveHeaders(webhook, options.env));
     body = JSON.stringify(payload);
   } catch (e: unknown) {
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
 
+  const { timeoutMs } = target;
   const deadline = requestDeadline(timeoutMs, signal);
   const failure = (e: unknown): DeliveryFailure => {
     deadline.release();
@@ -436,8 +495,8 @@ export async function postWebhook(
   };
   try {
     const pending = options.dispatcher.request({
-      origin: url.origin,
-      path: `${url.pathname}${url.search}`,
+      origin: target.origin,
+      path: target.path,
       method: 'POST',
       headers,
       body,
