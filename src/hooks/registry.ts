@@ -4,9 +4,18 @@
  * committed to the store before a registration answers, and read back
  * through a bounded cache. Store failures propagate; they are never read as
  * "no hooks".
+ *
+ * Hooks read back from the store are checked again against the schema rules
+ * (`validateStoredHook`) as they enter the cache, once per load, so a
+ * decision on a cached operation pays one map lookup. A row that an older
+ * version wrote under looser rules, or that was changed on disk, makes every
+ * call that would run the operation's hooks fail with `STORED_HOOK_INVALID`
+ * (the upstream contract §1.7: restored hooks are re-validated, and a corrupt
+ * one makes dispatch reject rather than being dropped). `ListHooks` still
+ * lists them, and `UnregisterHooks` with `purge` removes them.
  */
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
 import { LINEAR_REGEXP_LIMITS } from './linear-regexp.js';
@@ -23,6 +32,7 @@ import {
   type ValidationOptions,
   validateHooks,
   validateOperationId,
+  validateStoredHook,
 } from './validate.js';
 
 /** Operations whose hooks are kept in memory; older entries are read again from the store. */
@@ -37,18 +47,45 @@ export const DEFAULT_MAX_HOOKS_PER_OPERATION = 1_000;
  */
 export const MAX_OPERATION_CONFIG_BYTES = 1_048_576;
 
+/**
+ * Reason of a call that would run an operation's hooks while one of its
+ * stored hooks breaks a registration rule; see {@link storedHookInvalidError}.
+ */
+export const STORED_HOOK_INVALID = 'STORED_HOOK_INVALID';
+
+/**
+ * Checks one hook read back from the store; throws an InvalidArgumentError
+ * naming the field under `path` and the rule's reason.
+ */
+export type StoredHookCheck = (hook: Hook, path: string) => void;
+
 /** Options of a {@link HookRegistry}: the operator's policy for caller hooks. */
 export interface RegistryOptions extends ValidationOptions {
   /** Most hooks one operation may have, existing and new together. Default 1,000. */
   readonly maxHooksPerOperation?: number;
+  /**
+   * Checks each hook as it is read back from the store into the cache.
+   * Default {@link validateStoredHook}; a test passes a wrapper to count calls.
+   */
+  readonly checkStoredHook?: StoredHookCheck;
+}
+
+/**
+ * An operation's hooks as the cache keeps them: as stored, and the error of
+ * the first one that breaks a registration rule, decided once at load.
+ */
+interface CachedOperation {
+  readonly stored: OperationHooks;
+  readonly invalid: AgentHooksError | undefined;
 }
 
 /** Registers, lists and drops caller hooks, with the store as the source of truth. */
 export class HookRegistry {
   readonly #store: HookStore;
-  readonly #cache = new Map<string, OperationHooks>();
+  readonly #cache = new Map<string, CachedOperation>();
   readonly #validation: ValidationOptions;
   readonly #maxHooks: number;
+  readonly #checkStored: StoredHookCheck;
   /** The registration in progress per operation, so that count checks and appends do not interleave. */
   readonly #registering = new Map<string, Promise<unknown>>();
 
@@ -58,7 +95,8 @@ export class HookRegistry {
    */
   constructor(store: HookStore, options: RegistryOptions = {}) {
     this.#store = store;
-    const { maxHooksPerOperation, ...validation } = options;
+    const { maxHooksPerOperation, checkStoredHook, ...validation } = options;
+    this.#checkStored = checkStoredHook ?? validateStoredHook;
     this.#validation = extend(validation, {
       callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
     });
@@ -132,22 +170,61 @@ export class HookRegistry {
     );
   }
 
-  /** Returns the operation's hooks in registration order; empty for an unknown operation. */
+  /**
+   * Returns the operation's hooks in registration order, to run them; empty
+   * for an unknown operation.
+   *
+   * @throws AgentHooksError `STORED_HOOK_INVALID` when a stored hook of the
+   *   operation breaks a registration rule: none of its hooks may run.
+   * @throws AgentHooksError a store error, `OPERATION_EXPIRED` or `STORED_HOOK_CORRUPT`.
+   */
   async hooksOf(operationId: string): Promise<OperationHooks> {
+    const { stored, invalid } = this.#cached(operationId) ?? (await this.#load(operationId));
+    if (invalid !== undefined) throw invalid;
+    return stored;
+  }
+
+  /**
+   * Returns the operation's hooks as stored, to list them, whether or not
+   * they follow the registration rules (so that an operator can see a hook
+   * that fails {@link HookRegistry.hooksOf}, and unregister it).
+   *
+   * @throws AgentHooksError a store error, `OPERATION_EXPIRED` or `STORED_HOOK_CORRUPT`.
+   */
+  async storedHooksOf(operationId: string): Promise<OperationHooks> {
+    return (this.#cached(operationId) ?? (await this.#load(operationId))).stored;
+  }
+
+  #cached(operationId: string): CachedOperation | undefined {
     const cached = this.#cache.get(operationId);
     if (cached !== undefined) {
       // Refresh recency so busy operations stay cached.
       this.#cache.delete(operationId);
       this.#cache.set(operationId, cached);
-      return cached;
     }
-    const loaded = await this.#store.listHooks(operationId);
-    this.#cache.set(operationId, loaded);
+    return cached;
+  }
+
+  /** Reads the operation from the store, checks each hook once, and caches the verdict. */
+  async #load(operationId: string): Promise<CachedOperation> {
+    const stored = await this.#store.listHooks(operationId);
+    let invalid: AgentHooksError | undefined;
+    for (const [i, hook] of stored.hooks.entries()) {
+      try {
+        this.#checkStored(hook, `hooks[${i}]`);
+      } catch (e: unknown) {
+        if (!(e instanceof InvalidArgumentError)) throw e;
+        invalid = storedHookInvalidError(operationId, hook.id, e);
+        break;
+      }
+    }
+    const entry: CachedOperation = { stored, invalid };
+    this.#cache.set(operationId, entry);
     if (this.#cache.size > HOOK_CACHE_OPERATIONS) {
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);
     }
-    return loaded;
+    return entry;
   }
 
   /** Forgets the cached hooks of operations (after they expired). */
@@ -169,6 +246,31 @@ export class HookRegistry {
 }
 
 /**
+ * Returns the error of a call that would run an operation's hooks while one
+ * of its stored hooks breaks a registration rule: `failed_precondition`,
+ * {@link STORED_HOOK_INVALID}, naming the operation, the hook and the rule
+ * (the rule's reason, field and message), with the rule's error as `cause`.
+ *
+ * @example
+ * throw storedHookInvalidError('op-1', 'guard', ruleError); // ruleError: hooks[0].webhook.eventFields
+ */
+export function storedHookInvalidError(
+  operationId: string,
+  hookId: string,
+  rule: InvalidArgumentError,
+): AgentHooksError {
+  return new AgentHooksError(
+    'failed_precondition',
+    STORED_HOOK_INVALID,
+    `stored hook ${JSON.stringify(hookId)} of operation ${JSON.stringify(operationId)} breaks the registration rule ${rule.reason} at ${rule.field}: ${rule.message}; none of the operation's hooks run until UnregisterHooks with purge removes them (register them again after)`,
+    {
+      cause: rule,
+      metadata: { operationId, hookId, rule: rule.reason, field: rule.field },
+    },
+  );
+}
+
+/**
  * Refuses a registration whose matchers, with the operation's stored ones,
  * would cost one decision more than {@link MATCHER_BUDGET_PER_OPERATION}
  * (each distinct matcher counted once).
@@ -184,7 +286,8 @@ function checkMatcherBudget(stored: readonly Hook[], adding: readonly Hook[]): v
     try {
       cost = matcherCost(matcher);
     } catch {
-      // A stored matcher that newer limits refuse still runs; count it at the most a matcher may cost.
+      // A stored matcher that newer limits refuse fails its operation's calls
+      // (STORED_HOOK_INVALID) until purged; count it at the most a matcher may cost.
       cost = LINEAR_REGEXP_LIMITS.maxProgramSize + MATCHER_BASE_COST;
     }
     costs.set(matcher, cost);

@@ -1,6 +1,7 @@
 /**
- * @module Validation of caller hooks, as `RegisterHooks` takes them and as
- * they are restored from the store. The rules and messages are those of the
+ * @module Validation of caller hooks, as `RegisterHooks` takes them
+ * ({@link validateHooks}) and, with the schema rules only, as they are read
+ * back from the store ({@link validateStoredHook}). The rules and messages are those of the
  * reference system's registration schema (upstream contract §1.7, §4.1), so a
  * hook the reference system refuses is refused here with the same message.
  * Each failure is an {@link InvalidArgumentError} naming the offending field
@@ -271,14 +272,50 @@ export function validateHooks(
  * @param options The operator's policy; see {@link ValidationOptions}.
  * @throws InvalidArgumentError naming the first offending field.
  * @example
- * validateHook(restoredHook, 'hook'); // field is e.g. 'hook.webhook.url'
+ * validateHook(request.hooks[0], 'hooks[0]'); // field is e.g. 'hooks[0].webhook.url'
  */
 export function validateHook(hook: Hook, path = 'hook', options: ValidationOptions = {}): void {
-  const limits = extend(DEFAULT_HOOK_LIMITS, { ...options.limits });
+  checkHook(hook, path, options, extend(DEFAULT_HOOK_LIMITS, { ...options.limits }));
+}
+
+/**
+ * Checks a hook read back from the store against the schema rules of
+ * {@link validateHook}, the rules of the hook's own fields that a hook must
+ * follow to run as the contract means it: `id` set and not reserved, `type`,
+ * a handler or webhook, `matcher` (tool events only, syntax, linear-time and
+ * within the engine's cost, as the decision compiles it), the webhook's URL
+ * form, `timeout` range, `headers` (names, values, templates),
+ * `allowedEnvVars` names, the control rules, `onError: block`, and enum
+ * numbers. Not checked: the operator's policy (destinations, which delivery
+ * checks at send time; the variable allowlist) and the size limits (id,
+ * matcher, URL and header sizes, header count), so that a hook stored under
+ * an earlier policy or larger limits still runs.
+ *
+ * @param path JSON path of the hook, used in `field`, such as `hooks[2]`.
+ * @throws InvalidArgumentError naming the first offending field.
+ * @example
+ * validateStoredHook(stored.hooks[2], 'hooks[2]'); // field is e.g. 'hooks[2].webhook.url'
+ */
+export function validateStoredHook(hook: Hook, path = 'hook'): void {
+  checkHook(hook, path, {}, undefined);
+}
+
+/**
+ * The rules of {@link validateHook}; without `limits`, only the schema rules
+ * (see {@link validateStoredHook}), as `options` is then empty.
+ */
+function checkHook(
+  hook: Hook,
+  path: string,
+  options: ValidationOptions,
+  limits: HookLimits | undefined,
+): void {
   if (hook.id === '') {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_REQUIRED, MESSAGE.HOOK_ID_REQUIRED);
   }
-  checkIdLength(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
+  if (limits !== undefined) {
+    checkIdLength(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
+  }
   if (hook.id.startsWith(RESERVED_HOOK_ID_PREFIX)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
   }
@@ -309,7 +346,7 @@ export function validateHook(hook: Hook, path = 'hook', options: ValidationOptio
         MESSAGE.MATCHER_NOT_ALLOWED,
       );
     }
-    if (hook.matcher.length > limits.maxMatcherLength) {
+    if (limits !== undefined && hook.matcher.length > limits.maxMatcherLength) {
       throw new InvalidArgumentError(
         `${path}.matcher`,
         REASON.MATCHER_TOO_LONG,
@@ -333,7 +370,7 @@ function validateWebhook(
   webhook: Webhook,
   hookPath: string,
   options: ValidationOptions,
-  limits: HookLimits,
+  limits: HookLimits | undefined,
 ): void {
   const path = `${hookPath}.webhook`;
   const violation = checkWebhook(webhook, { destinations: options.destinations, limits });

@@ -107,7 +107,7 @@ export function createHookService(
 
     async listHooks(request) {
       validateOperationId(request.operationId);
-      const { hooks, parentOperationId } = await deps.registry.hooksOf(request.operationId);
+      const { hooks, parentOperationId } = await deps.registry.storedHooksOf(request.operationId);
       return {
         hooks,
         parentOperationId,

@@ -18,6 +18,7 @@ import {
   validateHook,
   validateHooks,
   validateOperationId,
+  validateStoredHook,
 } from '../../src/hooks/validate.js';
 
 type HookInit = MessageInitShape<typeof HookSchema>;
@@ -438,6 +439,65 @@ describe('validateHook', () => {
       validateHook(hook({ ...notification, webhook: { url: '' } })),
     );
     expect(error.field).toBe('hook.webhook.url');
+  });
+});
+
+describe('validateStoredHook', () => {
+  it.each(invalidCases)(
+    'refuses $name in a stored hook, as registration does',
+    ({ hook: init, field, reason, message }) => {
+      const error = invalidArgument(() => validateStoredHook(hook(init), 'hooks[0]'));
+      expect({ field: error.field, reason: error.reason, message: error.message }).toEqual({
+        field,
+        reason,
+        message,
+      });
+    },
+  );
+
+  it('refuses a matcher that cannot run on the linear-time engine', () => {
+    const error = invalidArgument(() =>
+      validateStoredHook(hook({ ...control, matcher: '(?=fs)' }), 'hooks[0]'),
+    );
+    expect([error.field, error.reason]).toEqual(['hooks[0].matcher', REASON.MATCHER_NOT_LINEAR]);
+  });
+
+  it('applies no size limit and no operator policy, which registration applies', () => {
+    const longId = 'h'.repeat(300);
+    const headers = Object.fromEntries(
+      Array.from({ length: 65 }, (_, i) => [`x-h${i}`, BEARER_TEMPLATE]),
+    );
+    const stored = [
+      { ...notification, id: longId },
+      { ...notification, webhook: { url: `${HOOK_URL}?pad=${'p'.repeat(9_000)}` } },
+      { ...notification, webhook: { url: HOOK_URL, headers, allowedEnvVars: ['HOOK_TOKEN'] } },
+      control,
+      {
+        ...notification,
+        webhook: {
+          url: HOOK_URL,
+          headers: { authorization: BEARER_TEMPLATE },
+          allowedEnvVars: ['HOOK_TOKEN'],
+        },
+      },
+    ].map(hook);
+    const policy = {
+      callerEnvAllowlist: new Set<string>(),
+      limits: { maxMatcherLength: 3 },
+    };
+    // Each is refused at registration, by a limit or by the variable allowlist.
+    expect(
+      stored.map((h) => invalidArgument(() => validateHook(h, 'hook', policy)).reason),
+    ).toEqual([
+      REASON.HOOK_ID_TOO_LONG,
+      REASON.WEBHOOK_URL_TOO_LONG,
+      REASON.TOO_MANY_HEADERS,
+      REASON.MATCHER_TOO_LONG,
+      REASON.ENV_VAR_NOT_ALLOWED,
+    ]);
+    for (const [i, h] of stored.entries()) {
+      expect(() => validateStoredHook(h, `hooks[${i}]`)).not.toThrow();
+    }
   });
 });
 

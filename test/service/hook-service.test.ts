@@ -15,7 +15,7 @@ import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { Fallback, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Fallback, HookSchema, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DispatchResponseSchema,
   type DispatchStreamRequest,
@@ -361,6 +361,75 @@ describe('HookService in process', () => {
     );
     expect(err?.code).toBe(Code.Unavailable);
     expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('SHUTTING_DOWN');
+  });
+
+  it('fails every call that would run a stored hook breaking a rule; lists and purges it', async () => {
+    receiver = await startReceiver({ answer: { json: { decision: 'deny' } } });
+    const dir = mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
+    const store = openSqliteStore(join(dir, 'agenthooks.db'));
+    // As an older sidecar could store it: `onError: block` on a hook that is not a control.
+    await store.appendHooks('op-stored', undefined, [
+      create(HookSchema, {
+        id: 'notify',
+        type: HookType.AFTER_STEP,
+        webhook: { url: `${receiver.url}/notify`, onError: OnError.BLOCK },
+      }),
+    ]);
+    await store.close();
+    const { client } = build({ dir });
+    const context = toolContext('op-stored', 'call-stored');
+    await client.parkToolCall({ context, kind: ParkKind.DEFERRED });
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => 'answered',
+        (e: unknown) => {
+          const err = ConnectError.from(e);
+          return [Code[err.code], err.findDetails(ErrorInfoSchema)[0]?.reason];
+        },
+      );
+    const failed = ['FailedPrecondition', 'STORED_HOOK_INVALID'];
+    const afterStep = {
+      event: { case: 'afterStep' as const, value: { operationId: 'op-stored' } },
+    };
+    expect({
+      decideToolCall: await refusal(client.decideToolCall({ event: { context } })),
+      decideToolResult: await refusal(
+        client.decideToolResult({ event: { context, result: { content: 'ok' } } }),
+      ),
+      publishDeferredResult: await refusal(
+        client.publishDeferredResult({ toolCallId: 'call-stored', result: { content: 'ok' } }),
+      ),
+      dispatch: await refusal(client.dispatch({ event: afterStep })),
+      completeOperation: await refusal(
+        client.completeOperation({ event: { operationId: 'op-stored', reason: 'done' } }),
+      ),
+    }).toEqual({
+      decideToolCall: failed,
+      decideToolResult: failed,
+      publishDeferredResult: failed,
+      dispatch: failed,
+      completeOperation: failed,
+    });
+    const events = createWritableIterable<DispatchStreamRequest>();
+    const acks = client.dispatchStream(events)[Symbol.asyncIterator]();
+    await events.write(create(DispatchStreamRequestSchema, { eventId: 'e1', event: afterStep }));
+    const ack = (await acks.next()).value;
+    expect([ack?.eventId, ack?.error?.reason, ack?.error?.hookId]).toEqual([
+      'e1',
+      'STORED_HOOK_INVALID',
+      'notify',
+    ]);
+    events.close();
+    expect(receiver.requests).toEqual([]);
+
+    const listed = await client.listHooks({ operationId: 'op-stored' });
+    expect(listed.hooks.map((h) => [h.id, h.webhook?.onError])).toEqual([
+      ['notify', OnError.BLOCK],
+    ]);
+    expect(
+      (await client.unregisterHooks({ operationId: 'op-stored', purge: true })).hooksPurged,
+    ).toBe(1);
+    expect((await client.dispatch({ event: afterStep })).outcomes).toEqual([]);
   });
 
   describe('identifier limits', () => {

@@ -1126,7 +1126,8 @@ export const HookService: GenService<{
   },
   /**
    * Drops an operation's in-memory handlers; with `purge`, also its persisted
-   * hooks. Idempotent; an unknown operation is not an error.
+   * hooks, whether or not they follow the registration rules. Idempotent; an
+   * unknown operation is not an error.
    *
    * @generated from rpc agenthooks.v1.HookService.UnregisterHooks
    */
@@ -1138,7 +1139,9 @@ export const HookService: GenService<{
   /**
    * Returns the hooks an operation has now, as persisted, in registration
    * order, and which handlers are attached. An unknown operation has no
-   * hooks. Read-only.
+   * hooks. A stored hook that breaks a registration rule is listed too (the
+   * calls that would run it fail with STORED_HOOK_INVALID), so that it can be
+   * seen and removed. Read-only.
    *
    * @generated from rpc agenthooks.v1.HookService.ListHooks
    */

@@ -57,11 +57,14 @@ type HookServiceClient interface {
 	// answers. Not idempotent: a repeated call appends again.
 	RegisterHooks(ctx context.Context, in *RegisterHooksRequest, opts ...grpc.CallOption) (*RegisterHooksResponse, error)
 	// Drops an operation's in-memory handlers; with `purge`, also its persisted
-	// hooks. Idempotent; an unknown operation is not an error.
+	// hooks, whether or not they follow the registration rules. Idempotent; an
+	// unknown operation is not an error.
 	UnregisterHooks(ctx context.Context, in *UnregisterHooksRequest, opts ...grpc.CallOption) (*UnregisterHooksResponse, error)
 	// Returns the hooks an operation has now, as persisted, in registration
 	// order, and which handlers are attached. An unknown operation has no
-	// hooks. Read-only.
+	// hooks. A stored hook that breaks a registration rule is listed too (the
+	// calls that would run it fail with STORED_HOOK_INVALID), so that it can be
+	// seen and removed. Read-only.
 	ListHooks(ctx context.Context, in *ListHooksRequest, opts ...grpc.CallOption) (*ListHooksResponse, error)
 	// Dispatches one notification event: runs the operation's matching
 	// non-control hooks and the environment hooks in order, each awaited, and
@@ -262,11 +265,14 @@ type HookServiceServer interface {
 	// answers. Not idempotent: a repeated call appends again.
 	RegisterHooks(context.Context, *RegisterHooksRequest) (*RegisterHooksResponse, error)
 	// Drops an operation's in-memory handlers; with `purge`, also its persisted
-	// hooks. Idempotent; an unknown operation is not an error.
+	// hooks, whether or not they follow the registration rules. Idempotent; an
+	// unknown operation is not an error.
 	UnregisterHooks(context.Context, *UnregisterHooksRequest) (*UnregisterHooksResponse, error)
 	// Returns the hooks an operation has now, as persisted, in registration
 	// order, and which handlers are attached. An unknown operation has no
-	// hooks. Read-only.
+	// hooks. A stored hook that breaks a registration rule is listed too (the
+	// calls that would run it fail with STORED_HOOK_INVALID), so that it can be
+	// seen and removed. Read-only.
 	ListHooks(context.Context, *ListHooksRequest) (*ListHooksResponse, error)
 	// Dispatches one notification event: runs the operation's matching
 	// non-control hooks and the environment hooks in order, each awaited, and

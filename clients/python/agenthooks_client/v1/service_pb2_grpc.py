@@ -134,7 +134,8 @@ class HookServiceServicer:
 
     def UnregisterHooks(self, request, context):
         """Drops an operation's in-memory handlers; with `purge`, also its persisted
-        hooks. Idempotent; an unknown operation is not an error.
+        hooks, whether or not they follow the registration rules. Idempotent; an
+        unknown operation is not an error.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -143,7 +144,9 @@ class HookServiceServicer:
     def ListHooks(self, request, context):
         """Returns the hooks an operation has now, as persisted, in registration
         order, and which handlers are attached. An unknown operation has no
-        hooks. Read-only.
+        hooks. A stored hook that breaks a registration rule is listed too (the
+        calls that would run it fail with STORED_HOOK_INVALID), so that it can be
+        seen and removed. Read-only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,132 @@
+/**
+ * @module The hook registry over a real SQLite store: stored hooks are
+ * checked against the schema rules as they enter the cache, once per load,
+ * and a hook that breaks one fails every read that would run the
+ * operation's hooks, while listing and purging still work.
+ */
+import { create } from '@bufbuild/protobuf';
+import { describe, expect, it } from 'vitest';
+import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { type Hook, HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { AgentHooksError } from '../../src/errors.js';
+import { HookRegistry, STORED_HOOK_INVALID } from '../../src/hooks/registry.js';
+import { validateStoredHook } from '../../src/hooks/validate.js';
+import { useTempStore } from '../store/helpers.js';
+
+const HOOK_URL = 'https://hooks.example.com/agent';
+
+function notification(id: string): Hook {
+  return create(HookSchema, { id, type: HookType.AFTER_STEP, webhook: { url: HOOK_URL } });
+}
+
+/** A `beforeToolCall` control that sets `eventFields`, which a control may not. */
+function controlWithProjection(id: string): Hook {
+  return create(HookSchema, {
+    id,
+    type: HookType.BEFORE_TOOL_CALL,
+    webhook: {
+      url: HOOK_URL,
+      responseHandling: ResponseHandling.TOOL_CALL,
+      eventFields: { names: ['userId'] },
+    },
+  });
+}
+
+/** The default check, counting the hooks it is called for. */
+function countingCheck() {
+  const checked: string[] = [];
+  return {
+    checked,
+    check(hook: Hook, path: string) {
+      checked.push(hook.id);
+      validateStoredHook(hook, path);
+    },
+  };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<AgentHooksError> {
+  try {
+    await promise;
+  } catch (e: unknown) {
+    if (e instanceof AgentHooksError) return e;
+    throw e;
+  }
+  throw new Error('expected an AgentHooksError, the call resolved');
+}
+
+describe('HookRegistry: stored hooks re-validated on read', () => {
+  const temp = useTempStore();
+
+  it('checks each stored hook once per load; a cached operation is not checked again', async () => {
+    const store = temp.open();
+    const { checked, check } = countingCheck();
+    const registry = new HookRegistry(store, { checkStoredHook: check });
+    await registry.register('op-1', undefined, [notification('a'), notification('b')]);
+    expect(checked).toEqual([]);
+
+    for (let i = 0; i < 3; i++) {
+      expect((await registry.hooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+    }
+    expect(checked).toEqual(['a', 'b']);
+
+    // A registration changes the rows: the next read loads and checks them again.
+    await registry.register('op-1', undefined, [notification('c')]);
+    await registry.hooksOf('op-1');
+    await registry.hooksOf('op-1');
+    expect(checked).toEqual(['a', 'b', 'a', 'b', 'c']);
+
+    registry.forget(['op-1']);
+    await registry.hooksOf('op-1');
+    expect(checked).toEqual(['a', 'b', 'a', 'b', 'c', 'a', 'b', 'c']);
+  });
+
+  it('fails hooksOf with STORED_HOOK_INVALID for a stored hook that breaks a rule, checked once', async () => {
+    const store = temp.open();
+    // As an older version wrote it: the store itself applies no registration rule.
+    await store.appendHooks('op-bad', undefined, [
+      notification('first'),
+      controlWithProjection('guard'),
+      notification('never-checked'),
+    ]);
+    const { checked, check } = countingCheck();
+    const registry = new HookRegistry(store, { checkStoredHook: check });
+
+    const errors = [
+      await rejection(registry.hooksOf('op-bad')),
+      await rejection(registry.hooksOf('op-bad')),
+    ];
+    for (const error of errors) {
+      expect(error.kind).toBe('failed_precondition');
+      expect(error.reason).toBe(STORED_HOOK_INVALID);
+      expect(error.message).toContain('"op-bad"');
+      expect(error.message).toContain('"guard"');
+      expect(error.message).toContain('CONTROL_PAYLOAD_OVERRIDE');
+      expect(error.metadata).toEqual({
+        operationId: 'op-bad',
+        hookId: 'guard',
+        rule: 'CONTROL_PAYLOAD_OVERRIDE',
+        field: 'hooks[1].webhook.eventFields',
+      });
+    }
+    // The first broken hook decides; the second read used the cached verdict.
+    expect(checked).toEqual(['first', 'guard']);
+
+    // Listing still shows every stored hook, the broken one included.
+    const listed = await registry.storedHooksOf('op-bad');
+    expect(listed.hooks.map((h) => h.id)).toEqual(['first', 'guard', 'never-checked']);
+    expect(checked).toEqual(['first', 'guard']);
+
+    // Purging removes it, and the operation then reads as it is: no hooks.
+    expect(await registry.unregister('op-bad', true)).toBe(3);
+    expect((await registry.hooksOf('op-bad')).hooks).toEqual([]);
+  });
+
+  it('keeps other operations usable while one has a broken stored hook', async () => {
+    const store = temp.open();
+    await store.appendHooks('op-bad', undefined, [controlWithProjection('guard')]);
+    const registry = new HookRegistry(store);
+    await registry.register('op-good', undefined, [notification('a')]);
+    expect((await rejection(registry.hooksOf('op-bad'))).reason).toBe(STORED_HOOK_INVALID);
+    expect((await registry.hooksOf('op-good')).hooks.map((h) => h.id)).toEqual(['a']);
+  });
+});
