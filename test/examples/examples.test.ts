@@ -1,21 +1,23 @@
 /**
  * @module End-to-end: the example runtimes of `examples/` (Python, Go and
  * TypeScript, each on its generated gRPC client) run one whole operation
- * against one real sidecar and one real receiver. The assertions read the
- * receiver's log and the sidecar's answers as a recording gRPC proxy saw them
- * on the wire, never the examples' own printout.
+ * against one real sidecar and the example receiver of
+ * `examples/receiver/receiver.mjs`, run as its own process. The assertions read
+ * the receiver's log and the sidecar's answers as a recording gRPC proxy saw
+ * them on the wire, never the examples' own printout.
  */
-import { execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { fromBinary, type JsonValue, toJson } from '@bufbuild/protobuf';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 import { type GrpcProxy, type ProxiedCall, startGrpcProxy } from './grpc-proxy.js';
 
@@ -24,6 +26,8 @@ const VENV_PYTHON = join(ROOT, '.venv', 'bin', 'python');
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 /** What `tsc -p examples/ts` emits (its tsconfig's outDir). */
 const TS_EXAMPLE = join(ROOT, 'dist', 'examples', 'examples', 'ts', 'runtime.js');
+/** The webhook receiver the README points at. */
+const RECEIVER = join(ROOT, 'examples', 'receiver', 'receiver.mjs');
 
 /** The id every language's operation id is normalised to. */
 const OPERATION_ID = 'op-example';
@@ -89,21 +93,51 @@ function decode(call: ProxiedCall, operationId: string): DecodedCall {
   );
 }
 
-/** Answers controls as the README's receiver does: deny fs/deleteFile, allow the rest. */
-function controlReceiver(receiver: Receiver): void {
-  receiver.respond((req, res) => {
-    if (req.path !== '/control') {
-      res.writeHead(204);
-      res.end();
-      return;
-    }
-    const event = req.json as { identifier?: string; apiName?: string };
-    const deny = event.identifier === 'fs' && event.apiName === 'deleteFile';
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify(deny ? { decision: 'deny', reason: DENY_REASON } : { decision: 'allow' }),
-    );
+/** One request as the example receiver printed it. */
+interface LoggedRequest {
+  readonly path: string;
+  /** The decision it answered a control with. */
+  readonly decision?: JsonValue;
+  /** The JSON agenthooks posted. */
+  readonly payload: Record<string, JsonValue>;
+}
+
+/** The example receiver, running as its own process. */
+interface ExampleReceiver {
+  readonly url: string;
+  /** What it printed so far, one entry per request, in arrival order. */
+  readonly log: readonly LoggedRequest[];
+  readonly process: ChildProcess;
+}
+
+/** Starts `examples/receiver/receiver.mjs` on a free port and reads its log as it prints it. */
+async function startExampleReceiver(): Promise<ExampleReceiver> {
+  const child = spawn(process.execPath, [RECEIVER], {
+    cwd: ROOT,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  const log: LoggedRequest[] = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`the receiver exited with ${code}`)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const entry = JSON.parse(line) as { listening?: string } & LoggedRequest;
+      if (entry.listening !== undefined) resolve(entry.listening);
+      else log.push(entry);
+    });
+  });
+  return { url, log, process: child };
+}
+
+/** Stops the receiver with SIGTERM, as a user's Ctrl-C, and waits for its exit. */
+async function stopExampleReceiver(receiver: ExampleReceiver): Promise<number | null> {
+  const child = receiver.process;
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const [code] = (await exited) as [number | null];
+  return code;
 }
 
 /** Runs a process to its end and keeps its output; kills it after 30 seconds. */
@@ -142,7 +176,7 @@ function sortedPayloads(run: Run): string[] {
 }
 
 describe('example runtimes in Python, Go and TypeScript', () => {
-  let receiver: Receiver;
+  let receiver: ExampleReceiver;
   let sidecar: SidecarProcess;
   let proxy: GrpcProxy;
   let workDir: string;
@@ -164,16 +198,15 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       AGENTHOOKS_OPERATION_ID: operationId,
     });
     expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
-    const ofRun = (r: ReceivedRequest) =>
-      (r.json as Record<string, unknown> | undefined)?.operationId === operationId;
+    const ofRun = (r: LoggedRequest) => r.payload.operationId === operationId;
     // The afterToolCall of the published result is sent without being awaited.
-    await vi.waitFor(() => expect(receiver.requests.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
+    await vi.waitFor(() => expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
       timeout: 5_000,
       interval: 10,
     });
-    return receiver.requests.filter(ofRun).map((r) => ({
+    return receiver.log.filter(ofRun).map((r) => ({
       path: r.path,
-      json: normalise(r.json as Record<string, JsonValue>, operationId),
+      json: normalise(r.payload, operationId),
     }));
   }
 
@@ -199,8 +232,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     commands.set('go', { command: goBinary, args: [], env: {} });
     commands.set('ts', { command: process.execPath, args: [TS_EXAMPLE], env: {} });
 
-    receiver = await startReceiver();
-    controlReceiver(receiver);
+    receiver = await startExampleReceiver();
     sidecar = await startSidecar({ args: ['--grpc-listen', `unix:${socket}`], http: false });
     proxy = await startGrpcProxy(sidecar.grpc);
   }, 300_000);
@@ -208,7 +240,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
   afterAll(async () => {
     await proxy?.close();
     await killSidecar(sidecar);
-    await receiver?.close();
+    if (receiver !== undefined) expect(await stopExampleReceiver(receiver)).toBe(0);
     if (workDir !== undefined) rmSync(workDir, { recursive: true, force: true });
   });
 
