@@ -9,11 +9,19 @@
  *    answers (it denies fs/deleteFile), a local handler that mocks web/search,
  *    and notification webhooks for the steps, the tool results and the
  *    completion;
- * 2. serves the local handler over the Handle stream, in its own task;
+ * 2. serves the local handler over the Handle stream, in its own task, and
+ *    opens the operation's DispatchStream for the events it does not wait for;
  * 3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed
  *    and runs on the client, so its result arrives later: the call is parked;
- *    fs/deleteFile is denied; web/search is mocked), dispatches afterStep;
+ *    fs/deleteFile is denied; web/search is mocked), sends the afterToolCall
+ *    notifications of the denied and the mocked call on the stream, waits for
+ *    their acks and dispatches afterStep;
  * 4. publishes the parked call's result and completes the operation.
+ *
+ * As the spec's producers do, it awaits the step events (Dispatch) and the
+ * terminal ones (CompleteOperation), and does not wait for the tool events:
+ * they go on the stream, which keeps their order, so the receiver sees them in
+ * order.
  *
  * It prints one JSON line per step and exits 1 on any error.
  *
@@ -47,6 +55,7 @@ import {
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
+  type DispatchStreamRequestSchema,
   type HandleRequestSchema,
   type HandlerCall,
   type HandlerReplySchema,
@@ -279,23 +288,99 @@ class HandlerStream {
   }
 }
 
-class Runtime {
-  readonly #client: HookClient;
+/**
+ * Sends the events a runtime does not wait for on the operation's
+ * DispatchStream. `notify` returns at once; the acks are read in their own
+ * task. The stream keeps one operation's events in order, but not with
+ * Dispatch calls: `flush` waits for the acks of the events sent so far.
+ */
+class Notifier {
+  readonly #outbox = new Outbox<MessageInitShape<typeof DispatchStreamRequestSchema>>();
+  readonly #abort = new AbortController();
+  readonly #read: Promise<void>;
+  #sent = 0;
+  #acked = 0;
+  /** Wakes `flush` on each ack. */
+  #progress: () => void = () => {};
 
   constructor(client: HookClient) {
+    // The stream lives as long as the operation, so it has no deadline.
+    const acks = client.dispatchStream(this.#outbox, { signal: this.#abort.signal });
+    this.#read = (async () => {
+      for await (const ack of acks) {
+        if (ack.error !== undefined) {
+          // A failed notification is logged; the operation goes on.
+          const error = `${ack.error.reason}: ${ack.error.message}`;
+          emit('DispatchStream.ack', { eventId: ack.eventId, error });
+        } else {
+          emit('DispatchStream.ack', { eventId: ack.eventId, outcomes: outcomes(ack.outcomes) });
+        }
+        this.#acked += 1;
+        this.#progress();
+      }
+    })();
+    // flush() and close() report a failed stream; until then it is no unhandled rejection.
+    this.#read.catch(() => {});
+  }
+
+  notify(event: HookEvent, details: Record<string, unknown> = {}): void {
+    this.#sent += 1;
+    const eventId = `event-${this.#sent}`;
+    emit('DispatchStream.send', { eventId, event: event.event.case, ...details });
+    this.#outbox.push({ eventId, event });
+  }
+
+  /** Waits until every event sent so far is acknowledged. */
+  async flush(): Promise<void> {
+    const sent = this.#sent;
+    const acked = new Promise<void>((resolve) => {
+      this.#progress = () => {
+        if (this.#acked >= sent) resolve();
+      };
+      this.#progress();
+    });
+    const ended = this.#read.then(() => {
+      if (this.#acked < sent) {
+        throw new Error('the DispatchStream ended before every event was acknowledged');
+      }
+    });
+    await within(Promise.race([acked, ended]), 'the sidecar did not acknowledge the notifications');
+  }
+
+  /** Half-closes the stream and waits until the sidecar ended it, every event acknowledged. */
+  async close(): Promise<void> {
+    this.#outbox.close();
+    await within(this.#read, 'the DispatchStream did not end');
+    await this.flush();
+  }
+
+  /** Cancels the stream, as a runtime does when the operation failed. */
+  abort(): void {
+    this.#abort.abort();
+  }
+}
+
+class Runtime {
+  readonly #client: HookClient;
+  readonly #notifier: Notifier;
+
+  constructor(client: HookClient, notifier: Notifier) {
     this.#client = client;
+    this.#notifier = notifier;
   }
 
-  async dispatch(event: HookEvent, details: Record<string, unknown> = {}): Promise<void> {
+  /** Dispatches an event the runtime awaits (beforeStep, afterStep). */
+  async dispatch(event: HookEvent): Promise<void> {
     const res = await this.#client.dispatch({ event }, { timeoutMs: TIMEOUT_MS });
-    emit('Dispatch', { event: event.event.case, ...details, outcomes: outcomes(res.outcomes) });
+    emit('Dispatch', { event: event.event.case, outcomes: outcomes(res.outcomes) });
   }
 
-  async afterToolCall(call: ToolCall, result: ToolResult | undefined, mocked: boolean) {
+  /** Notifies the tool's result without waiting, as the spec's producers do. */
+  afterToolCall(call: ToolCall, result: ToolResult | undefined, mocked: boolean): void {
     const event = create(HookEventSchema, {
       event: { case: 'afterToolCall', value: { context: call.context, mocked, result } },
     });
-    await this.dispatch(event, { tool: toolName(call) });
+    this.#notifier.notify(event, { tool: toolName(call) });
   }
 
   /** Asks the sidecar before the tool runs, and does what the decision says. */
@@ -308,13 +393,15 @@ class Runtime {
     const outcome = res.decision?.outcome;
     switch (outcome?.case) {
       case 'deny':
-        // The tool does not run; the blocked result is what the runtime stores.
+        // The tool does not run; the blocked result is what the runtime stores,
+        // and its afterToolCall notification still goes out (mocked: false).
         emit('DecideToolCall', { tool, decision: 'deny', reason: outcome.value.reason });
+        this.afterToolCall(call, outcome.value.blockedResult, false);
         return;
       case 'mock':
         // The tool does not run; the handler's result stands in for it.
         emit('DecideToolCall', { tool, decision: 'mock', hookId: outcome.value.hookId });
-        await this.afterToolCall(call, outcome.value.result, true);
+        this.afterToolCall(call, outcome.value.result, true);
         return;
       case 'allow': {
         emit('DecideToolCall', { tool, decision: 'allow' });
@@ -353,7 +440,6 @@ class Runtime {
 
 async function main(): Promise<void> {
   const client = createClient(HookService, grpcTransport(ADDRESS));
-  const runtime = new Runtime(client);
 
   const registered = await client.registerHooks(
     { operationId: OPERATION_ID, hooks: hooks() },
@@ -362,8 +448,11 @@ async function main(): Promise<void> {
   emit('RegisterHooks', { operationId: OPERATION_ID, hookCount: registered.hookCount });
 
   const handlers = new HandlerStream(client, [OPERATION_ID]);
+  let notifier: Notifier | undefined;
   try {
     await handlers.waitAttached();
+    notifier = new Notifier(client);
+    const runtime = new Runtime(client, notifier);
 
     const step = {
       agentId: AGENT_ID,
@@ -401,6 +490,8 @@ async function main(): Promise<void> {
     );
     for (const call of [read, remove, search]) await runtime.decide(call);
 
+    // The step's notifications reach the receivers before its afterStep.
+    await notifier.flush();
     await runtime.dispatch(
       create(HookEventSchema, {
         event: {
@@ -414,6 +505,7 @@ async function main(): Promise<void> {
       read,
       create(ToolResultSchema, { content: READ_RESULT, success: true, executionTime: 12 }),
     );
+    await notifier.close();
 
     const done = await client.completeOperation(
       {
@@ -436,6 +528,7 @@ async function main(): Promise<void> {
     });
     await handlers.close();
   } catch (e) {
+    notifier?.abort();
     handlers.abort();
     throw e;
   }

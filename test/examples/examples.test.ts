@@ -35,8 +35,8 @@ const DENY_REASON = 'Deleting files is not allowed.';
 /** What the examples' web/search handler mocks and what their deferred readFile returns. */
 const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}';
 const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
-/** Webhooks per operation: beforeStep, 3 controls, 2 afterToolCall, afterStep, onComplete. */
-const PAYLOADS_PER_RUN = 8;
+/** Webhooks per operation: beforeStep, 3 controls, 3 afterToolCall, afterStep, onComplete. */
+const PAYLOADS_PER_RUN = 9;
 /** Fields whose values differ from run to run (handler call ids, durations, park times). */
 const VARYING_FIELDS = new Set(['callId', 'duration', 'parkedAt']);
 
@@ -170,9 +170,31 @@ function toolOf(json: Record<string, JsonValue>): string | undefined {
   return json.identifier === undefined ? undefined : `${json.identifier}/${json.apiName}`;
 }
 
+/**
+ * The calls of a run with its one DispatchStream last: a stream's place among
+ * the calls is when its headers reached the proxy, which each client sends
+ * at a time of its own.
+ */
+function inCallOrder(calls: DecodedCall[]): DecodedCall[] {
+  const isStream = (c: DecodedCall) => c.method === 'DispatchStream';
+  return [...calls.filter((c) => !isStream(c)), ...calls.filter(isStream)];
+}
+
+/**
+ * JSON with every object's keys sorted: key order is not part of the payload
+ * contract, and a `Struct`'s keys come in the order of the client's encoding.
+ */
+function canonicalJson(value: JsonValue): string {
+  return JSON.stringify(value, (_, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
 /** The payloads sorted by their JSON, for comparisons where arrival order is not the point. */
 function sortedPayloads(run: Run): string[] {
-  return run.payloads.map((p) => JSON.stringify({ path: p.path, ...p.json })).sort();
+  return run.payloads.map((p) => canonicalJson({ path: p.path, ...p.json })).sort();
 }
 
 describe('example runtimes in Python, Go and TypeScript', () => {
@@ -252,7 +274,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       const payloads = await runExample(language, proxy.address, operationId);
       const proxied = proxy.calls.slice(firstCall);
       await Promise.all(proxied.map((c) => c.ended));
-      const calls = proxied.map((c) => decode(c, operationId));
+      const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
       runs.set(language, { operationId, calls, payloads });
 
       // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
@@ -269,15 +291,14 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         ['DecideToolCall', 0],
         ['DecideToolCall', 0],
         ['Dispatch', 0],
-        ['Dispatch', 0],
         ['PublishDeferredResult', 0],
         ['CompleteOperation', 0],
+        ['DispatchStream', 0],
       ]);
 
       // The sidecar's answers, as the runtime got them.
-      const [register, handle, beforeStep, read, park, remove, search, afterSearch, afterStep] =
-        calls;
-      const [publish, complete] = calls.slice(9);
+      const [register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
+      const [publish, complete, notifications] = calls.slice(8);
       expect(register?.responses).toEqual([{ hookCount: 6 }]);
       expect(beforeStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
@@ -341,8 +362,37 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         { attach: { operationIds: [OPERATION_ID] } },
         { reply: { mock: { result: { content: SEARCH_RESULT, success: true } } } },
       ]);
-      expect(afterSearch?.responses).toMatchObject([
-        { outcomes: [{ hookId: 'tool-results', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
+      // The tool events go on the operation's one DispatchStream, not awaited
+      // one by one: the denied call's afterToolCall carries the blocked result
+      // (mocked false, so absent in proto3 JSON), the mocked call's the mock.
+      const delivered = [{ hookId: 'tool-results', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }];
+      const denial = remove?.responses[0] as
+        | { decision: { deny: { blockedResult: JsonValue } } }
+        | undefined;
+      expect(notifications?.requests).toEqual([
+        {
+          eventId: 'event-1',
+          event: {
+            afterToolCall: {
+              context: expect.objectContaining({ toolCallId: `${OPERATION_ID}-call-delete` }),
+              result: denial?.decision.deny.blockedResult,
+            },
+          },
+        },
+        {
+          eventId: 'event-2',
+          event: {
+            afterToolCall: {
+              context: expect.objectContaining({ toolCallId: `${OPERATION_ID}-call-search` }),
+              mocked: true,
+              result: { content: SEARCH_RESULT, success: true },
+            },
+          },
+        },
+      ]);
+      expect(notifications?.responses).toMatchObject([
+        { eventId: 'event-1', outcomes: delivered },
+        { eventId: 'event-2', outcomes: delivered },
       ]);
       expect(afterStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-after', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
@@ -360,23 +410,58 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         },
       ]);
 
-      // What the receiver got: the controls saw all three calls (controls run
-      // before local mocks), and the notifications the right events.
+      // What the receiver got, in the spec's order: the controls saw all
+      // three calls (controls run before local mocks), each tool's
+      // afterToolCall follows its control, the denied call's included, and the
+      // step's notifications come before afterStep, which the runtime
+      // dispatches once their acks are in. The denied call's afterToolCall
+      // goes on the stream while the runtime goes on to the next decision, so
+      // it may reach the receiver before or after that decision's control:
+      // the one race the spec's order leaves open.
       const seen = payloads.map((p) => [p.path, p.json.hookType, p.json.hookId, toolOf(p.json)]);
       const published = seen.findIndex(
         ([, type, , tool]) => type === 'afterToolCall' && tool === 'fs/readFile',
       );
-      expect(seen.filter((_, i) => i !== published)).toEqual([
-        ['/events', 'beforeStep', 'steps-before', undefined],
-        ['/control', 'beforeToolCall', 'deny-delete', 'fs/readFile'],
-        ['/control', 'beforeToolCall', 'deny-delete', 'fs/deleteFile'],
-        ['/control', 'beforeToolCall', 'deny-delete', 'web/search'],
-        ['/events', 'afterToolCall', 'tool-results', 'web/search'],
+      const beforeStepSeen = ['/events', 'beforeStep', 'steps-before', undefined];
+      const controlOf = (tool: string) => ['/control', 'beforeToolCall', 'deny-delete', tool];
+      const resultOf = (tool: string) => ['/events', 'afterToolCall', 'tool-results', tool];
+      const end = [
+        resultOf('web/search'),
         ['/events', 'afterStep', 'steps-after', undefined],
         ['/events', 'onComplete', 'completed', undefined],
+      ];
+      const head = [beforeStepSeen, controlOf('fs/readFile'), controlOf('fs/deleteFile')];
+      expect([
+        [...head, resultOf('fs/deleteFile'), controlOf('web/search'), ...end],
+        [...head, controlOf('web/search'), resultOf('fs/deleteFile'), ...end],
+      ]).toContainEqual(seen.filter((_, i) => i !== published));
+      // The sidecar sends the published result's afterToolCall once, after the
+      // publication, which follows afterStep; it is not awaited, so onComplete
+      // may overtake it.
+      const afterStepSeen = seen.findIndex(([, type]) => type === 'afterStep');
+      expect(published).toBeGreaterThan(afterStepSeen);
+      const denied = payloads.find(
+        (p) => toolOf(p.json) === 'fs/deleteFile' && p.path === '/events',
+      );
+      expect(denied?.json).toMatchObject({
+        toolCallId: `${OPERATION_ID}-call-delete`,
+        mocked: false,
+        result: {
+          content: DENY_REASON,
+          success: false,
+          error: 'hook_denied',
+          state: { type: 'blocked', reason: DENY_REASON },
+        },
+      });
+      // The receiver answered the controls by its rule.
+      const decisions = receiver.log
+        .filter((r) => r.path === '/control' && r.payload.operationId === operationId)
+        .map((r) => [toolOf(r.payload), r.decision]);
+      expect(decisions).toEqual([
+        ['fs/readFile', { decision: 'allow' }],
+        ['fs/deleteFile', { decision: 'deny', reason: DENY_REASON }],
+        ['web/search', { decision: 'allow' }],
       ]);
-      // The sidecar sends the published result's afterToolCall once, after the publication.
-      expect(published).toBeGreaterThan(5);
       const mocked = payloads.find((p) => toolOf(p.json) === 'web/search' && p.path === '/events');
       expect(mocked?.json).toMatchObject({
         mocked: true,
