@@ -4,6 +4,9 @@
 // It uses the generated gRPC client (clients/go, module
 // agenthooks.local/client) over native gRPC, and does what a runtime does:
 //
+//  0. registers a hook with an invalid webhook URL, on purpose, and prints
+//     the ErrorInfo reason and the BadRequest field violations of the error
+//     it gets;
 //  1. registers the operation's hooks: a webhook control that the receiver
 //     answers (it denies fs/deleteFile), a local handler that mocks
 //     web/search, and notification webhooks for the steps, the tool results
@@ -45,8 +48,10 @@ import (
 	"time"
 
 	agenthooksv1 "agenthooks.local/client/agenthooks/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -302,6 +307,51 @@ func (h *handlerStream) close() error {
 	}
 }
 
+// errorDetails reads the ErrorInfo reason and the BadRequest field violations
+// of an error from the sidecar. They are in the google.rpc.Status of the
+// call's trailers (grpc-status-details-bin), which grpc-go decodes.
+func errorDetails(err error) (reason string, violations []*errdetails.BadRequest_FieldViolation) {
+	st, _ := status.FromError(err)
+	for _, detail := range st.Details() {
+		switch d := detail.(type) {
+		case *errdetails.ErrorInfo:
+			reason = d.GetReason()
+		case *errdetails.BadRequest:
+			violations = d.GetFieldViolations()
+		}
+	}
+	return reason, violations
+}
+
+// fieldViolation is one BadRequest field violation as the examples print it.
+type fieldViolation struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// registerInvalidHook registers a hook with an invalid webhook URL, on
+// purpose, and prints what the error says.
+func registerInvalidHook(client agenthooksv1.HookServiceClient) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	invalid := &agenthooksv1.Hook{
+		Id:      "invalid-url",
+		Type:    agenthooksv1.HookType_HOOK_TYPE_AFTER_STEP,
+		Webhook: &agenthooksv1.Webhook{Url: "ftp://example.com/hook"},
+	}
+	_, err := client.RegisterHooks(ctx, &agenthooksv1.RegisterHooksRequest{OperationId: operationID, Hooks: []*agenthooksv1.Hook{invalid}})
+	if err == nil {
+		return errors.New("the sidecar registered a hook with an invalid webhook URL")
+	}
+	reason, violations := errorDetails(err)
+	fields := make([]fieldViolation, 0, len(violations))
+	for _, v := range violations {
+		fields = append(fields, fieldViolation{Field: v.GetField(), Description: v.GetDescription()})
+	}
+	emit("RegisterHooks.refused", field{"code", int(status.Code(err))}, field{"reason", reason}, field{"fields", fields})
+	return nil
+}
+
 // notifier sends the events a runtime does not wait for on the operation's
 // DispatchStream. notify returns at once; the acks are read in their own
 // goroutine. The stream keeps one operation's events in order, but not with
@@ -503,6 +553,9 @@ func runOperation() error {
 	}
 	defer conn.Close()
 	client := agenthooksv1.NewHookServiceClient(conn)
+	if err := registerInvalidHook(client); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -3,6 +3,8 @@
 It uses the generated gRPC client (clients/python/agenthooks_client) over native
 gRPC, and does what a runtime does:
 
+0. registers a hook with an invalid webhook URL, on purpose, and prints the
+   ErrorInfo reason and the BadRequest field violations of the error it gets;
 1. registers the operation's hooks: a webhook control that the receiver answers
    (it denies fs/deleteFile), a local handler that mocks web/search, and
    notification webhooks for the steps, the tool results and the completion;
@@ -40,6 +42,8 @@ from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from agenthooks_client.v1 import (
     decisions_pb2,
@@ -212,6 +216,46 @@ class HandlerStream:
             raise self.error
 
 
+def error_details(
+    error: grpc.RpcError,
+) -> tuple[str, list[error_details_pb2.BadRequest.FieldViolation]]:
+    """Reads the ErrorInfo reason and the BadRequest field violations of an error from the sidecar.
+
+    They are in the google.rpc.Status of the call's trailers (grpc-status-details-bin),
+    which grpcio-status decodes.
+    """
+    reason = ""
+    violations: list[error_details_pb2.BadRequest.FieldViolation] = []
+    status = rpc_status.from_call(error)
+    for detail in status.details if status is not None else []:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations = list(bad_request.field_violations)
+    return reason, violations
+
+
+def register_invalid_hook(stub: service_pb2_grpc.HookServiceStub) -> None:
+    """Registers a hook with an invalid webhook URL, on purpose, and prints what the error says."""
+    invalid = hooks_pb2.Hook(id="invalid-url", type=events_pb2.HOOK_TYPE_AFTER_STEP,
+                             webhook=hooks_pb2.Webhook(url="ftp://example.com/hook"))
+    try:
+        stub.RegisterHooks(
+            service_pb2.RegisterHooksRequest(operation_id=OPERATION_ID, hooks=[invalid]),
+            timeout=TIMEOUT_SECONDS,
+        )
+    except grpc.RpcError as e:
+        reason, violations = error_details(e)
+        emit(step="RegisterHooks.refused", code=e.code().value[0], reason=reason,
+             fields=[{"field": v.field, "description": v.description} for v in violations])
+        return
+    raise RuntimeError("the sidecar registered a hook with an invalid webhook URL")
+
+
 class Notifier:
     """Sends the events a runtime does not wait for on the operation's DispatchStream.
 
@@ -354,6 +398,7 @@ class Runtime:
 def main() -> None:
     with grpc.insecure_channel(ADDRESS) as channel:
         stub = service_pb2_grpc.HookServiceStub(channel)
+        register_invalid_hook(stub)
         res = stub.RegisterHooks(
             service_pb2.RegisterHooksRequest(operation_id=OPERATION_ID, hooks=hooks()),
             timeout=TIMEOUT_SECONDS,

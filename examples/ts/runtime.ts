@@ -5,6 +5,9 @@
  * It uses the generated code in `gen/` with Connect's gRPC transport (native
  * gRPC over HTTP/2, not the Connect protocol), and does what a runtime does:
  *
+ * 0. registers a hook with an invalid webhook URL, on purpose, and prints the
+ *    ErrorInfo reason and the BadRequest field violations of the error it
+ *    gets;
  * 1. registers the operation's hooks: a webhook control that the receiver
  *    answers (it denies fs/deleteFile), a local handler that mocks web/search,
  *    and notification webhooks for the steps, the tool results and the
@@ -35,7 +38,13 @@
  */
 import * as net from 'node:net';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
-import { type Client, createClient, type Transport } from '@connectrpc/connect';
+import {
+  type Client,
+  type Code,
+  ConnectError,
+  createClient,
+  type Transport,
+} from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { type HookOutcome, HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
@@ -62,6 +71,11 @@ import {
   HookService,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  type BadRequest_FieldViolation,
+  BadRequestSchema,
+  ErrorInfoSchema,
+} from '../../gen/google/rpc/error_details_pb.js';
 
 const ADDRESS = process.env.AGENTHOOKS_ADDRESS || '127.0.0.1:50051';
 const RECEIVER_URL = (process.env.RECEIVER_URL || 'http://127.0.0.1:9000').replace(/\/+$/, '');
@@ -289,6 +303,43 @@ class HandlerStream {
 }
 
 /**
+ * Reads the ErrorInfo reason and the BadRequest field violations of an error
+ * from the sidecar. They are in the google.rpc.Status of the call's trailers
+ * (grpc-status-details-bin), which Connect decodes into the error's details.
+ */
+function errorDetails(e: unknown): {
+  code: Code;
+  reason: string;
+  violations: BadRequest_FieldViolation[];
+} {
+  const err = ConnectError.from(e);
+  const [info] = err.findDetails(ErrorInfoSchema);
+  const violations = err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations);
+  return { code: err.code, reason: info?.reason ?? '', violations };
+}
+
+/** Registers a hook with an invalid webhook URL, on purpose, and prints what the error says. */
+async function registerInvalidHook(client: HookClient): Promise<void> {
+  const invalid = create(HookSchema, {
+    id: 'invalid-url',
+    type: HookType.AFTER_STEP,
+    webhook: { url: 'ftp://example.com/hook' },
+  });
+  try {
+    await client.registerHooks(
+      { operationId: OPERATION_ID, hooks: [invalid] },
+      { timeoutMs: TIMEOUT_MS },
+    );
+  } catch (e) {
+    const { code, reason, violations } = errorDetails(e);
+    const fields = violations.map((v) => ({ field: v.field, description: v.description }));
+    emit('RegisterHooks.refused', { code, reason, fields });
+    return;
+  }
+  throw new Error('the sidecar registered a hook with an invalid webhook URL');
+}
+
+/**
  * Sends the events a runtime does not wait for on the operation's
  * DispatchStream. `notify` returns at once; the acks are read in their own
  * task. The stream keeps one operation's events in order, but not with
@@ -440,6 +491,7 @@ class Runtime {
 
 async function main(): Promise<void> {
   const client = createClient(HookService, grpcTransport(ADDRESS));
+  await registerInvalidHook(client);
 
   const registered = await client.registerHooks(
     { operationId: OPERATION_ID, hooks: hooks() },

@@ -8,16 +8,19 @@
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { fromBinary, type JsonValue, toJson } from '@bufbuild/protobuf';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 import { type GrpcProxy, type ProxiedCall, startGrpcProxy } from './grpc-proxy.js';
 
@@ -60,6 +63,15 @@ interface DecodedCall {
   readonly status: number | undefined;
   readonly requests: JsonValue[];
   readonly responses: JsonValue[];
+  /** What the `google.rpc.Status` of a failed call says, as the runtimes print it. */
+  readonly error?: PrintedError;
+}
+
+/** A status code, `ErrorInfo.reason` and `BadRequest` field violations, as the examples print them. */
+interface PrintedError {
+  readonly code: number;
+  readonly reason: string | undefined;
+  readonly fields: { field: string; description: string }[] | undefined;
 }
 
 /** One example run through the proxy. */
@@ -68,12 +80,32 @@ interface Run {
   readonly calls: DecodedCall[];
   /** Receiver requests of the run, normalised, in arrival order. */
   readonly payloads: { path: string; json: Record<string, JsonValue> }[];
+  /** The JSON lines the example printed. */
+  readonly printed: Record<string, JsonValue>[];
 }
 
 /** Replaces the run's operation id by `op-example` everywhere and drops varying fields. */
 function normalise<T>(value: T, operationId: string): T {
   const json = JSON.stringify(value, (key, v) => (VARYING_FIELDS.has(key) ? undefined : v));
   return JSON.parse(json.replaceAll(operationId, OPERATION_ID)) as T;
+}
+
+/** Reads the status details the sidecar sent in a call's trailers. */
+function errorOf(call: ProxiedCall): PrintedError | undefined {
+  if (call.grpcStatusDetails === undefined) return undefined;
+  const status = fromBinary(StatusSchema, call.grpcStatusDetails);
+  const unpack = <T>(f: (d: (typeof status.details)[number]) => T | undefined) =>
+    status.details.map(f).find((d) => d !== undefined);
+  const info = unpack((d) => anyUnpack(d, ErrorInfoSchema));
+  const badRequest = unpack((d) => anyUnpack(d, BadRequestSchema));
+  return {
+    code: status.code,
+    reason: info?.reason,
+    fields: badRequest?.fieldViolations.map((v) => ({
+      field: v.field,
+      description: v.description,
+    })),
+  };
 }
 
 function decode(call: ProxiedCall, operationId: string): DecodedCall {
@@ -88,6 +120,7 @@ function decode(call: ProxiedCall, operationId: string): DecodedCall {
       status: call.grpcStatus,
       requests: call.requests.map((b) => toJson(method.input, fromBinary(method.input, b))),
       responses: call.responses.map((b) => toJson(method.output, fromBinary(method.output, b))),
+      error: errorOf(call),
     },
     operationId,
   );
@@ -226,10 +259,15 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       timeout: 5_000,
       interval: 10,
     });
-    return receiver.log.filter(ofRun).map((r) => ({
+    const payloads = receiver.log.filter(ofRun).map((r) => ({
       path: r.path,
       json: normalise(r.payload, operationId),
     }));
+    const printed = exit.stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, JsonValue>);
+    return { payloads, printed };
   }
 
   beforeAll(async () => {
@@ -271,11 +309,11 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     async (language) => {
       const operationId = `op-example-${language}`;
       const firstCall = proxy.calls.length;
-      const payloads = await runExample(language, proxy.address, operationId);
+      const { payloads, printed } = await runExample(language, proxy.address, operationId);
       const proxied = proxy.calls.slice(firstCall);
       await Promise.all(proxied.map((c) => c.ended));
       const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
-      runs.set(language, { operationId, calls, payloads });
+      runs.set(language, { operationId, calls, payloads, printed });
 
       // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
       for (const call of calls) {
@@ -283,6 +321,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         expect(call.te).toBe('trailers');
       }
       expect(calls.map((c) => [c.method, c.status])).toEqual([
+        ['RegisterHooks', 3],
         ['RegisterHooks', 0],
         ['Handle', 0],
         ['Dispatch', 0],
@@ -297,8 +336,20 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       ]);
 
       // The sidecar's answers, as the runtime got them.
-      const [register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
-      const [publish, complete, notifications] = calls.slice(8);
+      const [refused, register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
+      const [publish, complete, notifications] = calls.slice(9);
+
+      // The deliberately invalid registration: the runtime read the reason and
+      // the field violation of the error exactly as the sidecar sent them.
+      expect(refused?.error).toEqual({
+        code: 3,
+        reason: 'INVALID_WEBHOOK_URL',
+        fields: [{ field: 'hooks[0].webhook.url', description: expect.any(String) }],
+      });
+      expect(refused?.error?.fields?.[0]?.description).toMatch(/^Webhook URL must be HTTP\(S\)/);
+      expect(printed.filter((line) => line.step === 'RegisterHooks.refused')).toEqual([
+        { step: 'RegisterHooks.refused', ...refused?.error },
+      ]);
       expect(register?.responses).toEqual([{ hookCount: 6 }]);
       expect(beforeStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
@@ -516,11 +567,32 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     expect(responses(ts)).toEqual(responses(python));
   });
 
+  it("quotes the examples' error-reading functions in the README, as they are", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const between = (file: string, start: string, end: string) => {
+      const text = readFileSync(join(ROOT, 'examples', file), 'utf8');
+      const from = text.indexOf(start);
+      const to = text.indexOf(end, from);
+      expect(from, `${start} in examples/${file}`).toBeGreaterThanOrEqual(0);
+      expect(to, `the end of ${start} in examples/${file}`).toBeGreaterThan(from);
+      return text.slice(from, to + end.length);
+    };
+    expect(readme).toContain(
+      between('python/runtime.py', 'def error_details(', '    return reason, violations\n'),
+    );
+    expect(readme).toContain(between('go/main.go', 'func errorDetails(', '\n}\n'));
+    expect(readme).toContain(between('ts/runtime.ts', 'function errorDetails(', '\n}\n'));
+  });
+
   it('reaches the sidecar over a unix socket from each language, with the same payloads', async () => {
     for (const language of LANGUAGES) {
       const overTcp = runs.get(language);
       if (overTcp === undefined) throw new Error(`the ${language} example did not run`);
-      const payloads = await runExample(language, `unix:${socket}`, `op-example-${language}-unix`);
+      const { payloads } = await runExample(
+        language,
+        `unix:${socket}`,
+        `op-example-${language}-unix`,
+      );
       expect(sortedPayloads({ ...overTcp, payloads })).toEqual(sortedPayloads(overTcp));
     }
   }, 60_000);
