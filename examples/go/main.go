@@ -4,16 +4,27 @@
 // It uses the generated gRPC client (clients/go, module
 // agenthooks.local/client) over native gRPC, and does what a runtime does:
 //
+//  0. registers a hook with an invalid webhook URL, on purpose, and prints
+//     the ErrorInfo reason and the BadRequest field violations of the error
+//     it gets;
 //  1. registers the operation's hooks: a webhook control that the receiver
 //     answers (it denies fs/deleteFile), a local handler that mocks
 //     web/search, and notification webhooks for the steps, the tool results
 //     and the completion;
-//  2. serves the local handler over the Handle stream, in its own goroutine;
+//  2. serves the local handler over the Handle stream, in its own goroutine,
+//     and opens the operation's DispatchStream for the events it does not
+//     wait for;
 //  3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed
 //     and runs on the client, so its result arrives later: the call is
-//     parked; fs/deleteFile is denied; web/search is mocked), dispatches
-//     afterStep;
+//     parked; fs/deleteFile is denied; web/search is mocked), sends the
+//     afterToolCall notifications of the denied and the mocked call on the
+//     stream, waits for their acks and dispatches afterStep;
 //  4. publishes the parked call's result and completes the operation.
+//
+// As the spec's producers do, it awaits the step events (Dispatch) and the
+// terminal ones (CompleteOperation), and does not wait for the tool events:
+// they go on the stream, which keeps their order, so the receiver sees them
+// in order.
 //
 // It prints one JSON line per step and exits 1 on any error.
 //
@@ -37,8 +48,10 @@ import (
 	"time"
 
 	agenthooksv1 "agenthooks.local/client/agenthooks/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -294,27 +307,184 @@ func (h *handlerStream) close() error {
 	}
 }
 
-type runner struct {
-	client agenthooksv1.HookServiceClient
+// errorDetails reads the ErrorInfo reason and the BadRequest field violations
+// of an error from the sidecar. They are in the google.rpc.Status of the
+// call's trailers (grpc-status-details-bin), which grpc-go decodes.
+func errorDetails(err error) (reason string, violations []*errdetails.BadRequest_FieldViolation) {
+	st, _ := status.FromError(err)
+	for _, detail := range st.Details() {
+		switch d := detail.(type) {
+		case *errdetails.ErrorInfo:
+			reason = d.GetReason()
+		case *errdetails.BadRequest:
+			violations = d.GetFieldViolations()
+		}
+	}
+	return reason, violations
 }
 
-func (r *runner) dispatch(event *agenthooksv1.HookEvent, details ...field) error {
+// fieldViolation is one BadRequest field violation as the examples print it.
+type fieldViolation struct {
+	Field       string `json:"field"`
+	Description string `json:"description"`
+}
+
+// registerInvalidHook registers a hook with an invalid webhook URL, on
+// purpose, and prints what the error says.
+func registerInvalidHook(client agenthooksv1.HookServiceClient) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	invalid := &agenthooksv1.Hook{
+		Id:      "invalid-url",
+		Type:    agenthooksv1.HookType_HOOK_TYPE_AFTER_STEP,
+		Webhook: &agenthooksv1.Webhook{Url: "ftp://example.com/hook"},
+	}
+	_, err := client.RegisterHooks(ctx, &agenthooksv1.RegisterHooksRequest{OperationId: operationID, Hooks: []*agenthooksv1.Hook{invalid}})
+	if err == nil {
+		return errors.New("the sidecar registered a hook with an invalid webhook URL")
+	}
+	reason, violations := errorDetails(err)
+	fields := make([]fieldViolation, 0, len(violations))
+	for _, v := range violations {
+		fields = append(fields, fieldViolation{Field: v.GetField(), Description: v.GetDescription()})
+	}
+	emit("RegisterHooks.refused", field{"code", int(status.Code(err))}, field{"reason", reason}, field{"fields", fields})
+	return nil
+}
+
+// notifier sends the events a runtime does not wait for on the operation's
+// DispatchStream. notify returns at once; the acks are read in their own
+// goroutine. The stream keeps one operation's events in order, but not with
+// Dispatch calls: flush waits for the acks of the events sent so far.
+type notifier struct {
+	stream grpc.BidiStreamingClient[agenthooksv1.DispatchStreamRequest, agenthooksv1.DispatchStreamResponse]
+	mu     sync.Mutex
+	sent   int
+	acked  int
+	// progress is closed and replaced on each ack and when the stream ends.
+	progress chan struct{}
+	ended    bool
+	err      error
+}
+
+func openNotifier(ctx context.Context, client agenthooksv1.HookServiceClient) (*notifier, error) {
+	stream, err := client.DispatchStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := &notifier{stream: stream, progress: make(chan struct{})}
+	go n.read()
+	return n, nil
+}
+
+func (n *notifier) notify(event *agenthooksv1.HookEvent, details ...field) error {
+	n.mu.Lock()
+	n.sent++
+	eventID := fmt.Sprintf("event-%d", n.sent)
+	n.mu.Unlock()
+	fields := append([]field{{"eventId", eventID}, {"event", eventName(event)}}, details...)
+	emit("DispatchStream.send", fields...)
+	return n.stream.Send(&agenthooksv1.DispatchStreamRequest{EventId: eventID, Event: event})
+}
+
+func (n *notifier) read() {
+	for {
+		ack, err := n.stream.Recv()
+		if err != nil {
+			n.mu.Lock()
+			if !errors.Is(err, io.EOF) {
+				n.err = err
+			}
+			n.ended = true
+			close(n.progress)
+			n.mu.Unlock()
+			return
+		}
+		if e := ack.GetError(); e != nil {
+			// A failed notification is logged; the operation goes on.
+			emit("DispatchStream.ack", field{"eventId", ack.GetEventId()}, field{"error", e.GetReason() + ": " + e.GetMessage()})
+		} else {
+			emit("DispatchStream.ack", field{"eventId", ack.GetEventId()}, field{"outcomes", outcomes(ack.GetOutcomes())})
+		}
+		n.mu.Lock()
+		n.acked++
+		close(n.progress)
+		n.progress = make(chan struct{})
+		n.mu.Unlock()
+	}
+}
+
+// flush waits until every event sent so far is acknowledged.
+func (n *notifier) flush() error {
+	deadline := time.After(timeout)
+	for {
+		n.mu.Lock()
+		acked, sent, ended, err, progress := n.acked, n.sent, n.ended, n.err, n.progress
+		n.mu.Unlock()
+		switch {
+		case err != nil:
+			return err
+		case acked >= sent:
+			return nil
+		case ended:
+			return errors.New("the DispatchStream ended before every event was acknowledged")
+		}
+		select {
+		case <-progress:
+		case <-deadline:
+			return errors.New("the sidecar did not acknowledge the notifications")
+		}
+	}
+}
+
+// close half-closes the stream and waits until the sidecar ended it, every
+// event acknowledged.
+func (n *notifier) close() error {
+	if err := n.stream.CloseSend(); err != nil {
+		return err
+	}
+	deadline := time.After(timeout)
+	for {
+		n.mu.Lock()
+		ended, progress := n.ended, n.progress
+		n.mu.Unlock()
+		if ended {
+			return n.flush()
+		}
+		select {
+		case <-progress:
+		case <-deadline:
+			return errors.New("the DispatchStream did not end")
+		}
+	}
+}
+
+type runner struct {
+	client   agenthooksv1.HookServiceClient
+	notifier *notifier
+}
+
+// dispatch dispatches an event the runtime awaits (beforeStep, afterStep).
+func (r *runner) dispatch(event *agenthooksv1.HookEvent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	res, err := r.client.Dispatch(ctx, &agenthooksv1.DispatchRequest{Event: event})
 	if err != nil {
 		return fmt.Errorf("Dispatch: %w", err)
 	}
-	fields := append([]field{{"event", eventName(event)}}, details...)
-	emit("Dispatch", append(fields, field{"outcomes", outcomes(res.GetOutcomes())})...)
+	emit("Dispatch", field{"event", eventName(event)}, field{"outcomes", outcomes(res.GetOutcomes())})
 	return nil
 }
 
+// afterToolCall notifies the tool's result without waiting, as the spec's producers do.
 func (r *runner) afterToolCall(call toolCall, result *agenthooksv1.ToolResult, mocked bool) error {
 	event := &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterToolCall{
 		AfterToolCall: &agenthooksv1.AfterToolCallEvent{Context: call.context, Mocked: mocked, Result: result},
 	}}
-	return r.dispatch(event, field{"tool", call.tool()})
+	if err := r.notifier.notify(event, field{"tool", call.tool()}); err != nil {
+		return fmt.Errorf("DispatchStream: %w", err)
+	}
+	return nil
 }
 
 // decide asks the sidecar before the tool runs, and does what the decision says.
@@ -329,9 +499,10 @@ func (r *runner) decide(call toolCall) error {
 	}
 	switch d := res.GetDecision().GetOutcome().(type) {
 	case *agenthooksv1.Decision_Deny:
-		// The tool does not run; the blocked result is what the runtime stores.
+		// The tool does not run; the blocked result is what the runtime stores,
+		// and its afterToolCall notification still goes out (mocked: false).
 		emit("DecideToolCall", field{"tool", call.tool()}, field{"decision", "deny"}, field{"reason", d.Deny.GetReason()})
-		return nil
+		return r.afterToolCall(call, d.Deny.GetBlockedResult(), false)
 	case *agenthooksv1.Decision_Mock:
 		// The tool does not run; the handler's result stands in for it.
 		emit("DecideToolCall", field{"tool", call.tool()}, field{"decision", "mock"}, field{"hookId", d.Mock.GetHookId()})
@@ -382,7 +553,9 @@ func runOperation() error {
 	}
 	defer conn.Close()
 	client := agenthooksv1.NewHookServiceClient(conn)
-	r := &runner{client: client}
+	if err := registerInvalidHook(client); err != nil {
+		return err
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -392,7 +565,7 @@ func runOperation() error {
 	}
 	emit("RegisterHooks", field{"operationId", operationID}, field{"hookCount", registered.GetHookCount()})
 
-	// The stream lives as long as the operation, so its context has no deadline.
+	// The streams live as long as the operation, so their context has no deadline.
 	streamCtx, stopStream := context.WithCancel(context.Background())
 	defer stopStream()
 	handlers, err := openHandlerStream(streamCtx, client, []string{operationID})
@@ -402,6 +575,11 @@ func runOperation() error {
 	if err := handlers.waitAttached(); err != nil {
 		return fmt.Errorf("Handle: %w", err)
 	}
+	notifications, err := openNotifier(streamCtx, client)
+	if err != nil {
+		return fmt.Errorf("DispatchStream: %w", err)
+	}
+	r := &runner{client: client, notifier: notifications}
 
 	if err := r.dispatch(&agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_BeforeStep{BeforeStep: &agenthooksv1.BeforeStepEvent{
 		AgentId: agentID, OperationId: operationID, UserId: userID, StepIndex: 0, StepType: proto.String("call_tool"),
@@ -418,6 +596,11 @@ func runOperation() error {
 		}
 	}
 
+	// The step's notifications reach the receivers before its afterStep.
+	if err := notifications.flush(); err != nil {
+		return fmt.Errorf("DispatchStream: %w", err)
+	}
+
 	if err := r.dispatch(&agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterStep{AfterStep: &agenthooksv1.AfterStepEvent{
 		AgentId: agentID, OperationId: operationID, UserId: userID, StepIndex: 0, StepType: proto.String("call_tool"),
 		Steps: 1, ToolCalls: proto.Int32(3), TotalToolCalls: proto.Int32(3),
@@ -427,6 +610,9 @@ func runOperation() error {
 
 	if err := r.publish(read, &agenthooksv1.ToolResult{Content: readResult, Success: true, ExecutionTime: proto.Float64(12)}); err != nil {
 		return err
+	}
+	if err := notifications.close(); err != nil {
+		return fmt.Errorf("DispatchStream: %w", err)
 	}
 
 	ctx2, cancel2 := context.WithTimeout(context.Background(), timeout)

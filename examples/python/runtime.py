@@ -3,14 +3,23 @@
 It uses the generated gRPC client (clients/python/agenthooks_client) over native
 gRPC, and does what a runtime does:
 
+0. registers a hook with an invalid webhook URL, on purpose, and prints the
+   ErrorInfo reason and the BadRequest field violations of the error it gets;
 1. registers the operation's hooks: a webhook control that the receiver answers
    (it denies fs/deleteFile), a local handler that mocks web/search, and
    notification webhooks for the steps, the tool results and the completion;
-2. serves the local handler over the Handle stream, on its own thread;
+2. serves the local handler over the Handle stream, on its own thread, and
+   opens the operation's DispatchStream for the events it does not wait for;
 3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed and
    runs on the client, so its result arrives later: the call is parked;
-   fs/deleteFile is denied; web/search is mocked), dispatches afterStep;
+   fs/deleteFile is denied; web/search is mocked), sends the afterToolCall
+   notifications of the denied and the mocked call on the stream, waits for
+   their acks and dispatches afterStep;
 4. publishes the parked call's result and completes the operation.
+
+As the spec's producers do, it awaits the step events (Dispatch) and the
+terminal ones (CompleteOperation), and does not wait for the tool events: they
+go on the stream, which keeps their order, so the receiver sees them in order.
 
 It prints one JSON line per step and exits 1 on any error.
 
@@ -33,6 +42,8 @@ from typing import Any
 
 import grpc
 from google.protobuf import struct_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 from agenthooks_client.v1 import (
     decisions_pb2,
@@ -205,20 +216,137 @@ class HandlerStream:
             raise self.error
 
 
-class Runtime:
+def error_details(
+    error: grpc.RpcError,
+) -> tuple[str, list[error_details_pb2.BadRequest.FieldViolation]]:
+    """Reads the ErrorInfo reason and the BadRequest field violations of an error from the sidecar.
+
+    They are in the google.rpc.Status of the call's trailers (grpc-status-details-bin),
+    which grpcio-status decodes.
+    """
+    reason = ""
+    violations: list[error_details_pb2.BadRequest.FieldViolation] = []
+    status = rpc_status.from_call(error)
+    for detail in status.details if status is not None else []:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            reason = info.reason
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad_request = error_details_pb2.BadRequest()
+            detail.Unpack(bad_request)
+            violations = list(bad_request.field_violations)
+    return reason, violations
+
+
+def register_invalid_hook(stub: service_pb2_grpc.HookServiceStub) -> None:
+    """Registers a hook with an invalid webhook URL, on purpose, and prints what the error says."""
+    invalid = hooks_pb2.Hook(id="invalid-url", type=events_pb2.HOOK_TYPE_AFTER_STEP,
+                             webhook=hooks_pb2.Webhook(url="ftp://example.com/hook"))
+    try:
+        stub.RegisterHooks(
+            service_pb2.RegisterHooksRequest(operation_id=OPERATION_ID, hooks=[invalid]),
+            timeout=TIMEOUT_SECONDS,
+        )
+    except grpc.RpcError as e:
+        reason, violations = error_details(e)
+        emit(step="RegisterHooks.refused", code=e.code().value[0], reason=reason,
+             fields=[{"field": v.field, "description": v.description} for v in violations])
+        return
+    raise RuntimeError("the sidecar registered a hook with an invalid webhook URL")
+
+
+class Notifier:
+    """Sends the events a runtime does not wait for on the operation's DispatchStream.
+
+    `notify` returns at once; the acks are read on their own thread. The stream
+    keeps one operation's events in order, but not with Dispatch calls: `flush`
+    waits for the acks of the events sent so far.
+    """
+
     def __init__(self, stub: service_pb2_grpc.HookServiceStub) -> None:
+        self._outbox: queue.Queue[service_pb2.DispatchStreamRequest | None] = queue.Queue()
+        self._progress = threading.Condition()
+        self._sent = 0
+        self._acked = 0
+        self._ended = False
+        self.error: grpc.RpcError | None = None
+        # The stream lives as long as the operation, so it has no deadline.
+        self._acks = stub.DispatchStream(self._requests())
+        self._thread = threading.Thread(target=self._read, name="agenthooks-notify", daemon=True)
+        self._thread.start()
+
+    def _requests(self):
+        while (request := self._outbox.get()) is not None:
+            yield request
+
+    def notify(self, event: events_pb2.HookEvent, **details: Any) -> None:
+        with self._progress:
+            self._sent += 1
+            event_id = f"event-{self._sent}"
+        emit(step="DispatchStream.send", eventId=event_id, event=event_name(event), **details)
+        self._outbox.put(service_pb2.DispatchStreamRequest(event_id=event_id, event=event))
+
+    def _read(self) -> None:
+        try:
+            for ack in self._acks:
+                if ack.HasField("error"):
+                    # A failed notification is logged; the operation goes on.
+                    emit(step="DispatchStream.ack", eventId=ack.event_id,
+                         error=f"{ack.error.reason}: {ack.error.message}")
+                else:
+                    emit(step="DispatchStream.ack", eventId=ack.event_id,
+                         outcomes=outcomes(ack.outcomes))
+                with self._progress:
+                    self._acked += 1
+                    self._progress.notify_all()
+        except grpc.RpcError as e:
+            self.error = e
+        finally:
+            with self._progress:
+                self._ended = True
+                self._progress.notify_all()
+
+    def flush(self) -> None:
+        """Waits until every event sent so far is acknowledged."""
+        with self._progress:
+            done = self._progress.wait_for(lambda: self._acked >= self._sent or self._ended,
+                                           TIMEOUT_SECONDS)
+        if not done:
+            raise TimeoutError("the sidecar did not acknowledge the notifications")
+        self._raise_if_failed()
+        if self._acked < self._sent:
+            raise RuntimeError("the DispatchStream ended before every event was acknowledged")
+
+    def close(self) -> None:
+        """Half-closes the stream and waits until the sidecar ended it, every event acknowledged."""
+        self._outbox.put(None)
+        self._thread.join(TIMEOUT_SECONDS)
+        if self._thread.is_alive():
+            raise TimeoutError("the DispatchStream did not end")
+        self.flush()
+
+    def _raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+class Runtime:
+    def __init__(self, stub: service_pb2_grpc.HookServiceStub, notifier: Notifier) -> None:
         self.stub = stub
+        self.notifier = notifier
         self.parked: list[ToolCall] = []
 
-    def dispatch(self, event: events_pb2.HookEvent, **details: Any) -> None:
+    def dispatch(self, event: events_pb2.HookEvent) -> None:
+        """Dispatches an event the runtime awaits (beforeStep, afterStep)."""
         res = self.stub.Dispatch(service_pb2.DispatchRequest(event=event), timeout=TIMEOUT_SECONDS)
-        emit(step="Dispatch", event=event_name(event), **details,
-             outcomes=outcomes(res.outcomes))
+        emit(step="Dispatch", event=event_name(event), outcomes=outcomes(res.outcomes))
 
     def after_tool_call(self, call: ToolCall, result: events_pb2.ToolResult, mocked: bool) -> None:
+        """Notifies the tool's result without waiting, as the spec's producers do."""
         event = events_pb2.HookEvent(after_tool_call=events_pb2.AfterToolCallEvent(
             context=call.context, mocked=mocked, result=result))
-        self.dispatch(event, tool=call.tool)
+        self.notifier.notify(event, tool=call.tool)
 
     def decide(self, call: ToolCall) -> None:
         """Asks the sidecar before the tool runs, and does what the decision says."""
@@ -229,9 +357,11 @@ class Runtime:
         )
         outcome = res.decision.WhichOneof("outcome")
         if outcome == "deny":
-            # The tool does not run; the blocked result is what the runtime stores.
-            emit(step="DecideToolCall", tool=call.tool, decision="deny",
-                 reason=res.decision.deny.reason)
+            # The tool does not run; the blocked result is what the runtime stores,
+            # and its afterToolCall notification still goes out (mocked: false).
+            deny = res.decision.deny
+            emit(step="DecideToolCall", tool=call.tool, decision="deny", reason=deny.reason)
+            self.after_tool_call(call, deny.blocked_result, mocked=False)
         elif outcome == "mock":
             # The tool does not run; the handler's result stands in for it.
             mock = res.decision.mock
@@ -268,8 +398,7 @@ class Runtime:
 def main() -> None:
     with grpc.insecure_channel(ADDRESS) as channel:
         stub = service_pb2_grpc.HookServiceStub(channel)
-        runtime = Runtime(stub)
-
+        register_invalid_hook(stub)
         res = stub.RegisterHooks(
             service_pb2.RegisterHooksRequest(operation_id=OPERATION_ID, hooks=hooks()),
             timeout=TIMEOUT_SECONDS,
@@ -278,6 +407,8 @@ def main() -> None:
 
         handlers = HandlerStream(stub, [OPERATION_ID])
         handlers.wait_attached()
+        notifier = Notifier(stub)
+        runtime = Runtime(stub, notifier)
 
         step = dict(agent_id=AGENT_ID, operation_id=OPERATION_ID, user_id=USER_ID, step_index=0,
                     step_type="call_tool")
@@ -292,11 +423,14 @@ def main() -> None:
         for call in (read, delete, search):
             runtime.decide(call)
 
+        # The step's notifications reach the receivers before its afterStep.
+        notifier.flush()
         runtime.dispatch(events_pb2.HookEvent(after_step=events_pb2.AfterStepEvent(
             **step, steps=1, tool_calls=3, total_tool_calls=3)))
 
         runtime.publish(read, events_pb2.ToolResult(content=READ_RESULT, success=True,
                                                      execution_time=12))
+        notifier.close()
 
         done = stub.CompleteOperation(
             service_pb2.CompleteOperationRequest(event=events_pb2.OnCompleteEvent(

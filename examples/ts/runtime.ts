@@ -5,15 +5,26 @@
  * It uses the generated code in `gen/` with Connect's gRPC transport (native
  * gRPC over HTTP/2, not the Connect protocol), and does what a runtime does:
  *
+ * 0. registers a hook with an invalid webhook URL, on purpose, and prints the
+ *    ErrorInfo reason and the BadRequest field violations of the error it
+ *    gets;
  * 1. registers the operation's hooks: a webhook control that the receiver
  *    answers (it denies fs/deleteFile), a local handler that mocks web/search,
  *    and notification webhooks for the steps, the tool results and the
  *    completion;
- * 2. serves the local handler over the Handle stream, in its own task;
+ * 2. serves the local handler over the Handle stream, in its own task, and
+ *    opens the operation's DispatchStream for the events it does not wait for;
  * 3. dispatches beforeStep, decides three tool calls (fs/readFile is allowed
  *    and runs on the client, so its result arrives later: the call is parked;
- *    fs/deleteFile is denied; web/search is mocked), dispatches afterStep;
+ *    fs/deleteFile is denied; web/search is mocked), sends the afterToolCall
+ *    notifications of the denied and the mocked call on the stream, waits for
+ *    their acks and dispatches afterStep;
  * 4. publishes the parked call's result and completes the operation.
+ *
+ * As the spec's producers do, it awaits the step events (Dispatch) and the
+ * terminal ones (CompleteOperation), and does not wait for the tool events:
+ * they go on the stream, which keeps their order, so the receiver sees them in
+ * order.
  *
  * It prints one JSON line per step and exits 1 on any error.
  *
@@ -27,7 +38,13 @@
  */
 import * as net from 'node:net';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
-import { type Client, createClient, type Transport } from '@connectrpc/connect';
+import {
+  type Client,
+  type Code,
+  ConnectError,
+  createClient,
+  type Transport,
+} from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { type HookOutcome, HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
@@ -47,12 +64,18 @@ import {
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
+  type DispatchStreamRequestSchema,
   type HandleRequestSchema,
   type HandlerCall,
   type HandlerReplySchema,
   HookService,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  type BadRequest_FieldViolation,
+  BadRequestSchema,
+  ErrorInfoSchema,
+} from '../../gen/google/rpc/error_details_pb.js';
 
 const ADDRESS = process.env.AGENTHOOKS_ADDRESS || '127.0.0.1:50051';
 const RECEIVER_URL = (process.env.RECEIVER_URL || 'http://127.0.0.1:9000').replace(/\/+$/, '');
@@ -279,23 +302,136 @@ class HandlerStream {
   }
 }
 
-class Runtime {
-  readonly #client: HookClient;
+/**
+ * Reads the ErrorInfo reason and the BadRequest field violations of an error
+ * from the sidecar. They are in the google.rpc.Status of the call's trailers
+ * (grpc-status-details-bin), which Connect decodes into the error's details.
+ */
+function errorDetails(e: unknown): {
+  code: Code;
+  reason: string;
+  violations: BadRequest_FieldViolation[];
+} {
+  const err = ConnectError.from(e);
+  const [info] = err.findDetails(ErrorInfoSchema);
+  const violations = err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations);
+  return { code: err.code, reason: info?.reason ?? '', violations };
+}
+
+/** Registers a hook with an invalid webhook URL, on purpose, and prints what the error says. */
+async function registerInvalidHook(client: HookClient): Promise<void> {
+  const invalid = create(HookSchema, {
+    id: 'invalid-url',
+    type: HookType.AFTER_STEP,
+    webhook: { url: 'ftp://example.com/hook' },
+  });
+  try {
+    await client.registerHooks(
+      { operationId: OPERATION_ID, hooks: [invalid] },
+      { timeoutMs: TIMEOUT_MS },
+    );
+  } catch (e) {
+    const { code, reason, violations } = errorDetails(e);
+    const fields = violations.map((v) => ({ field: v.field, description: v.description }));
+    emit('RegisterHooks.refused', { code, reason, fields });
+    return;
+  }
+  throw new Error('the sidecar registered a hook with an invalid webhook URL');
+}
+
+/**
+ * Sends the events a runtime does not wait for on the operation's
+ * DispatchStream. `notify` returns at once; the acks are read in their own
+ * task. The stream keeps one operation's events in order, but not with
+ * Dispatch calls: `flush` waits for the acks of the events sent so far.
+ */
+class Notifier {
+  readonly #outbox = new Outbox<MessageInitShape<typeof DispatchStreamRequestSchema>>();
+  readonly #abort = new AbortController();
+  readonly #read: Promise<void>;
+  #sent = 0;
+  #acked = 0;
+  /** Wakes `flush` on each ack. */
+  #progress: () => void = () => {};
 
   constructor(client: HookClient) {
+    // The stream lives as long as the operation, so it has no deadline.
+    const acks = client.dispatchStream(this.#outbox, { signal: this.#abort.signal });
+    this.#read = (async () => {
+      for await (const ack of acks) {
+        if (ack.error !== undefined) {
+          // A failed notification is logged; the operation goes on.
+          const error = `${ack.error.reason}: ${ack.error.message}`;
+          emit('DispatchStream.ack', { eventId: ack.eventId, error });
+        } else {
+          emit('DispatchStream.ack', { eventId: ack.eventId, outcomes: outcomes(ack.outcomes) });
+        }
+        this.#acked += 1;
+        this.#progress();
+      }
+    })();
+    // flush() and close() report a failed stream; until then it is no unhandled rejection.
+    this.#read.catch(() => {});
+  }
+
+  notify(event: HookEvent, details: Record<string, unknown> = {}): void {
+    this.#sent += 1;
+    const eventId = `event-${this.#sent}`;
+    emit('DispatchStream.send', { eventId, event: event.event.case, ...details });
+    this.#outbox.push({ eventId, event });
+  }
+
+  /** Waits until every event sent so far is acknowledged. */
+  async flush(): Promise<void> {
+    const sent = this.#sent;
+    const acked = new Promise<void>((resolve) => {
+      this.#progress = () => {
+        if (this.#acked >= sent) resolve();
+      };
+      this.#progress();
+    });
+    const ended = this.#read.then(() => {
+      if (this.#acked < sent) {
+        throw new Error('the DispatchStream ended before every event was acknowledged');
+      }
+    });
+    await within(Promise.race([acked, ended]), 'the sidecar did not acknowledge the notifications');
+  }
+
+  /** Half-closes the stream and waits until the sidecar ended it, every event acknowledged. */
+  async close(): Promise<void> {
+    this.#outbox.close();
+    await within(this.#read, 'the DispatchStream did not end');
+    await this.flush();
+  }
+
+  /** Cancels the stream, as a runtime does when the operation failed. */
+  abort(): void {
+    this.#abort.abort();
+  }
+}
+
+class Runtime {
+  readonly #client: HookClient;
+  readonly #notifier: Notifier;
+
+  constructor(client: HookClient, notifier: Notifier) {
     this.#client = client;
+    this.#notifier = notifier;
   }
 
-  async dispatch(event: HookEvent, details: Record<string, unknown> = {}): Promise<void> {
+  /** Dispatches an event the runtime awaits (beforeStep, afterStep). */
+  async dispatch(event: HookEvent): Promise<void> {
     const res = await this.#client.dispatch({ event }, { timeoutMs: TIMEOUT_MS });
-    emit('Dispatch', { event: event.event.case, ...details, outcomes: outcomes(res.outcomes) });
+    emit('Dispatch', { event: event.event.case, outcomes: outcomes(res.outcomes) });
   }
 
-  async afterToolCall(call: ToolCall, result: ToolResult | undefined, mocked: boolean) {
+  /** Notifies the tool's result without waiting, as the spec's producers do. */
+  afterToolCall(call: ToolCall, result: ToolResult | undefined, mocked: boolean): void {
     const event = create(HookEventSchema, {
       event: { case: 'afterToolCall', value: { context: call.context, mocked, result } },
     });
-    await this.dispatch(event, { tool: toolName(call) });
+    this.#notifier.notify(event, { tool: toolName(call) });
   }
 
   /** Asks the sidecar before the tool runs, and does what the decision says. */
@@ -308,13 +444,15 @@ class Runtime {
     const outcome = res.decision?.outcome;
     switch (outcome?.case) {
       case 'deny':
-        // The tool does not run; the blocked result is what the runtime stores.
+        // The tool does not run; the blocked result is what the runtime stores,
+        // and its afterToolCall notification still goes out (mocked: false).
         emit('DecideToolCall', { tool, decision: 'deny', reason: outcome.value.reason });
+        this.afterToolCall(call, outcome.value.blockedResult, false);
         return;
       case 'mock':
         // The tool does not run; the handler's result stands in for it.
         emit('DecideToolCall', { tool, decision: 'mock', hookId: outcome.value.hookId });
-        await this.afterToolCall(call, outcome.value.result, true);
+        this.afterToolCall(call, outcome.value.result, true);
         return;
       case 'allow': {
         emit('DecideToolCall', { tool, decision: 'allow' });
@@ -353,7 +491,7 @@ class Runtime {
 
 async function main(): Promise<void> {
   const client = createClient(HookService, grpcTransport(ADDRESS));
-  const runtime = new Runtime(client);
+  await registerInvalidHook(client);
 
   const registered = await client.registerHooks(
     { operationId: OPERATION_ID, hooks: hooks() },
@@ -362,8 +500,11 @@ async function main(): Promise<void> {
   emit('RegisterHooks', { operationId: OPERATION_ID, hookCount: registered.hookCount });
 
   const handlers = new HandlerStream(client, [OPERATION_ID]);
+  let notifier: Notifier | undefined;
   try {
     await handlers.waitAttached();
+    notifier = new Notifier(client);
+    const runtime = new Runtime(client, notifier);
 
     const step = {
       agentId: AGENT_ID,
@@ -401,6 +542,8 @@ async function main(): Promise<void> {
     );
     for (const call of [read, remove, search]) await runtime.decide(call);
 
+    // The step's notifications reach the receivers before its afterStep.
+    await notifier.flush();
     await runtime.dispatch(
       create(HookEventSchema, {
         event: {
@@ -414,6 +557,7 @@ async function main(): Promise<void> {
       read,
       create(ToolResultSchema, { content: READ_RESULT, success: true, executionTime: 12 }),
     );
+    await notifier.close();
 
     const done = await client.completeOperation(
       {
@@ -436,6 +580,7 @@ async function main(): Promise<void> {
     });
     await handlers.close();
   } catch (e) {
+    notifier?.abort();
     handlers.abort();
     throw e;
   }

@@ -1,21 +1,26 @@
 /**
  * @module End-to-end: the example runtimes of `examples/` (Python, Go and
  * TypeScript, each on its generated gRPC client) run one whole operation
- * against one real sidecar and one real receiver. The assertions read the
- * receiver's log and the sidecar's answers as a recording gRPC proxy saw them
- * on the wire, never the examples' own printout.
+ * against one real sidecar and the example receiver of
+ * `examples/receiver/receiver.mjs`, run as its own process. The assertions read
+ * the receiver's log and the sidecar's answers as a recording gRPC proxy saw
+ * them on the wire, never the examples' own printout.
  */
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { fromBinary, type JsonValue, toJson } from '@bufbuild/protobuf';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 import { type GrpcProxy, type ProxiedCall, startGrpcProxy } from './grpc-proxy.js';
 
@@ -24,6 +29,8 @@ const VENV_PYTHON = join(ROOT, '.venv', 'bin', 'python');
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 /** What `tsc -p examples/ts` emits (its tsconfig's outDir). */
 const TS_EXAMPLE = join(ROOT, 'dist', 'examples', 'examples', 'ts', 'runtime.js');
+/** The webhook receiver the README points at. */
+const RECEIVER = join(ROOT, 'examples', 'receiver', 'receiver.mjs');
 
 /** The id every language's operation id is normalised to. */
 const OPERATION_ID = 'op-example';
@@ -31,8 +38,8 @@ const DENY_REASON = 'Deleting files is not allowed.';
 /** What the examples' web/search handler mocks and what their deferred readFile returns. */
 const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}';
 const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
-/** Webhooks per operation: beforeStep, 3 controls, 2 afterToolCall, afterStep, onComplete. */
-const PAYLOADS_PER_RUN = 8;
+/** Webhooks per operation: beforeStep, 3 controls, 3 afterToolCall, afterStep, onComplete. */
+const PAYLOADS_PER_RUN = 9;
 /** Fields whose values differ from run to run (handler call ids, durations, park times). */
 const VARYING_FIELDS = new Set(['callId', 'duration', 'parkedAt']);
 
@@ -56,6 +63,15 @@ interface DecodedCall {
   readonly status: number | undefined;
   readonly requests: JsonValue[];
   readonly responses: JsonValue[];
+  /** What the `google.rpc.Status` of a failed call says, as the runtimes print it. */
+  readonly error?: PrintedError;
+}
+
+/** A status code, `ErrorInfo.reason` and `BadRequest` field violations, as the examples print them. */
+interface PrintedError {
+  readonly code: number;
+  readonly reason: string | undefined;
+  readonly fields: { field: string; description: string }[] | undefined;
 }
 
 /** One example run through the proxy. */
@@ -64,12 +80,32 @@ interface Run {
   readonly calls: DecodedCall[];
   /** Receiver requests of the run, normalised, in arrival order. */
   readonly payloads: { path: string; json: Record<string, JsonValue> }[];
+  /** The JSON lines the example printed. */
+  readonly printed: Record<string, JsonValue>[];
 }
 
 /** Replaces the run's operation id by `op-example` everywhere and drops varying fields. */
 function normalise<T>(value: T, operationId: string): T {
   const json = JSON.stringify(value, (key, v) => (VARYING_FIELDS.has(key) ? undefined : v));
   return JSON.parse(json.replaceAll(operationId, OPERATION_ID)) as T;
+}
+
+/** Reads the status details the sidecar sent in a call's trailers. */
+function errorOf(call: ProxiedCall): PrintedError | undefined {
+  if (call.grpcStatusDetails === undefined) return undefined;
+  const status = fromBinary(StatusSchema, call.grpcStatusDetails);
+  const unpack = <T>(f: (d: (typeof status.details)[number]) => T | undefined) =>
+    status.details.map(f).find((d) => d !== undefined);
+  const info = unpack((d) => anyUnpack(d, ErrorInfoSchema));
+  const badRequest = unpack((d) => anyUnpack(d, BadRequestSchema));
+  return {
+    code: status.code,
+    reason: info?.reason,
+    fields: badRequest?.fieldViolations.map((v) => ({
+      field: v.field,
+      description: v.description,
+    })),
+  };
 }
 
 function decode(call: ProxiedCall, operationId: string): DecodedCall {
@@ -84,26 +120,57 @@ function decode(call: ProxiedCall, operationId: string): DecodedCall {
       status: call.grpcStatus,
       requests: call.requests.map((b) => toJson(method.input, fromBinary(method.input, b))),
       responses: call.responses.map((b) => toJson(method.output, fromBinary(method.output, b))),
+      error: errorOf(call),
     },
     operationId,
   );
 }
 
-/** Answers controls as the README's receiver does: deny fs/deleteFile, allow the rest. */
-function controlReceiver(receiver: Receiver): void {
-  receiver.respond((req, res) => {
-    if (req.path !== '/control') {
-      res.writeHead(204);
-      res.end();
-      return;
-    }
-    const event = req.json as { identifier?: string; apiName?: string };
-    const deny = event.identifier === 'fs' && event.apiName === 'deleteFile';
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify(deny ? { decision: 'deny', reason: DENY_REASON } : { decision: 'allow' }),
-    );
+/** One request as the example receiver printed it. */
+interface LoggedRequest {
+  readonly path: string;
+  /** The decision it answered a control with. */
+  readonly decision?: JsonValue;
+  /** The JSON agenthooks posted. */
+  readonly payload: Record<string, JsonValue>;
+}
+
+/** The example receiver, running as its own process. */
+interface ExampleReceiver {
+  readonly url: string;
+  /** What it printed so far, one entry per request, in arrival order. */
+  readonly log: readonly LoggedRequest[];
+  readonly process: ChildProcess;
+}
+
+/** Starts `examples/receiver/receiver.mjs` on a free port and reads its log as it prints it. */
+async function startExampleReceiver(): Promise<ExampleReceiver> {
+  const child = spawn(process.execPath, [RECEIVER], {
+    cwd: ROOT,
+    env: { ...process.env, HOST: '127.0.0.1', PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
+  const log: LoggedRequest[] = [];
+  const url = await new Promise<string>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`the receiver exited with ${code}`)));
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const entry = JSON.parse(line) as { listening?: string } & LoggedRequest;
+      if (entry.listening !== undefined) resolve(entry.listening);
+      else log.push(entry);
+    });
+  });
+  return { url, log, process: child };
+}
+
+/** Stops the receiver with SIGTERM, as a user's Ctrl-C, and waits for its exit. */
+async function stopExampleReceiver(receiver: ExampleReceiver): Promise<number | null> {
+  const child = receiver.process;
+  if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const [code] = (await exited) as [number | null];
+  return code;
 }
 
 /** Runs a process to its end and keeps its output; kills it after 30 seconds. */
@@ -136,13 +203,35 @@ function toolOf(json: Record<string, JsonValue>): string | undefined {
   return json.identifier === undefined ? undefined : `${json.identifier}/${json.apiName}`;
 }
 
+/**
+ * The calls of a run with its one DispatchStream last: a stream's place among
+ * the calls is when its headers reached the proxy, which each client sends
+ * at a time of its own.
+ */
+function inCallOrder(calls: DecodedCall[]): DecodedCall[] {
+  const isStream = (c: DecodedCall) => c.method === 'DispatchStream';
+  return [...calls.filter((c) => !isStream(c)), ...calls.filter(isStream)];
+}
+
+/**
+ * JSON with every object's keys sorted: key order is not part of the payload
+ * contract, and a `Struct`'s keys come in the order of the client's encoding.
+ */
+function canonicalJson(value: JsonValue): string {
+  return JSON.stringify(value, (_, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
 /** The payloads sorted by their JSON, for comparisons where arrival order is not the point. */
 function sortedPayloads(run: Run): string[] {
-  return run.payloads.map((p) => JSON.stringify({ path: p.path, ...p.json })).sort();
+  return run.payloads.map((p) => canonicalJson({ path: p.path, ...p.json })).sort();
 }
 
 describe('example runtimes in Python, Go and TypeScript', () => {
-  let receiver: Receiver;
+  let receiver: ExampleReceiver;
   let sidecar: SidecarProcess;
   let proxy: GrpcProxy;
   let workDir: string;
@@ -164,17 +253,21 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       AGENTHOOKS_OPERATION_ID: operationId,
     });
     expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
-    const ofRun = (r: ReceivedRequest) =>
-      (r.json as Record<string, unknown> | undefined)?.operationId === operationId;
+    const ofRun = (r: LoggedRequest) => r.payload.operationId === operationId;
     // The afterToolCall of the published result is sent without being awaited.
-    await vi.waitFor(() => expect(receiver.requests.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
+    await vi.waitFor(() => expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
       timeout: 5_000,
       interval: 10,
     });
-    return receiver.requests.filter(ofRun).map((r) => ({
+    const payloads = receiver.log.filter(ofRun).map((r) => ({
       path: r.path,
-      json: normalise(r.json as Record<string, JsonValue>, operationId),
+      json: normalise(r.payload, operationId),
     }));
+    const printed = exit.stdout
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line) as Record<string, JsonValue>);
+    return { payloads, printed };
   }
 
   beforeAll(async () => {
@@ -199,8 +292,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     commands.set('go', { command: goBinary, args: [], env: {} });
     commands.set('ts', { command: process.execPath, args: [TS_EXAMPLE], env: {} });
 
-    receiver = await startReceiver();
-    controlReceiver(receiver);
+    receiver = await startExampleReceiver();
     sidecar = await startSidecar({ args: ['--grpc-listen', `unix:${socket}`], http: false });
     proxy = await startGrpcProxy(sidecar.grpc);
   }, 300_000);
@@ -208,7 +300,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
   afterAll(async () => {
     await proxy?.close();
     await killSidecar(sidecar);
-    await receiver?.close();
+    if (receiver !== undefined) expect(await stopExampleReceiver(receiver)).toBe(0);
     if (workDir !== undefined) rmSync(workDir, { recursive: true, force: true });
   });
 
@@ -217,11 +309,11 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     async (language) => {
       const operationId = `op-example-${language}`;
       const firstCall = proxy.calls.length;
-      const payloads = await runExample(language, proxy.address, operationId);
+      const { payloads, printed } = await runExample(language, proxy.address, operationId);
       const proxied = proxy.calls.slice(firstCall);
       await Promise.all(proxied.map((c) => c.ended));
-      const calls = proxied.map((c) => decode(c, operationId));
-      runs.set(language, { operationId, calls, payloads });
+      const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
+      runs.set(language, { operationId, calls, payloads, printed });
 
       // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
       for (const call of calls) {
@@ -229,6 +321,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         expect(call.te).toBe('trailers');
       }
       expect(calls.map((c) => [c.method, c.status])).toEqual([
+        ['RegisterHooks', 3],
         ['RegisterHooks', 0],
         ['Handle', 0],
         ['Dispatch', 0],
@@ -237,15 +330,26 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         ['DecideToolCall', 0],
         ['DecideToolCall', 0],
         ['Dispatch', 0],
-        ['Dispatch', 0],
         ['PublishDeferredResult', 0],
         ['CompleteOperation', 0],
+        ['DispatchStream', 0],
       ]);
 
       // The sidecar's answers, as the runtime got them.
-      const [register, handle, beforeStep, read, park, remove, search, afterSearch, afterStep] =
-        calls;
-      const [publish, complete] = calls.slice(9);
+      const [refused, register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
+      const [publish, complete, notifications] = calls.slice(9);
+
+      // The deliberately invalid registration: the runtime read the reason and
+      // the field violation of the error exactly as the sidecar sent them.
+      expect(refused?.error).toEqual({
+        code: 3,
+        reason: 'INVALID_WEBHOOK_URL',
+        fields: [{ field: 'hooks[0].webhook.url', description: expect.any(String) }],
+      });
+      expect(refused?.error?.fields?.[0]?.description).toMatch(/^Webhook URL must be HTTP\(S\)/);
+      expect(printed.filter((line) => line.step === 'RegisterHooks.refused')).toEqual([
+        { step: 'RegisterHooks.refused', ...refused?.error },
+      ]);
       expect(register?.responses).toEqual([{ hookCount: 6 }]);
       expect(beforeStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
@@ -309,8 +413,37 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         { attach: { operationIds: [OPERATION_ID] } },
         { reply: { mock: { result: { content: SEARCH_RESULT, success: true } } } },
       ]);
-      expect(afterSearch?.responses).toMatchObject([
-        { outcomes: [{ hookId: 'tool-results', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
+      // The tool events go on the operation's one DispatchStream, not awaited
+      // one by one: the denied call's afterToolCall carries the blocked result
+      // (mocked false, so absent in proto3 JSON), the mocked call's the mock.
+      const delivered = [{ hookId: 'tool-results', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }];
+      const denial = remove?.responses[0] as
+        | { decision: { deny: { blockedResult: JsonValue } } }
+        | undefined;
+      expect(notifications?.requests).toEqual([
+        {
+          eventId: 'event-1',
+          event: {
+            afterToolCall: {
+              context: expect.objectContaining({ toolCallId: `${OPERATION_ID}-call-delete` }),
+              result: denial?.decision.deny.blockedResult,
+            },
+          },
+        },
+        {
+          eventId: 'event-2',
+          event: {
+            afterToolCall: {
+              context: expect.objectContaining({ toolCallId: `${OPERATION_ID}-call-search` }),
+              mocked: true,
+              result: { content: SEARCH_RESULT, success: true },
+            },
+          },
+        },
+      ]);
+      expect(notifications?.responses).toMatchObject([
+        { eventId: 'event-1', outcomes: delivered },
+        { eventId: 'event-2', outcomes: delivered },
       ]);
       expect(afterStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-after', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
@@ -328,23 +461,58 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         },
       ]);
 
-      // What the receiver got: the controls saw all three calls (controls run
-      // before local mocks), and the notifications the right events.
+      // What the receiver got, in the spec's order: the controls saw all
+      // three calls (controls run before local mocks), each tool's
+      // afterToolCall follows its control, the denied call's included, and the
+      // step's notifications come before afterStep, which the runtime
+      // dispatches once their acks are in. The denied call's afterToolCall
+      // goes on the stream while the runtime goes on to the next decision, so
+      // it may reach the receiver before or after that decision's control:
+      // the one race the spec's order leaves open.
       const seen = payloads.map((p) => [p.path, p.json.hookType, p.json.hookId, toolOf(p.json)]);
       const published = seen.findIndex(
         ([, type, , tool]) => type === 'afterToolCall' && tool === 'fs/readFile',
       );
-      expect(seen.filter((_, i) => i !== published)).toEqual([
-        ['/events', 'beforeStep', 'steps-before', undefined],
-        ['/control', 'beforeToolCall', 'deny-delete', 'fs/readFile'],
-        ['/control', 'beforeToolCall', 'deny-delete', 'fs/deleteFile'],
-        ['/control', 'beforeToolCall', 'deny-delete', 'web/search'],
-        ['/events', 'afterToolCall', 'tool-results', 'web/search'],
+      const beforeStepSeen = ['/events', 'beforeStep', 'steps-before', undefined];
+      const controlOf = (tool: string) => ['/control', 'beforeToolCall', 'deny-delete', tool];
+      const resultOf = (tool: string) => ['/events', 'afterToolCall', 'tool-results', tool];
+      const end = [
+        resultOf('web/search'),
         ['/events', 'afterStep', 'steps-after', undefined],
         ['/events', 'onComplete', 'completed', undefined],
+      ];
+      const head = [beforeStepSeen, controlOf('fs/readFile'), controlOf('fs/deleteFile')];
+      expect([
+        [...head, resultOf('fs/deleteFile'), controlOf('web/search'), ...end],
+        [...head, controlOf('web/search'), resultOf('fs/deleteFile'), ...end],
+      ]).toContainEqual(seen.filter((_, i) => i !== published));
+      // The sidecar sends the published result's afterToolCall once, after the
+      // publication, which follows afterStep; it is not awaited, so onComplete
+      // may overtake it.
+      const afterStepSeen = seen.findIndex(([, type]) => type === 'afterStep');
+      expect(published).toBeGreaterThan(afterStepSeen);
+      const denied = payloads.find(
+        (p) => toolOf(p.json) === 'fs/deleteFile' && p.path === '/events',
+      );
+      expect(denied?.json).toMatchObject({
+        toolCallId: `${OPERATION_ID}-call-delete`,
+        mocked: false,
+        result: {
+          content: DENY_REASON,
+          success: false,
+          error: 'hook_denied',
+          state: { type: 'blocked', reason: DENY_REASON },
+        },
+      });
+      // The receiver answered the controls by its rule.
+      const decisions = receiver.log
+        .filter((r) => r.path === '/control' && r.payload.operationId === operationId)
+        .map((r) => [toolOf(r.payload), r.decision]);
+      expect(decisions).toEqual([
+        ['fs/readFile', { decision: 'allow' }],
+        ['fs/deleteFile', { decision: 'deny', reason: DENY_REASON }],
+        ['web/search', { decision: 'allow' }],
       ]);
-      // The sidecar sends the published result's afterToolCall once, after the publication.
-      expect(published).toBeGreaterThan(5);
       const mocked = payloads.find((p) => toolOf(p.json) === 'web/search' && p.path === '/events');
       expect(mocked?.json).toMatchObject({
         mocked: true,
@@ -399,11 +567,32 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     expect(responses(ts)).toEqual(responses(python));
   });
 
+  it("quotes the examples' error-reading functions in the README, as they are", () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const between = (file: string, start: string, end: string) => {
+      const text = readFileSync(join(ROOT, 'examples', file), 'utf8');
+      const from = text.indexOf(start);
+      const to = text.indexOf(end, from);
+      expect(from, `${start} in examples/${file}`).toBeGreaterThanOrEqual(0);
+      expect(to, `the end of ${start} in examples/${file}`).toBeGreaterThan(from);
+      return text.slice(from, to + end.length);
+    };
+    expect(readme).toContain(
+      between('python/runtime.py', 'def error_details(', '    return reason, violations\n'),
+    );
+    expect(readme).toContain(between('go/main.go', 'func errorDetails(', '\n}\n'));
+    expect(readme).toContain(between('ts/runtime.ts', 'function errorDetails(', '\n}\n'));
+  });
+
   it('reaches the sidecar over a unix socket from each language, with the same payloads', async () => {
     for (const language of LANGUAGES) {
       const overTcp = runs.get(language);
       if (overTcp === undefined) throw new Error(`the ${language} example did not run`);
-      const payloads = await runExample(language, `unix:${socket}`, `op-example-${language}-unix`);
+      const { payloads } = await runExample(
+        language,
+        `unix:${socket}`,
+        `op-example-${language}-unix`,
+      );
       expect(sortedPayloads({ ...overTcp, payloads })).toEqual(sortedPayloads(overTcp));
     }
   }, 60_000);

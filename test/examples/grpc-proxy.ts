@@ -24,6 +24,8 @@ export interface ProxiedCall {
   grpcStatus?: number;
   /** `grpc-message` of the call, if any. */
   grpcMessage?: string;
+  /** `grpc-status-details-bin` of the call, decoded from base64: a `google.rpc.Status`. */
+  grpcStatusDetails?: Uint8Array;
   /** Resolves once both directions ended. */
   readonly ended: Promise<void>;
 }
@@ -106,6 +108,10 @@ export async function startGrpcProxy(upstream: string): Promise<GrpcProxy> {
       call.grpcStatus = Number(final['grpc-status']);
       const message = final['grpc-message'];
       if (message !== undefined) call.grpcMessage = decodeURIComponent(String(message));
+      const details = final['grpc-status-details-bin'];
+      if (details !== undefined) {
+        call.grpcStatusDetails = new Uint8Array(Buffer.from(String(details), 'base64'));
+      }
     };
 
     const up = client.request(forwardable(headers, [':method', ':path']), { endStream: false });

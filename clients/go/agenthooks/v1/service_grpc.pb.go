@@ -72,11 +72,25 @@ type HookServiceClient interface {
 	// except a critical one (`fallback: none`), which fails it with
 	// CRITICAL_HOOK_DELIVERY_FAILED after all sibling hooks ran. Not
 	// idempotent: each call delivers again.
+	//
+	// For the events a runtime awaits, as the spec's producers do: the step
+	// events (`beforeStep`, `afterStep`), whose failures the runtime logs before
+	// the step goes on. The terminal events go through `CompleteOperation`. The
+	// events a runtime does not wait for go on `DispatchStream`.
 	Dispatch(ctx context.Context, in *DispatchRequest, opts ...grpc.CallOption) (*DispatchResponse, error)
 	// Dispatches a stream of events. Each event carries a client-chosen id and
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
-	// flight per stream; beyond that the stream stops reading.
+	// flight per stream; beyond that the stream stops reading. A failed event
+	// is acknowledged with its error and the stream goes on.
+	//
+	// For the events the spec's producers send without waiting: the tool
+	// events (`afterToolCall`, `onToolCallError`), the human-intervention,
+	// compaction and call-agent events. A runtime sends them on one stream per
+	// operation and goes on; since the stream keeps their order, receivers see
+	// them in the order they happened. Events on a stream and `Dispatch` calls
+	// are not ordered with each other: a runtime that wants a step's events
+	// delivered before its `afterStep` waits for their acks first.
 	DispatchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DispatchStreamRequest, DispatchStreamResponse], error)
 	// Decides a tool call before it runs; the only entry point for
 	// `beforeToolCall`. Runs the controls of each operation of the chain in
@@ -280,11 +294,25 @@ type HookServiceServer interface {
 	// except a critical one (`fallback: none`), which fails it with
 	// CRITICAL_HOOK_DELIVERY_FAILED after all sibling hooks ran. Not
 	// idempotent: each call delivers again.
+	//
+	// For the events a runtime awaits, as the spec's producers do: the step
+	// events (`beforeStep`, `afterStep`), whose failures the runtime logs before
+	// the step goes on. The terminal events go through `CompleteOperation`. The
+	// events a runtime does not wait for go on `DispatchStream`.
 	Dispatch(context.Context, *DispatchRequest) (*DispatchResponse, error)
 	// Dispatches a stream of events. Each event carries a client-chosen id and
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
-	// flight per stream; beyond that the stream stops reading.
+	// flight per stream; beyond that the stream stops reading. A failed event
+	// is acknowledged with its error and the stream goes on.
+	//
+	// For the events the spec's producers send without waiting: the tool
+	// events (`afterToolCall`, `onToolCallError`), the human-intervention,
+	// compaction and call-agent events. A runtime sends them on one stream per
+	// operation and goes on; since the stream keeps their order, receivers see
+	// them in the order they happened. Events on a stream and `Dispatch` calls
+	// are not ordered with each other: a runtime that wants a step's events
+	// delivered before its `afterStep` waits for their acks first.
 	DispatchStream(grpc.BidiStreamingServer[DispatchStreamRequest, DispatchStreamResponse]) error
 	// Decides a tool call before it runs; the only entry point for
 	// `beforeToolCall`. Runs the controls of each operation of the chain in

@@ -159,6 +159,11 @@ class HookServiceServicer:
         except a critical one (`fallback: none`), which fails it with
         CRITICAL_HOOK_DELIVERY_FAILED after all sibling hooks ran. Not
         idempotent: each call delivers again.
+
+        For the events a runtime awaits, as the spec's producers do: the step
+        events (`beforeStep`, `afterStep`), whose failures the runtime logs before
+        the step goes on. The terminal events go through `CompleteOperation`. The
+        events a runtime does not wait for go on `DispatchStream`.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -168,7 +173,16 @@ class HookServiceServicer:
         """Dispatches a stream of events. Each event carries a client-chosen id and
         gets one ack with that id. Events of one operation run in order,
         operations run in parallel, and at most a bounded number of events are in
-        flight per stream; beyond that the stream stops reading.
+        flight per stream; beyond that the stream stops reading. A failed event
+        is acknowledged with its error and the stream goes on.
+
+        For the events the spec's producers send without waiting: the tool
+        events (`afterToolCall`, `onToolCallError`), the human-intervention,
+        compaction and call-agent events. A runtime sends them on one stream per
+        operation and goes on; since the stream keeps their order, receivers see
+        them in the order they happened. Events on a stream and `Dispatch` calls
+        are not ordered with each other: a runtime that wants a step's events
+        delivered before its `afterStep` waits for their acks first.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
