@@ -43,8 +43,9 @@ export interface AppOptions {
   readonly processEnv?: Readonly<Record<string, string | undefined>>;
   /**
    * Whether the webhook sender's pool also becomes undici's global
-   * dispatcher (so the QStash SDK's fetch uses it). Default true; tests
-   * that build several apps in one process turn it off.
+   * dispatcher (so that any global `fetch` goes through its pool and
+   * destination check; QStash publishes use the pool either way). Default
+   * true; tests that build several apps in one process turn it off.
    */
   readonly globalDispatcher?: boolean;
 }
@@ -107,7 +108,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     throw e;
   }
   // Templates and application URLs resolve from the effective environment at send time.
-  // One pooled undici Agent, also set as the global dispatcher so the QStash SDK's fetch uses it.
+  // One pooled undici Agent for fetch and QStash delivery, also set as the global dispatcher.
   const sender = new WebhookSender({
     env: () => environment.current().env,
     qstashUrl: config.qstashUrl,

@@ -22,19 +22,29 @@
  * no retries, no telemetry, no dev mode (it would download and start a local
  * server), an explicit `baseUrl` and the token from `QSTASH_TOKEN` in the
  * effective environment, so that neither `QSTASH_REGION`, `QSTASH_DEV` nor the
- * process's own variables can change where a message goes. The SDK has no
- * fetch or dispatcher option: it calls the global `fetch`, which goes through
- * undici's global dispatcher, where the sender can install its own pooled
- * `Agent` ({@link WebhookSenderOptions.globalDispatcher}). A failed publish is
- * followed by one plain fetch unless the hook says `fallback: none`; a missing
- * token falls back the same way. QStash failures never hold the SDK's
- * message, QStash's response, a header value or a token.
+ * process's own variables can change where a message goes. The SDK builds the
+ * publish request (`Upstash-*` headers, path, body); the sender sends it. The
+ * SDK has no abort signal, fetch or dispatcher option and calls the global
+ * `fetch` without a signal, so each publish gets an SDK client whose HTTP
+ * layer (its public `http` requester) is the sender's: one request on the
+ * sender's pooled `Agent`, aborted at the hook's timeout or the caller's
+ * cancellation, its late answer never read.
+ *
+ * A publish QStash provably did not accept (an error status, a network
+ * error, a timeout before the request was written) is followed by one plain
+ * fetch unless the hook says `fallback: none`; a missing token falls back the
+ * same way. A publish written but unanswered at the timeout has an unknown
+ * outcome (QStash may hold the message) and is not followed by a fetch, so
+ * the receiver never gets a second copy of a message QStash delivers. A
+ * network error after the request was written is unknown too, but falls back
+ * as the contract says for every SDK error (§4.2). QStash failures never hold
+ * QStash's response, a header value or a token.
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { Client as QStashClient } from '@upstash/qstash';
-import { Agent, type Dispatcher, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
+import { Agent, type Dispatcher, errors, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { Delivery, Fallback, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
 import { extend } from '../extend.js';
@@ -189,9 +199,10 @@ export interface WebhookSenderOptions {
   qstashUrl?: string | undefined;
   /**
    * Installs the sender's dispatcher as undici's global dispatcher, so that
-   * the QStash SDK's requests (which use the global `fetch`) share its pooled
-   * connections; `close()` puts the previous one back. Set it for the one
-   * sender of a process. Default false.
+   * any global `fetch` of the process shares its pooled connections and its
+   * destination check; `close()` puts the previous one back. QStash publishes
+   * use the sender's dispatcher either way. Set it for the one sender of a
+   * process. Default false.
    */
   globalDispatcher?: boolean;
   /** Where a QStash failure followed by a fallback is logged. Default: silent. */
@@ -545,8 +556,6 @@ export class WebhookSender {
   readonly #qstashUrl: string;
   /** The global dispatcher this sender replaced, put back by `close()`. */
   readonly #previousGlobal: Dispatcher | undefined;
-  /** The QStash SDK client of the current token, rebuilt when the token changes. */
-  #qstash: { readonly token: string; readonly client: QStashClient } | undefined;
   /** Bodies being discarded; `close()` destroys them rather than wait for them. */
   readonly #discarding = new Set<Dispatcher.ResponseData['body']>();
   #closing: Promise<void> | undefined;
@@ -623,9 +632,12 @@ export class WebhookSender {
    * Failures: `configuration` (`QSTASH_TOKEN not available`, or a URL, header
    * or timeout that cannot be sent; no request made), `http_error` (`QStash
    * publish failed (HTTP n)`), `network_error` (`QStash publish failed`),
-   * `timeout` (no acknowledgement within the hook's timeout) and `cancelled`.
-   * The SDK request cannot be aborted: on a timeout or an abort the sender
-   * stops waiting and the request ends on its own. Never throws.
+   * `timeout` (no acknowledgement within the hook's timeout: `QStash publish
+   * not sent after n ms` while the request still waited for a connection,
+   * `QStash publish unanswered after n ms` once it was written) and
+   * `cancelled`. The timeout and the caller's abort abort the request itself:
+   * a request not yet written is never sent, and a late acknowledgement is
+   * never read. Never throws.
    */
   async publish(
     webhook: Webhook,
@@ -638,9 +650,13 @@ export class WebhookSender {
 
   /**
    * {@link WebhookSender.publish}, telling whether a failure falls back to
-   * fetch: a missing token and a failed publish do; a cancelled call sends
-   * nothing more, and an unsendable URL, header or timeout is resolved before
-   * QStash is tried (as upstream), so it does not.
+   * fetch. A missing token and a publish QStash provably did not accept do:
+   * an error status, a network error (contract §4.2: every SDK error falls
+   * back) and a timeout before the request was written. A timeout after it
+   * was written does not: QStash may hold the message, and a fetch could
+   * deliver it twice. A cancelled call sends nothing more, and an unsendable
+   * URL, header or timeout is resolved before QStash is tried (as upstream),
+   * so neither does.
    */
   async #publish(
     webhook: Webhook,
@@ -689,23 +705,27 @@ export class WebhookSender {
     }
 
     const deadline = requestDeadline(timeoutMs, signal);
+    const progress: PublishProgress = { written: false };
     try {
-      const published = this.#qstashClient(token).publishJSON({
+      await this.#qstashClient(token, deadline.signal, progress).publishJSON({
         url: url.href,
         body: payload,
         headers,
         timeout: webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS,
       });
-      if ((await untilAborted(published, deadline.signal)) === ABORTED) {
-        // The caller's abort wins over the timeout, as for fetch delivery.
-        if (isAborted(signal)) return final(deliveryFailure('cancelled', startedAt));
-        return fallsBack(
-          deliveryFailure('timeout', startedAt, `QStash publish after ${timeoutMs} ms`),
-        );
-      }
       return { ok: true, durationMs: performance.now() - startedAt };
     } catch (e: unknown) {
-      return fallsBack(qstashFailure(e, startedAt));
+      // The caller's abort wins over the timeout, as for fetch delivery.
+      if (isAborted(signal)) return final(deliveryFailure('cancelled', startedAt));
+      if (!deadline.timedOut()) return fallsBack(qstashFailure(e, startedAt));
+      if (!progress.written) {
+        return fallsBack(
+          deliveryFailure('timeout', startedAt, `QStash publish not sent after ${timeoutMs} ms`),
+        );
+      }
+      return final(
+        deliveryFailure('timeout', startedAt, `QStash publish unanswered after ${timeoutMs} ms`),
+      );
     } finally {
       deadline.release();
     }
@@ -773,22 +793,32 @@ export class WebhookSender {
     };
   }
 
-  /** The SDK client of `token`, built once per token. */
-  #qstashClient(token: string): QStashClient {
-    if (this.#qstash?.token !== token) {
-      const client = new QStashClient({
-        baseUrl: this.#qstashUrl,
-        token,
-        // agenthooks never retries; the SDK retries network errors 5 times by default.
-        retry: false,
-        enableTelemetry: false,
-        // Dev mode downloads and starts a local QStash server; false also
-        // ignores QSTASH_DEV in the process environment.
-        devMode: false,
-      });
-      this.#qstash = { token, client };
-    }
-    return this.#qstash.client;
+  /**
+   * An SDK client for one publish: the SDK builds the request, and its HTTP
+   * layer is replaced by {@link createPublishRequester}, which sends it on
+   * the sender's dispatcher under `signal` and records in `progress` whether
+   * it was written. The SDK's own HTTP layer calls the global `fetch` without
+   * an abort signal. Building a client costs a few microseconds.
+   */
+  #qstashClient(token: string, signal: RequestSignal, progress: PublishProgress): QStashClient {
+    const client = new QStashClient({
+      baseUrl: this.#qstashUrl,
+      token,
+      // The SDK's HTTP layer is replaced below; should it ever be used, it does not retry.
+      retry: false,
+      enableTelemetry: false,
+      // Dev mode downloads and starts a local QStash server; false also
+      // ignores QSTASH_DEV in the process environment.
+      devMode: false,
+    });
+    client.http = createPublishRequester({
+      dispatcher: this.#dispatcher,
+      baseUrl: this.#qstashUrl,
+      token,
+      signal,
+      progress,
+    });
+    return client;
   }
 
   /** Discards a body in the background, tracked so that `close()` can drop it. */
@@ -859,11 +889,141 @@ function isApplicationOrigin(url: URL, env: Readonly<Record<string, string | und
   });
 }
 
+/** Whether a publish request reached the socket, filled in by {@link createPublishRequester}. */
+interface PublishProgress {
+  /**
+   * True once the request was handed to a connection to be written: from
+   * then on QStash may have received it. Before, aborting it means it is
+   * never sent.
+   */
+  written: boolean;
+}
+
+/** What {@link createPublishRequester} needs. */
+interface PublishRequesterOptions {
+  /** Dispatcher the publish goes through: the sender's. */
+  readonly dispatcher: Dispatcher;
+  /** QStash API base URL. */
+  readonly baseUrl: string;
+  /** QStash token, sent as `Authorization: Bearer <token>`. */
+  readonly token: string;
+  /** Aborts the request: the hook's timeout or the caller's cancellation. */
+  readonly signal: RequestSignal;
+  /** Where the requester records that the request was written. */
+  readonly progress: PublishProgress;
+}
+
+/** The SDK's HTTP layer, as `Client.http` types it. */
+type QStashRequester = QStashClient['http'];
+
+/** A QStash answer outside 2xx; carries only the status, never the response. */
+class PublishStatusError extends Error {
+  override readonly name = 'PublishStatusError';
+  readonly status: number;
+
+  constructor(status: number) {
+    super(`QStash answered HTTP ${status}`);
+    this.status = status;
+  }
+}
+
 /**
- * Maps a QStash SDK failure: an error carrying an HTTP status (the SDK's
- * `QstashError`, rate limits included) is `http_error`, anything else
- * `network_error`. The SDK's message, which holds QStash's response text, and
- * its cause are never kept. Matched on the `status` property, not `instanceof`.
+ * Returns the HTTP layer of an SDK client for one publish. It sends the
+ * request the SDK built as the SDK's own layer would (`<baseUrl>/<path>`, the
+ * SDK's headers plus `Authorization: Bearer <token>` unless set, the body as
+ * given), once, through `dispatcher`, and settles when the answer is
+ * complete: resolves on a 2xx, rejects with {@link PublishStatusError} on any
+ * other status and with the transport's error on a network failure. When
+ * `signal` aborts it rejects at once and aborts the request: one still
+ * waiting for a connection is dropped unwritten when it gets one, one written
+ * has its connection closed, so a late acknowledgement is never read. The
+ * response body is not read: QStash's message id is not used.
+ */
+function createPublishRequester(options: PublishRequesterOptions) {
+  const { dispatcher, signal, progress } = options;
+  const authorization = `Bearer ${options.token}`;
+  const base = options.baseUrl.replace(/\/$/, '');
+  const request = (req: Parameters<QStashRequester['request']>[0]) =>
+    new Promise<never>((resolve, reject) => {
+      let controller: Dispatcher.DispatchController | undefined;
+      let status = 0;
+      let settled = false;
+      const settle = (e: unknown) => {
+        if (settled) return;
+        settled = true;
+        signal.off('abort', onAbort);
+        // An acknowledgement carries nothing the sender uses: `publishJSON` resolves empty.
+        if (e === undefined) resolve(undefined as never);
+        else reject(e);
+      };
+      const onAbort = () => {
+        controller?.abort(new errors.RequestAbortedError());
+        settle(signal.reason);
+      };
+      if (signal.aborted) {
+        settle(signal.reason);
+        return;
+      }
+      signal.once('abort', onAbort);
+      let url: URL;
+      const headers: Record<string, string> = {};
+      try {
+        if (typeof req.body !== 'string') throw new TypeError('publish body is not a string');
+        url = new URL([req.baseUrl ?? base, ...req.path].join('/'));
+        // The SDK passes a `Headers`; its type also admits an iterator of pairs, which `Headers` takes.
+        const sdkHeaders = new Headers(req.headers as ConstructorParameters<typeof Headers>[0]);
+        for (const [name, value] of sdkHeaders) headers[name] = value;
+        headers.authorization ??= authorization;
+      } catch (e: unknown) {
+        settle(e);
+        return;
+      }
+      dispatcher.dispatch(
+        {
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: req.method ?? 'POST',
+          headers,
+          body: req.body,
+          // The hook's timeout is the one timer, as for fetch delivery.
+          headersTimeout: 0,
+          bodyTimeout: 0,
+        },
+        {
+          onRequestStart(c) {
+            controller = c;
+            // Aborted while it waited for a connection: dropped before a byte is written.
+            if (signal.aborted) c.abort(new errors.RequestAbortedError());
+            // undici writes a string body at once, after this call returns.
+            else progress.written = true;
+          },
+          onResponseStart(_c, statusCode) {
+            status = statusCode;
+          },
+          onResponseEnd() {
+            settle(isSuccess(status) ? undefined : new PublishStatusError(status));
+          },
+          onResponseError(_c, e) {
+            settle(e);
+          },
+        },
+      );
+    });
+  return {
+    request,
+    requestStream(): never {
+      throw new TypeError('QStash streaming is not used by agenthooks');
+    },
+    // `publishJSON` reads the token from here for its API targets (not used by agenthooks).
+    authorization,
+  } satisfies QStashRequester & { authorization: string };
+}
+
+/**
+ * Maps a QStash publish failure: an error carrying an HTTP status
+ * ({@link PublishStatusError}, rate limits included) is `http_error`,
+ * anything else `network_error`. No message, response text or cause is
+ * kept. Matched on the `status` property, not `instanceof`.
  */
 function qstashFailure(e: unknown, startedAt: number): DeliveryFailure {
   const status = e instanceof Error ? (e as { status?: unknown }).status : undefined;

@@ -4,10 +4,18 @@
  * `Authorization: Bearer <token>`, `Upstash-Forward-<Header>` for each header
  * meant for the destination, `Upstash-Timeout`, `Upstash-Method`, the body
  * forwarded as is with its `Content-Type`) and, when it accepts a message,
- * forwards it to the destination as QStash would. It counts TCP connections
- * and requests, and records every deviation in `violations`.
+ * forwards it to the destination as QStash would, with its
+ * `Upstash-Message-Id`. It counts TCP connections, requests and the publishes
+ * the client closed before they were answered, and records every deviation
+ * in `violations`.
  */
-import { createServer, type IncomingMessage, request, type Server } from 'node:http';
+import {
+  createServer,
+  type IncomingMessage,
+  request,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 /** Address the fake listens on. */
@@ -39,12 +47,17 @@ const PLUMBING_HEADERS = new Set([
   'user-agent',
 ]);
 
-/** How the fake answers a publish: accept (201 and forward), fail with a status, reset, or hang. */
+/**
+ * How the fake answers a publish: accept (201 and forward), fail with a
+ * status, reset, hang (never answer, never forward), or hold (take the
+ * message and forward it, but answer 201 only at `release()`).
+ */
 export type QStashBehaviour =
   | { readonly kind: 'accept' }
   | { readonly kind: 'status'; readonly status: number; readonly body?: string }
   | { readonly kind: 'reset' }
-  | { readonly kind: 'hang' };
+  | { readonly kind: 'hang' }
+  | { readonly kind: 'hold' };
 
 /** One publish request as the fake understood it. */
 export interface PublishRequest {
@@ -82,6 +95,15 @@ export interface FakeQStash {
   behaviour: QStashBehaviour;
   /** Settles when `count` requests have arrived (answered or not). */
   readonly received: (count: number) => Promise<void>;
+  /** Publishes whose connection the client closed before they were answered. */
+  readonly abandoned: () => number;
+  /** Settles when the client has closed `count` publishes before they were answered. */
+  readonly abandonedAt: (count: number) => Promise<void>;
+  /**
+   * Answers 201 to the held publishes (`hold`) whose connection is still
+   * open; returns how many acknowledgements it wrote.
+   */
+  readonly release: () => number;
   /** Destroys open connections and stops listening. */
   readonly close: () => Promise<void>;
 }
@@ -96,6 +118,10 @@ export async function startFakeQStash(token: string): Promise<FakeQStash> {
   const sockets = new Set<Socket>();
   const closeWaiters: (() => void)[] = [];
   const waiters: { count: number; resolve: () => void }[] = [];
+  const abandonWaiters: { count: number; resolve: () => void }[] = [];
+  const held: { res: ServerResponse; id: string }[] = [];
+  let abandoned = 0;
+  let closing = false;
   let arrived = 0;
   let connections = 0;
   let nextId = 0;
@@ -119,21 +145,40 @@ export async function startFakeQStash(token: string): Promise<FakeQStash> {
       const published = parsePublish(req, url.slice(PUBLISH_PREFIX.length), body);
       publishes.push(published);
       violations.push(...check(published, token));
+      let resetByServer = false;
+      res.once('close', () => {
+        // Closed before the answer was written, and not by the fake: the client gave up.
+        if (res.writableFinished || resetByServer || closing) return;
+        abandoned += 1;
+        for (const waiter of abandonWaiters.filter((w) => abandoned >= w.count)) {
+          abandonWaiters.splice(abandonWaiters.indexOf(waiter), 1);
+          waiter.resolve();
+        }
+      });
       const behaviour = fake.behaviour;
       switch (behaviour.kind) {
-        case 'accept':
+        case 'accept': {
           nextId += 1;
-          res
-            .writeHead(201, { 'content-type': 'application/json' })
-            .end(JSON.stringify({ messageId: `msg_${nextId}` }));
-          forward(published);
+          const id = `msg_${nextId}`;
+          acknowledge(res, id);
+          forward(published, id);
           return;
+        }
+        case 'hold': {
+          // QStash has the message: it delivers it whether or not the client hears the answer.
+          nextId += 1;
+          const id = `msg_${nextId}`;
+          held.push({ res, id });
+          forward(published, id);
+          return;
+        }
         case 'status':
           res
             .writeHead(behaviour.status, { 'content-type': 'text/plain' })
             .end(behaviour.body ?? '');
           return;
         case 'reset':
+          resetByServer = true;
           req.socket.destroy();
           return;
         case 'hang':
@@ -166,7 +211,22 @@ export async function startFakeQStash(token: string): Promise<FakeQStash> {
       arrived >= count
         ? Promise.resolve()
         : new Promise<void>((resolve) => waiters.push({ count, resolve })),
+    abandoned: () => abandoned,
+    abandonedAt: (count) =>
+      abandoned >= count
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => abandonWaiters.push({ count, resolve })),
+    release: () => {
+      let written = 0;
+      for (const { res, id } of held.splice(0)) {
+        if (res.destroyed) continue;
+        acknowledge(res, id);
+        written += 1;
+      }
+      return written;
+    },
     close: async () => {
+      closing = true;
       for (const socket of sockets) socket.destroy();
       await new Promise<void>((resolve, reject) =>
         server.close((e) => (e === undefined ? resolve() : reject(e))),
@@ -174,6 +234,11 @@ export async function startFakeQStash(token: string): Promise<FakeQStash> {
     },
   };
   return fake;
+}
+
+/** Answers an accepted publish as QStash does: 201 with the message id. */
+function acknowledge(res: ServerResponse, id: string): void {
+  res.writeHead(201, { 'content-type': 'application/json' }).end(JSON.stringify({ messageId: id }));
 }
 
 function parsePublish(req: IncomingMessage, destination: string, body: string): PublishRequest {
@@ -225,9 +290,12 @@ function check(p: PublishRequest, token: string): string[] {
   return out;
 }
 
-/** Delivers an accepted message to its destination, as QStash does, with the forwarded headers. */
-function forward(p: PublishRequest): void {
-  const headers: Record<string, string> = { ...p.forwarded };
+/**
+ * Delivers an accepted message to its destination, as QStash does, with the
+ * forwarded headers and `Upstash-Message-Id`.
+ */
+function forward(p: PublishRequest, id: string): void {
+  const headers: Record<string, string> = { ...p.forwarded, 'upstash-message-id': id };
   if (p.contentType !== undefined) headers['content-type'] = p.contentType;
   const req = request(p.destination, { method: p.method ?? 'POST', headers }, (res) => {
     res.resume();

@@ -337,29 +337,86 @@ describe('QStash delivery', () => {
     ]);
   });
 
-  it('stops waiting after the hook timeout and falls back once', async () => {
+  it('aborts a publish unanswered at the timeout, ignores its late ack and sends no fallback', async () => {
     const r = await receiver();
-    qstash.behaviour = { kind: 'hang' };
+    qstash.behaviour = { kind: 'hold' };
     const s = sender({ QSTASH_TOKEN: TOKEN });
-    const none = await s.notify(
-      webhook(`${r.url}/hook`, { timeout: 0.2, fallback: Fallback.NONE }),
-      PAYLOAD,
-    );
-    expect(none).toMatchObject({
+    // Fallback is on (the default): the outcome is unknown, so no fetch follows.
+    const result = await s.notify(webhook(`${r.url}/hook`, { timeout: 0.2 }), PAYLOAD);
+    expect(result).toEqual({
       ok: false,
       route: 'qstash',
       code: 'timeout',
-      message: 'Hook HTTP request failed: timeout: QStash publish after 200 ms',
+      message: 'Hook HTTP request failed: timeout: QStash publish unanswered after 200 ms',
+      durationMs: expect.any(Number),
     });
-    expect(r.requests).toHaveLength(0);
-    const fallback = await s.notify(webhook(`${r.url}/hook`, { timeout: 0.2 }), PAYLOAD);
-    expect(fallback).toMatchObject({ ok: true, route: 'fallback' });
+    // The client closed the publish: QStash's late acknowledgement has nowhere to go.
+    await qstash.abandonedAt(1);
+    expect(qstash.release()).toBe(0);
+    // QStash had the message and delivered it: the receiver gets that one copy and no fallback.
+    const [copy] = await r.waitForRequests(1);
+    expect(copy?.headers['upstash-message-id']).toBe('msg_1');
     expect(r.requests).toHaveLength(1);
+    expect(logLines.join('\n')).not.toContain('falling back');
+    expect(qstash.publishes).toHaveLength(1);
   });
 
-  it('reports a caller abort as cancelled and sends no fallback', async () => {
+  it('reports an unanswered publish as a timeout with fallback none too, after aborting it', async () => {
     const r = await receiver();
     qstash.behaviour = { kind: 'hang' };
+    const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(
+      webhook(`${r.url}/hook`, { timeout: 0.2, fallback: Fallback.NONE }),
+      PAYLOAD,
+    );
+    expect(result).toMatchObject({
+      ok: false,
+      route: 'qstash',
+      code: 'timeout',
+      message: 'Hook HTTP request failed: timeout: QStash publish unanswered after 200 ms',
+    });
+    await qstash.abandonedAt(1);
+    expect(r.requests).toHaveLength(0);
+  });
+
+  it('falls back once when the timeout comes before the publish was written, and never sends it', async () => {
+    const r = await receiver();
+    qstash.behaviour = { kind: 'hang' };
+    // One connection to QStash: the second publish waits for it behind the first.
+    const s = sender({ QSTASH_TOKEN: TOKEN }, { connectionsPerOrigin: 1 });
+    const first = new AbortController();
+    const blocking = s.notify(
+      webhook(`${r.url}/first`, { fallback: Fallback.NONE }),
+      PAYLOAD,
+      first.signal,
+    );
+    await qstash.received(1);
+    qstash.behaviour = { kind: 'accept' };
+    const queued = await s.notify(webhook(`${r.url}/second`, { timeout: 0.2 }), PAYLOAD);
+    expect(queued).toEqual({
+      ok: true,
+      route: 'fallback',
+      status: 200,
+      durationMs: expect.any(Number),
+    });
+    expect(logLines.map((l) => JSON.parse(l))).toEqual([
+      expect.objectContaining({
+        msg: 'QStash delivery failed, falling back to fetch',
+        code: 'timeout',
+        message: 'Hook HTTP request failed: timeout: QStash publish not sent after 200 ms',
+      }),
+    ]);
+    first.abort();
+    expect(await blocking).toMatchObject({ ok: false, code: 'cancelled' });
+    // Closing waits for the queued publish: it gets a connection and is dropped unwritten.
+    await s.close();
+    expect(qstash.publishes.map((p) => new URL(p.destination).pathname)).toEqual(['/first']);
+    expect(r.requests.map((q) => q.path)).toEqual(['/second']);
+    expect(r.requests[0]?.headers['upstash-message-id']).toBeUndefined();
+  });
+
+  it('reports a caller abort as cancelled, aborts the publish and sends no fallback', async () => {
+    const r = await receiver();
+    qstash.behaviour = { kind: 'hold' };
     const controller = new AbortController();
     const pending = sender({ QSTASH_TOKEN: TOKEN }).notify(
       webhook(`${r.url}/hook`),
@@ -369,10 +426,14 @@ describe('QStash delivery', () => {
     await qstash.received(1);
     controller.abort();
     expect(await pending).toMatchObject({ ok: false, code: 'cancelled', route: 'qstash' });
-    expect(r.connections()).toBe(0);
+    await qstash.abandonedAt(1);
+    expect(qstash.release()).toBe(0);
+    // The one copy is the one QStash delivers; the sender sent none.
+    await r.waitForRequests(1);
+    expect(r.requests.map((q) => q.headers['upstash-message-id'])).toEqual(['msg_1']);
   });
 
-  it('pools QStash publishes on the sender Agent installed as the global dispatcher', async () => {
+  it('pools QStash publishes on the sender Agent, also installed as the global dispatcher', async () => {
     const r = await receiver();
     const before = getGlobalDispatcher();
     const s = sender({ QSTASH_TOKEN: TOKEN }, { globalDispatcher: true });

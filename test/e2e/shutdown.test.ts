@@ -3,13 +3,18 @@
  * awaited (the observers of an allowed `beforeToolCall`) are owned by the
  * app's background scope, which cuts them off at the deadline, so SIGTERM
  * ends the process within `--shutdown-grace` plus a small margin even when
- * a receiver never answers.
+ * a receiver never answers. During the drain the health-only listener
+ * (`--health-listen`) stays up and answers NOT_SERVING while the API
+ * listener refuses new calls.
  */
-import { createClient } from '@connectrpc/connect';
+import type { ServerResponse } from 'node:http';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { type AnyClient, healthClient, unary } from '../support/grpc-client.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -17,11 +22,26 @@ import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidec
 const GRACE_S = 1;
 const EXIT_WITHIN_MS = 3_000;
 
+/** A grace far longer than the test: only the held call's end can finish the drain. */
+const LONG_GRACE_S = 300;
+
+/** gRPC status UNAVAILABLE, as grpc-js reports it. */
+const UNAVAILABLE = 14;
+
+/** The serving status the health listener reports for the whole server (service ""). */
+async function healthStatus(client: AnyClient): Promise<string> {
+  const res = await unary<{ status: string }>(client, 'Check', { service: '' });
+  return res.status;
+}
+
 describe('shutdown', () => {
   let sidecar: SidecarProcess | undefined;
   let receiver: Receiver | undefined;
+  let clients: AnyClient[] = [];
 
   afterEach(async () => {
+    for (const client of clients) client.close();
+    clients = [];
     await killSidecar(sidecar);
     await receiver?.close();
   });
@@ -76,5 +96,92 @@ describe('shutdown', () => {
     expect(
       sidecar.logs.some((l) => l.msg === 'shutdown deadline reached; aborting background work'),
     ).toBe(true);
+  });
+
+  it('answers NOT_SERVING on the health listener during a drain, refuses new calls, then exits 0', async () => {
+    receiver = await startReceiver();
+    // Holds the control webhook's answer until the test releases it: the drain lasts until then.
+    let held!: (res: ServerResponse) => void;
+    const heldResponse = new Promise<ServerResponse>((resolve) => {
+      held = resolve;
+    });
+    receiver.respond((_req, res) => held(res));
+    sidecar = await startSidecar({
+      args: ['--health-listen', '127.0.0.1:0', '--shutdown-grace', String(LONG_GRACE_S)],
+    });
+    const healthAddress = sidecar.health;
+    if (healthAddress === undefined) throw new Error('the sidecar logged no health listener');
+    const client = createClient(
+      HookService,
+      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+    );
+    const health = healthClient(healthAddress);
+    clients.push(health);
+    expect(await healthStatus(health)).toBe('SERVING');
+    await client.registerHooks({
+      operationId: 'drain-op',
+      hooks: [
+        {
+          id: 'gate',
+          type: HookType.BEFORE_TOOL_CALL,
+          webhook: {
+            url: `${receiver.url}/gate`,
+            responseHandling: ResponseHandling.TOOL_CALL,
+            timeout: LONG_GRACE_S,
+          },
+        },
+      ],
+    });
+    const decision = client.decideToolCall({
+      event: {
+        context: {
+          operationId: 'drain-op',
+          toolCallId: 'call-1',
+          identifier: 'search',
+          apiName: 'query',
+          executor: Executor.SERVER,
+        },
+      },
+    });
+    const res = await heldResponse;
+
+    sidecar.kill('SIGTERM');
+    // Logged just before the listeners start draining, in the same tick as NOT_SERVING.
+    await sidecar.waitForLog((l) => l.msg === 'draining');
+    // A new connection to the health listener, opened during the drain.
+    const fresh = healthClient(healthAddress);
+    clients.push(fresh);
+    expect(await healthStatus(fresh)).toBe('NOT_SERVING');
+    expect(await healthStatus(health)).toBe('NOT_SERVING');
+    // The API listener takes no new HookService call while the held one runs.
+    const refused = await client.listHooks({ operationId: 'drain-op' }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(refused?.code).toBe(Code.Unavailable);
+    const newcomer = createClient(
+      HookService,
+      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+    );
+    const refusedNew = await newcomer.listHooks({ operationId: 'drain-op' }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    expect(refusedNew?.code).toBe(Code.Unavailable);
+    // Still draining: the process has not exited, and the health listener still answers.
+    expect(sidecar.logs.some((l) => l.msg === 'stopped')).toBe(false);
+    expect(await healthStatus(fresh)).toBe('NOT_SERVING');
+
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"decision":"allow"}');
+    const answer = await decision;
+    expect(answer.decision?.outcome.case).toBe('allow');
+    expect(await sidecar.exited).toBe(0);
+    expect(sidecar.logs.some((l) => l.msg === 'stopped')).toBe(true);
+    // Once the process is gone, so is the health listener.
+    const after = await healthStatus(fresh).then(
+      () => undefined,
+      (e: { code?: number }) => e.code,
+    );
+    expect(after).toBe(UNAVAILABLE);
   });
 });
