@@ -209,7 +209,9 @@ export type DispatchRequest = Message<"agenthooks.v1.DispatchRequest"> & {
   /**
    * Event to dispatch; it runs on the event's own operation (call-agent
    * events name the parent operation). `beforeToolCall` is refused: use
-   * `DecideToolCall`. Required.
+   * `DecideToolCall`. Required, with the fields its event message lists as
+   * required: a missing one is refused with INVALID_ARGUMENT naming it (such
+   * as `event.afterHumanIntervention.action`), and nothing is delivered.
    *
    * @generated from field: agenthooks.v1.HookEvent event = 1;
    */
@@ -1166,7 +1168,9 @@ export const HookService: GenService<{
    * Dispatches a stream of events. Each event carries a client-chosen id and
    * gets one ack with that id. Events of one operation run in order,
    * operations run in parallel, and at most a bounded number of events are in
-   * flight per stream; beyond that the stream stops reading.
+   * flight per stream; beyond that the stream stops reading. An event that
+   * fails validation (as `Dispatch` checks it) is answered in its ack's
+   * `error`, with nothing delivered, and the stream goes on.
    *
    * @generated from rpc agenthooks.v1.HookService.DispatchStream
    */

@@ -73,7 +73,9 @@ type HookServiceClient interface {
 	// Dispatches a stream of events. Each event carries a client-chosen id and
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
-	// flight per stream; beyond that the stream stops reading.
+	// flight per stream; beyond that the stream stops reading. An event that
+	// fails validation (as `Dispatch` checks it) is answered in its ack's
+	// `error`, with nothing delivered, and the stream goes on.
 	DispatchStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DispatchStreamRequest, DispatchStreamResponse], error)
 	// Decides a tool call before it runs; the only entry point for
 	// `beforeToolCall`. Runs the controls of each operation of the chain in
@@ -278,7 +280,9 @@ type HookServiceServer interface {
 	// Dispatches a stream of events. Each event carries a client-chosen id and
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
-	// flight per stream; beyond that the stream stops reading.
+	// flight per stream; beyond that the stream stops reading. An event that
+	// fails validation (as `Dispatch` checks it) is answered in its ack's
+	// `error`, with nothing delivered, and the stream goes on.
 	DispatchStream(grpc.BidiStreamingServer[DispatchStreamRequest, DispatchStreamResponse]) error
 	// Decides a tool call before it runs; the only entry point for
 	// `beforeToolCall`. Runs the controls of each operation of the chain in

@@ -90,6 +90,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DUPLICATE_HEADER: _ClassVar[ErrorReason]
     INVALID_HEADER_TEMPLATE: _ClassVar[ErrorReason]
     MATCHER_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
+    EVENT_FIELD_REQUIRED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -174,3 +175,4 @@ TOOL_CALL_ID_TOO_LONG: ErrorReason
 DUPLICATE_HEADER: ErrorReason
 INVALID_HEADER_TEMPLATE: ErrorReason
 MATCHER_BUDGET_EXCEEDED: ErrorReason
+EVENT_FIELD_REQUIRED: ErrorReason

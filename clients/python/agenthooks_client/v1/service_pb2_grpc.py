@@ -165,7 +165,9 @@ class HookServiceServicer:
         """Dispatches a stream of events. Each event carries a client-chosen id and
         gets one ack with that id. Events of one operation run in order,
         operations run in parallel, and at most a bounded number of events are in
-        flight per stream; beyond that the stream stops reading.
+        flight per stream; beyond that the stream stops reading. An event that
+        fails validation (as `Dispatch` checks it) is answered in its ack's
+        `error`, with nothing delivered, and the stream goes on.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
