@@ -20,7 +20,7 @@ import {
   ExecutorSchema,
   type HookEvent,
   HookEventSchema,
-  type HookType,
+  HookType,
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -37,7 +37,7 @@ import type { Metrics } from '../metrics.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
-import { checkToolName } from './tool-call.js';
+import { checkToolName, TOOL_CALL_CONTEXT_INVALID } from './tool-call.js';
 import { isControlHook, REASON, validateOperationId } from './validate.js';
 
 /** What dispatch and control evaluation need. */
@@ -109,14 +109,22 @@ export interface EventRoute extends EventCase {
   readonly apiName?: string;
 }
 
+/** Hook types whose event carries a tool-call context. */
+const TOOL_EVENT_TYPES: ReadonlySet<HookType> = new Set([
+  HookType.BEFORE_TOOL_CALL,
+  HookType.AFTER_TOOL_CALL,
+  HookType.ON_TOOL_CALL_ERROR,
+]);
+
 /** Executor numbers the contract defines, `EXECUTOR_UNSPECIFIED` included. */
 const KNOWN_EXECUTORS: ReadonlySet<number> = new Set(ExecutorSchema.values.map((v) => v.number));
 
 /**
  * Returns the routing facts of an event.
  *
- * @throws InvalidArgumentError when no event is set, it names no
- *   operation, or its tool name is too long (`IDENTIFIER_TOO_LONG`).
+ * @throws InvalidArgumentError when no event is set, a tool event has no
+ *   context, it names no operation, its executor is a number the contract
+ *   does not define, or its tool name is too long (`IDENTIFIER_TOO_LONG`).
  */
 export function routeOf(event: HookEvent | undefined, field = 'event'): EventRoute {
   const c = event === undefined ? undefined : eventCase(event);
@@ -128,13 +136,22 @@ export function routeOf(event: HookEvent | undefined, field = 'event'): EventRou
     context?: { operationId: string; identifier: string; apiName: string; executor: number };
   };
   const context = message.context;
+  if (context === undefined && TOOL_EVENT_TYPES.has(c.type)) {
+    // Without its context a tool event names no operation: say what is missing.
+    throw new InvalidArgumentError(
+      `${field}.${caseName(event)}.context`,
+      TOOL_CALL_CONTEXT_INVALID,
+      'a tool-call context is required',
+    );
+  }
   const operationId = context ? context.operationId : (message.operationId ?? '');
   const path = context
     ? `${field}.${caseName(event)}.context.operationId`
     : `${field}.${caseName(event)}.operationId`;
   validateOperationId(operationId, path);
   if (context !== undefined && !KNOWN_EXECUTORS.has(context.executor)) {
-    // Dispatch does not require an executor, but a number the sidecar does not know is refused.
+    // A number the sidecar does not know, as on the webhook enums; an unset one is
+    // refused by the event's required fields (`event-fields.ts`).
     throw new InvalidArgumentError(
       `${field}.${caseName(event)}.context.executor`,
       REASON.INVALID_ENUM_VALUE,

@@ -13,6 +13,8 @@ import {
 
 /** Reason of a tool-call context that lacks a required field. */
 export const TOOL_CALL_CONTEXT_INVALID = 'TOOL_CALL_CONTEXT_INVALID';
+/** Reason of a tool-result request or `afterToolCall` event without its result. */
+export const TOOL_RESULT_REQUIRED = 'TOOL_RESULT_REQUIRED';
 /** Reason of an operation chain with an empty entry. */
 export const OPERATION_CHAIN_INVALID = 'OPERATION_CHAIN_INVALID';
 /** Reason of a tool `identifier` or `apiName` longer than {@link MAX_TOOL_NAME_BYTES}. */

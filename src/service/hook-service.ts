@@ -34,9 +34,14 @@ import {
   routeOf,
   runToolCallObservers,
 } from '../hooks/dispatch.js';
+import { validateEventFields } from '../hooks/event-fields.js';
 import type { HandlerConnection } from '../hooks/handlers.js';
 import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
-import { checkToolCallId, validateToolCallContext } from '../hooks/tool-call.js';
+import {
+  checkToolCallId,
+  TOOL_RESULT_REQUIRED,
+  validateToolCallContext,
+} from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
@@ -72,7 +77,10 @@ export function createHookService(
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
   const publisher = new DeferredPublisher();
 
-  /** Validates and dispatches one notification event. */
+  /**
+   * Validates one notification event (its operation, then the fields its
+   * kind requires) and dispatches it; nothing is delivered for an invalid one.
+   */
   const dispatchOne = (event: HookEvent | undefined, signal: AbortSignal, field = 'event') => {
     const route = routeOf(event, field);
     if (route.type === HookType.BEFORE_TOOL_CALL) {
@@ -82,6 +90,7 @@ export function createHookService(
         'beforeToolCall is dispatched by DecideToolCall, which runs its controls, observers and mocks',
       );
     }
+    validateEventFields(event, field);
     return dispatchEvent(deps, event as HookEvent, signal);
   };
 
@@ -243,7 +252,7 @@ export function createHookService(
       if (event?.result === undefined) {
         throw new InvalidArgumentError(
           'event.result',
-          'TOOL_RESULT_REQUIRED',
+          TOOL_RESULT_REQUIRED,
           'the tool result is required',
         );
       }
@@ -289,7 +298,7 @@ export function createHookService(
       if (request.result === undefined) {
         throw new InvalidArgumentError(
           'result',
-          'TOOL_RESULT_REQUIRED',
+          TOOL_RESULT_REQUIRED,
           'the tool result is required',
         );
       }

@@ -409,7 +409,10 @@ describe('control order, live environment hooks and cancellation', () => {
     for (const call of [
       () => unary(client, 'RegisterHooks', { operationId: 'op-invalid-env', hooks: [] }),
       () => decide(client, 'before', 'op-invalid-env'),
-      () => unary(client, 'Dispatch', { event: { afterStep: { operationId: 'op-invalid-env' } } }),
+      () =>
+        unary(client, 'Dispatch', {
+          event: { afterStep: { operationId: 'op-invalid-env', userId: 'u' } },
+        }),
     ]) {
       const err = (await call().then(
         () => undefined,

@@ -18,7 +18,7 @@ import { killSidecar, startSidecar } from '../support/sidecar.js';
 /** An afterStep event in proto-loader's object form. */
 function afterStep(operationId: string, stepIndex: number): LoaderObject {
   const event = create(HookEventSchema, {
-    event: { case: 'afterStep', value: { operationId, stepIndex } },
+    event: { case: 'afterStep', value: { operationId, userId: 'u', stepIndex } },
   });
   return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
     .event as LoaderObject;

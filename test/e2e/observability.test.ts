@@ -143,7 +143,9 @@ describe('metrics and logs', () => {
           },
         ],
       });
-      await unary(client, 'Dispatch', { event: { afterStep: { operationId: 'op-logs' } } });
+      await unary(client, 'Dispatch', {
+        event: { afterStep: { operationId: 'op-logs', userId: 'u' } },
+      });
       const failure = await sidecar.waitForLog(
         (l) => String(l.msg).includes('webhook delivery failed') && l.hookId === 'leaky',
       );

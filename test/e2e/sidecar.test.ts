@@ -501,7 +501,7 @@ describe('durability across a hard kill', () => {
         );
       }
       const event = create(HookEventSchema, {
-        event: { case: 'afterStep', value: { operationId: 'op-k2', stepIndex: 1 } },
+        event: { case: 'afterStep', value: { operationId: 'op-k2', userId: 'u', stepIndex: 1 } },
       });
       const res = await unary<LoaderObject>(client, 'Dispatch', dispatchRequest(event));
       expect(res.outcomes).toHaveLength(6);
@@ -543,7 +543,7 @@ describe('graceful shutdown', () => {
         watch.on('error', () => resolve());
       });
       const event = create(HookEventSchema, {
-        event: { case: 'afterStep', value: { operationId: 'op-drain' } },
+        event: { case: 'afterStep', value: { operationId: 'op-drain', userId: 'u' } },
       });
       const calls = Array.from({ length: 20 }, () =>
         unary<LoaderObject>(client, 'Dispatch', dispatchRequest(event)),

@@ -101,7 +101,12 @@ describe('HookService in process', () => {
       })),
     });
     const { outcomes } = await client.dispatch({
-      event: { event: { case: 'onComplete', value: { operationId: 'op-order', reason: 'done' } } },
+      event: {
+        event: {
+          case: 'onComplete',
+          value: { operationId: 'op-order', userId: 'u', reason: 'done' },
+        },
+      },
     });
     expect(outcomes.map((o) => [o.hookId, o.status])).toEqual([
       ['a', HookOutcomeStatus.DELIVERED],
@@ -211,7 +216,7 @@ describe('HookService in process', () => {
         await events.write(
           create(DispatchStreamRequestSchema, {
             eventId: `e${i}`,
-            event: { event: { case: 'afterStep', value: { operationId } } },
+            event: { event: { case: 'afterStep', value: { operationId, userId: 'u' } } },
           }),
         );
       }
@@ -526,7 +531,10 @@ describe('HookService in process', () => {
       const { client } = build({ dir });
       const { outcomes } = await client.dispatch({
         event: {
-          event: { case: 'onComplete', value: { operationId: 'op-legacy', reason: 'done' } },
+          event: {
+            case: 'onComplete',
+            value: { operationId: 'op-legacy', userId: 'u', reason: 'done' },
+          },
         },
       });
       expect(outcomes.map((o) => [o.hookId, o.status])).toEqual([

@@ -104,7 +104,7 @@ describe('the scrubbed environment', () => {
       ]);
       const dispatch = (client: AnyClient) =>
         unary<LoaderObject>(client, 'Dispatch', {
-          event: { afterStep: { operationId: 'op-env' } },
+          event: { afterStep: { operationId: 'op-env', userId: 'u' } },
         });
       const open = hookClient(scrubbed.grpc);
       const anonymous = hookClient(explicit.grpc);

@@ -18,12 +18,18 @@ export const file_agenthooks_v1_events: GenFile = /*@__PURE__*/
 /**
  * ToolCallContext holds the facts shared by the three tool events. In webhook
  * payloads its fields stand directly in the event object, not nested.
+ * `DecideToolCall`, `DecideToolResult`, `ParkToolCall` and `Dispatch` refuse
+ * a context whose `tool_call_id`, `operation_id`, `identifier` or `api_name`
+ * is empty, or whose `executor` is unset, with INVALID_ARGUMENT naming the
+ * field (`TOOL_CALL_CONTEXT_INVALID`). `assistant_message_id`, `args`,
+ * `call_index` and `step_index` are not checked: an empty or unset one is
+ * written as `''`, `{}` or `0`.
  *
  * @generated from message agenthooks.v1.ToolCallContext
  */
 export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   /**
-   * Native call id from the model or runtime; never synthesized from the call index. Required.
+   * Native call id from the model or runtime; never synthesized from the call index. Required, non-empty.
    * At most 256 bytes (UTF-8); a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
    *
    * @generated from field: string tool_call_id = 1;
@@ -31,21 +37,22 @@ export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   toolCallId: string;
 
   /**
-   * Assistant message that owns the call. Required.
+   * Assistant message that owns the call. Always present in the payload;
+   * an empty one is not refused.
    *
    * @generated from field: string assistant_message_id = 2;
    */
   assistantMessageId: string;
 
   /**
-   * Tool identifier (the part before the slash in matchers). Required.
+   * Tool identifier (the part before the slash in matchers). Required, non-empty.
    *
    * @generated from field: string identifier = 3;
    */
   identifier: string;
 
   /**
-   * Tool API name (the part after the slash in matchers). Required.
+   * Tool API name (the part after the slash in matchers). Required, non-empty.
    *
    * @generated from field: string api_name = 4;
    */
@@ -73,7 +80,7 @@ export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   stepIndex: number;
 
   /**
-   * Operation that makes the call. Required. At most 256 bytes (UTF-8),
+   * Operation that makes the call. Required, non-empty. At most 256 bytes (UTF-8),
    * as every operation id an event names (`OPERATION_ID_TOO_LONG`).
    *
    * @generated from field: string operation_id = 8;
@@ -81,7 +88,8 @@ export type ToolCallContext = Message<"agenthooks.v1.ToolCallContext"> & {
   operationId: string;
 
   /**
-   * Dispatch route of the call. Required.
+   * Dispatch route of the call. Required: unset is refused
+   * (`TOOL_CALL_CONTEXT_INVALID`).
    *
    * @generated from field: agenthooks.v1.Executor executor = 9;
    */
@@ -287,7 +295,8 @@ export const ToolResultSchema: GenMessage<ToolResult> = /*@__PURE__*/
  */
 export type Attachment = Message<"agenthooks.v1.Attachment"> & {
   /**
-   * Kind of the attachment. Required.
+   * Kind of the attachment. Required: unset is refused (`EVENT_FIELD_REQUIRED`),
+   * a number the contract does not define too (`INVALID_ENUM_VALUE`).
    *
    * @generated from field: agenthooks.v1.AttachmentType type = 1;
    */
@@ -332,27 +341,32 @@ export const AttachmentSchema: GenMessage<Attachment> = /*@__PURE__*/
 /**
  * Reports that a step is about to run (`beforeStep`). Dispatched before each step; awaited.
  * Carries the upstream `AgentHookEvent` fields; the four step and terminal
- * events share field numbers, so one encodes as another.
+ * events share field numbers, so one encodes as another. Required fields:
+ * `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+ * `type` of each attachment. `Dispatch` refuses an event without them with
+ * INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+ * `OPERATION_ID_REQUIRED`); the other fields are optional.
  *
  * @generated from message agenthooks.v1.BeforeStepEvent
  */
 export type BeforeStepEvent = Message<"agenthooks.v1.BeforeStepEvent"> & {
   /**
-   * Agent that runs the operation; may be empty. Always present in the payload.
+   * Agent that runs the operation. Required but may be empty (upstream
+   * sends `''`). Always present in the payload.
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Operation the event belongs to. Always present in the payload.
+   * Operation the event belongs to. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string operation_id = 2;
    */
   operationId: string;
 
   /**
-   * User on whose behalf the operation runs. Always present in the payload.
+   * User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string user_id = 3;
    */
@@ -670,27 +684,32 @@ export const BeforeStepEventSchema: GenMessage<BeforeStepEvent> = /*@__PURE__*/
 /**
  * Reports that a step completed (`afterStep`), with its content, tool calls and usage totals.
  * Carries the upstream `AgentHookEvent` fields; the four step and terminal
- * events share field numbers, so one encodes as another.
+ * events share field numbers, so one encodes as another. Required fields:
+ * `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+ * `type` of each attachment. `Dispatch` refuses an event without them with
+ * INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+ * `OPERATION_ID_REQUIRED`); the other fields are optional.
  *
  * @generated from message agenthooks.v1.AfterStepEvent
  */
 export type AfterStepEvent = Message<"agenthooks.v1.AfterStepEvent"> & {
   /**
-   * Agent that runs the operation; may be empty. Always present in the payload.
+   * Agent that runs the operation. Required but may be empty (upstream
+   * sends `''`). Always present in the payload.
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Operation the event belongs to. Always present in the payload.
+   * Operation the event belongs to. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string operation_id = 2;
    */
   operationId: string;
 
   /**
-   * User on whose behalf the operation runs. Always present in the payload.
+   * User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string user_id = 3;
    */
@@ -1008,27 +1027,32 @@ export const AfterStepEventSchema: GenMessage<AfterStepEvent> = /*@__PURE__*/
 /**
  * Reports that the operation reached a terminal or parked state (`onComplete`).
  * Carries the upstream `AgentHookEvent` fields; the four step and terminal
- * events share field numbers, so one encodes as another.
+ * events share field numbers, so one encodes as another. Required fields:
+ * `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+ * `type` of each attachment. `Dispatch` refuses an event without them with
+ * INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+ * `OPERATION_ID_REQUIRED`); the other fields are optional.
  *
  * @generated from message agenthooks.v1.OnCompleteEvent
  */
 export type OnCompleteEvent = Message<"agenthooks.v1.OnCompleteEvent"> & {
   /**
-   * Agent that runs the operation; may be empty. Always present in the payload.
+   * Agent that runs the operation. Required but may be empty (upstream
+   * sends `''`). Always present in the payload.
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Operation the event belongs to. Always present in the payload.
+   * Operation the event belongs to. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string operation_id = 2;
    */
   operationId: string;
 
   /**
-   * User on whose behalf the operation runs. Always present in the payload.
+   * User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string user_id = 3;
    */
@@ -1346,27 +1370,32 @@ export const OnCompleteEventSchema: GenMessage<OnCompleteEvent> = /*@__PURE__*/
 /**
  * Reports an error of the operation (`onError`), sent after `onComplete` when the reason is `error`.
  * Carries the upstream `AgentHookEvent` fields; the four step and terminal
- * events share field numbers, so one encodes as another.
+ * events share field numbers, so one encodes as another. Required fields:
+ * `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+ * `type` of each attachment. `Dispatch` refuses an event without them with
+ * INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+ * `OPERATION_ID_REQUIRED`); the other fields are optional.
  *
  * @generated from message agenthooks.v1.OnErrorEvent
  */
 export type OnErrorEvent = Message<"agenthooks.v1.OnErrorEvent"> & {
   /**
-   * Agent that runs the operation; may be empty. Always present in the payload.
+   * Agent that runs the operation. Required but may be empty (upstream
+   * sends `''`). Always present in the payload.
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Operation the event belongs to. Always present in the payload.
+   * Operation the event belongs to. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string operation_id = 2;
    */
   operationId: string;
 
   /**
-   * User on whose behalf the operation runs. Always present in the payload.
+   * User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
    *
    * @generated from field: string user_id = 3;
    */
@@ -1684,6 +1713,8 @@ export const OnErrorEventSchema: GenMessage<OnErrorEvent> = /*@__PURE__*/
 /**
  * Reports that a tool is about to execute (`beforeToolCall`). Controls decide
  * on it through `DecideToolCall`; notification webhooks get the context only.
+ * Required field: the `context` (see `ToolCallContext`). `Dispatch` refuses
+ * this event (`USE_DECIDE_TOOL_CALL`).
  *
  * @generated from message agenthooks.v1.BeforeToolCallEvent
  */
@@ -1704,7 +1735,9 @@ export const BeforeToolCallEventSchema: GenMessage<BeforeToolCallEvent> = /*@__P
   messageDesc(file_agenthooks_v1_events, 7);
 
 /**
- * Reports that a tool completed (`afterToolCall`), with its result.
+ * Reports that a tool completed (`afterToolCall`), with its result. Required
+ * fields: the `context` (see `ToolCallContext`) and the `result`
+ * (`TOOL_RESULT_REQUIRED`); `Dispatch` refuses an event without them.
  *
  * @generated from message agenthooks.v1.AfterToolCallEvent
  */
@@ -1724,7 +1757,7 @@ export type AfterToolCallEvent = Message<"agenthooks.v1.AfterToolCallEvent"> & {
   mocked: boolean;
 
   /**
-   * Result of the tool: complete for controls, as archived for notifications. Always present in the payload.
+   * Result of the tool: complete for controls, as archived for notifications. Required.
    *
    * @generated from field: agenthooks.v1.ToolResult result = 3;
    */
@@ -1739,7 +1772,9 @@ export const AfterToolCallEventSchema: GenMessage<AfterToolCallEvent> = /*@__PUR
   messageDesc(file_agenthooks_v1_events, 8);
 
 /**
- * Reports that a tool threw an exception (`onToolCallError`); not sent for a result with success false.
+ * Reports that a tool threw an exception (`onToolCallError`); not sent for a
+ * result with success false. Required fields: the `context` (see
+ * `ToolCallContext`) and `error` (may be empty).
  *
  * @generated from message agenthooks.v1.OnToolCallErrorEvent
  */
@@ -1752,7 +1787,7 @@ export type OnToolCallErrorEvent = Message<"agenthooks.v1.OnToolCallErrorEvent">
   context?: ToolCallContext | undefined;
 
   /**
-   * Message of the thrown error. Always present in the payload.
+   * Message of the thrown error; may be empty. Always present in the payload.
    *
    * @generated from field: string error = 2;
    */
@@ -1773,14 +1808,14 @@ export const OnToolCallErrorEventSchema: GenMessage<OnToolCallErrorEvent> = /*@_
  */
 export type PendingTool = Message<"agenthooks.v1.PendingTool"> & {
   /**
-   * Tool API name. Always present in the payload.
+   * Tool API name. Required, non-empty.
    *
    * @generated from field: string api_name = 1;
    */
   apiName: string;
 
   /**
-   * Tool identifier. Always present in the payload.
+   * Tool identifier. Required, non-empty.
    *
    * @generated from field: string identifier = 2;
    */
@@ -1796,12 +1831,14 @@ export const PendingToolSchema: GenMessage<PendingTool> = /*@__PURE__*/
 
 /**
  * Reports that the agent pauses for human approval (`beforeHumanIntervention`).
+ * Required fields: `operation_id` non-empty, `step_index`, and
+ * `pending_tools`, each with a non-empty `identifier` and `api_name`.
  *
  * @generated from message agenthooks.v1.BeforeHumanInterventionEvent
  */
 export type BeforeHumanInterventionEvent = Message<"agenthooks.v1.BeforeHumanInterventionEvent"> & {
   /**
-   * Operation that pauses. Always present in the payload.
+   * Operation that pauses. Required, non-empty.
    *
    * @generated from field: string operation_id = 1;
    */
@@ -1838,19 +1875,21 @@ export const BeforeHumanInterventionEventSchema: GenMessage<BeforeHumanIntervent
 
 /**
  * Reports a human's decision and the continuation (`afterHumanIntervention`).
+ * Required fields: `action` set and `operation_id` non-empty.
  *
  * @generated from message agenthooks.v1.AfterHumanInterventionEvent
  */
 export type AfterHumanInterventionEvent = Message<"agenthooks.v1.AfterHumanInterventionEvent"> & {
   /**
-   * Human's answer. Required.
+   * Human's answer. Required: unset is refused (`EVENT_FIELD_REQUIRED`), a
+   * number the contract does not define too (`INVALID_ENUM_VALUE`).
    *
    * @generated from field: agenthooks.v1.HumanAction action = 1;
    */
   action: HumanAction;
 
   /**
-   * Operation that resumes. Always present in the payload.
+   * Operation that resumes. Required, non-empty.
    *
    * @generated from field: string operation_id = 2;
    */
@@ -1887,12 +1926,13 @@ export const AfterHumanInterventionEventSchema: GenMessage<AfterHumanInterventio
 
 /**
  * Reports that a human rejection halted the agent (`onStopByHumanIntervention`).
+ * Required field: `operation_id` non-empty.
  *
  * @generated from message agenthooks.v1.OnStopByHumanInterventionEvent
  */
 export type OnStopByHumanInterventionEvent = Message<"agenthooks.v1.OnStopByHumanInterventionEvent"> & {
   /**
-   * Operation that stops. Always present in the payload.
+   * Operation that stops. Required, non-empty.
    *
    * @generated from field: string operation_id = 1;
    */
@@ -1929,6 +1969,8 @@ export const OnStopByHumanInterventionEventSchema: GenMessage<OnStopByHumanInter
 
 /**
  * Reports that context compression is about to start (`beforeCompact`).
+ * Required fields: `operation_id` non-empty, `message_count`, `step_index`
+ * and `token_count`.
  *
  * @generated from message agenthooks.v1.BeforeCompactEvent
  */
@@ -1941,7 +1983,7 @@ export type BeforeCompactEvent = Message<"agenthooks.v1.BeforeCompactEvent"> & {
   messageCount: number;
 
   /**
-   * Operation being compressed. Always present in the payload.
+   * Operation being compressed. Required, non-empty.
    *
    * @generated from field: string operation_id = 2;
    */
@@ -2019,13 +2061,15 @@ export const BeforeCompactEventSchema: GenMessage<BeforeCompactEvent> = /*@__PUR
   messageDesc(file_agenthooks_v1_events, 14);
 
 /**
- * Reports that context compression completed (`afterCompact`).
+ * Reports that context compression completed (`afterCompact`). Required
+ * fields: `group_id` and `operation_id` non-empty, `summary` (may be empty),
+ * `messages_after`, `messages_before` and `step_index`.
  *
  * @generated from message agenthooks.v1.AfterCompactEvent
  */
 export type AfterCompactEvent = Message<"agenthooks.v1.AfterCompactEvent"> & {
   /**
-   * Message group that holds the summary. Always present in the payload.
+   * Message group that holds the summary. Required, non-empty.
    *
    * @generated from field: string group_id = 1;
    */
@@ -2046,7 +2090,7 @@ export type AfterCompactEvent = Message<"agenthooks.v1.AfterCompactEvent"> & {
   messagesBefore: number;
 
   /**
-   * Operation that was compressed. Always present in the payload.
+   * Operation that was compressed. Required, non-empty.
    *
    * @generated from field: string operation_id = 4;
    */
@@ -2060,7 +2104,8 @@ export type AfterCompactEvent = Message<"agenthooks.v1.AfterCompactEvent"> & {
   stepIndex: number;
 
   /**
-   * Summary text (the runtime sends its first 500 characters). Always present in the payload.
+   * Summary text (the runtime sends its first 500 characters); may be empty.
+   * Always present in the payload.
    *
    * @generated from field: string summary = 6;
    */
@@ -2124,20 +2169,22 @@ export const AfterCompactEventSchema: GenMessage<AfterCompactEvent> = /*@__PURE_
   messageDesc(file_agenthooks_v1_events, 15);
 
 /**
- * Reports that context compression failed (`onCompactError`).
+ * Reports that context compression failed (`onCompactError`). Required
+ * fields: `operation_id` non-empty, `error` (may be empty), `step_index` and
+ * `token_count`.
  *
  * @generated from message agenthooks.v1.OnCompactErrorEvent
  */
 export type OnCompactErrorEvent = Message<"agenthooks.v1.OnCompactErrorEvent"> & {
   /**
-   * Error message. Always present in the payload.
+   * Error message; may be empty. Always present in the payload.
    *
    * @generated from field: string error = 1;
    */
   error: string;
 
   /**
-   * Operation whose compression failed. Always present in the payload.
+   * Operation whose compression failed. Required, non-empty.
    *
    * @generated from field: string operation_id = 2;
    */
@@ -2216,27 +2263,29 @@ export const OnCompactErrorEventSchema: GenMessage<OnCompactErrorEvent> = /*@__P
 
 /**
  * Reports that a sub-agent is about to be created (`beforeCallAgent`);
- * dispatched on the parent operation.
+ * dispatched on the parent operation. Required fields: `agent_id` and
+ * `operation_id` non-empty, `instruction` (may be empty).
  *
  * @generated from message agenthooks.v1.BeforeCallAgentEvent
  */
 export type BeforeCallAgentEvent = Message<"agenthooks.v1.BeforeCallAgentEvent"> & {
   /**
-   * Sub-agent to call. Always present in the payload.
+   * Sub-agent to call. Required, non-empty (`EVENT_FIELD_REQUIRED`).
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Instruction for the sub-agent (the runtime sends its first 200 characters). Always present in the payload.
+   * Instruction for the sub-agent (the runtime sends its first 200
+   * characters); may be empty. Always present in the payload.
    *
    * @generated from field: string instruction = 2;
    */
   instruction: string;
 
   /**
-   * Parent operation. Always present in the payload.
+   * Parent operation. Required, non-empty.
    *
    * @generated from field: string operation_id = 3;
    */
@@ -2260,26 +2309,29 @@ export const BeforeCallAgentEventSchema: GenMessage<BeforeCallAgentEvent> = /*@_
 /**
  * Reports that sub-agent creation or start returned (`afterCallAgent`), not
  * that the child finished; child completion is the child's own `onComplete`.
+ * Required fields: `agent_id`, `operation_id` and `sub_operation_id`
+ * non-empty, and `success`.
  *
  * @generated from message agenthooks.v1.AfterCallAgentEvent
  */
 export type AfterCallAgentEvent = Message<"agenthooks.v1.AfterCallAgentEvent"> & {
   /**
-   * Sub-agent that was called. Always present in the payload.
+   * Sub-agent that was called. Required, non-empty (`EVENT_FIELD_REQUIRED`).
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Parent operation. Always present in the payload.
+   * Parent operation. Required, non-empty.
    *
    * @generated from field: string operation_id = 2;
    */
   operationId: string;
 
   /**
-   * Operation of the sub-agent. Always present in the payload.
+   * Operation of the sub-agent. Required, non-empty (`EVENT_FIELD_REQUIRED`);
+   * at most 256 bytes (UTF-8, `OPERATION_ID_TOO_LONG`).
    *
    * @generated from field: string sub_operation_id = 3;
    */
@@ -2315,27 +2367,29 @@ export const AfterCallAgentEventSchema: GenMessage<AfterCallAgentEvent> = /*@__P
   messageDesc(file_agenthooks_v1_events, 18);
 
 /**
- * Reports that a sub-agent call failed (`onCallAgentError`); dispatched on the parent operation.
+ * Reports that a sub-agent call failed (`onCallAgentError`); dispatched on
+ * the parent operation. Required fields: `agent_id` and `operation_id`
+ * non-empty, `error` (may be empty).
  *
  * @generated from message agenthooks.v1.OnCallAgentErrorEvent
  */
 export type OnCallAgentErrorEvent = Message<"agenthooks.v1.OnCallAgentErrorEvent"> & {
   /**
-   * Sub-agent that was called. Always present in the payload.
+   * Sub-agent that was called. Required, non-empty (`EVENT_FIELD_REQUIRED`).
    *
    * @generated from field: string agent_id = 1;
    */
   agentId: string;
 
   /**
-   * Error message, such as `Sub-agent execution failed`. Always present in the payload.
+   * Error message, such as `Sub-agent execution failed`; may be empty. Always present in the payload.
    *
    * @generated from field: string error = 2;
    */
   error: string;
 
   /**
-   * Parent operation. Always present in the payload.
+   * Parent operation. Required, non-empty.
    *
    * @generated from field: string operation_id = 3;
    */
@@ -2358,7 +2412,12 @@ export const OnCallAgentErrorEventSchema: GenMessage<OnCallAgentErrorEvent> = /*
 
 /**
  * HookEvent holds exactly one of the 16 events. The set field names the hook
- * type; its number equals the HookType value.
+ * type; its number equals the HookType value. Each event message lists its
+ * required fields; `Dispatch` and `DispatchStream` check them before
+ * anything is delivered, so a receiver never gets an event without them.
+ * A required string is either non-empty (identifiers) or may be empty
+ * (texts, and `agent_id` of the step and terminal events); required numbers
+ * and booleans are always written, `0` and `false` included.
  *
  * @generated from message agenthooks.v1.HookEvent
  */

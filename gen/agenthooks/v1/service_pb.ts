@@ -209,7 +209,9 @@ export type DispatchRequest = Message<"agenthooks.v1.DispatchRequest"> & {
   /**
    * Event to dispatch; it runs on the event's own operation (call-agent
    * events name the parent operation). `beforeToolCall` is refused: use
-   * `DecideToolCall`. Required.
+   * `DecideToolCall`. Required, with the fields its event message lists as
+   * required: a missing one is refused with INVALID_ARGUMENT naming it (such
+   * as `event.afterHumanIntervention.action`), and nothing is delivered.
    *
    * @generated from field: agenthooks.v1.HookEvent event = 1;
    */
@@ -1175,7 +1177,9 @@ export const HookService: GenService<{
    * gets one ack with that id. Events of one operation run in order,
    * operations run in parallel, and at most a bounded number of events are in
    * flight per stream; beyond that the stream stops reading. A failed event
-   * is acknowledged with its error and the stream goes on.
+   * is acknowledged with its error and the stream goes on; an event that
+   * fails validation (as `Dispatch` checks it) is answered in its ack's
+   * `error`, with nothing delivered.
    *
    * For the events the spec's producers send without waiting: the tool
    * events (`afterToolCall`, `onToolCallError`), the human-intervention,

@@ -271,6 +271,12 @@ const (
 	// runs: every call that would run its hooks fails with this reason until
 	// `UnregisterHooks` with `purge` removes them; `ListHooks` still lists them.
 	ErrorReason_STORED_HOOK_INVALID ErrorReason = 84
+	// INVALID_ARGUMENT: a `Dispatch` or `DispatchStream` event lacks a field
+	// its kind requires (listed on each event message in events.proto), such
+	// as an empty `userId` of a step or terminal event, an unset `action` of
+	// `afterHumanIntervention` or an empty `agentId` of a call-agent event;
+	// the `BadRequest` names the field.
+	ErrorReason_EVENT_FIELD_REQUIRED ErrorReason = 85
 )
 
 // Enum value maps for ErrorReason.
@@ -361,6 +367,7 @@ var (
 		82: "INVALID_HEADER_TEMPLATE",
 		83: "MATCHER_BUDGET_EXCEEDED",
 		84: "STORED_HOOK_INVALID",
+		85: "EVENT_FIELD_REQUIRED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":      0,
@@ -448,6 +455,7 @@ var (
 		"INVALID_HEADER_TEMPLATE":       82,
 		"MATCHER_BUDGET_EXCEEDED":       83,
 		"STORED_HOOK_INVALID":           84,
+		"EVENT_FIELD_REQUIRED":          85,
 	}
 )
 
@@ -482,7 +490,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xcf\x10\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xe9\x10\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -570,7 +578,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x10DUPLICATE_HEADER\x10Q\x12\x1b\n" +
 	"\x17INVALID_HEADER_TEMPLATE\x10R\x12\x1b\n" +
 	"\x17MATCHER_BUDGET_EXCEEDED\x10S\x12\x17\n" +
-	"\x13STORED_HOOK_INVALID\x10TB\xa9\x01\n" +
+	"\x13STORED_HOOK_INVALID\x10T\x12\x18\n" +
+	"\x14EVENT_FIELD_REQUIRED\x10UB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

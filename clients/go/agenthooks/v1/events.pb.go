@@ -310,16 +310,23 @@ func (HumanAction) EnumDescriptor() ([]byte, []int) {
 
 // ToolCallContext holds the facts shared by the three tool events. In webhook
 // payloads its fields stand directly in the event object, not nested.
+// `DecideToolCall`, `DecideToolResult`, `ParkToolCall` and `Dispatch` refuse
+// a context whose `tool_call_id`, `operation_id`, `identifier` or `api_name`
+// is empty, or whose `executor` is unset, with INVALID_ARGUMENT naming the
+// field (`TOOL_CALL_CONTEXT_INVALID`). `assistant_message_id`, `args`,
+// `call_index` and `step_index` are not checked: an empty or unset one is
+// written as `”`, `{}` or `0`.
 type ToolCallContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Native call id from the model or runtime; never synthesized from the call index. Required.
+	// Native call id from the model or runtime; never synthesized from the call index. Required, non-empty.
 	// At most 256 bytes (UTF-8); a longer one is refused (`TOOL_CALL_ID_TOO_LONG`).
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	// Assistant message that owns the call. Required.
+	// Assistant message that owns the call. Always present in the payload;
+	// an empty one is not refused.
 	AssistantMessageId string `protobuf:"bytes,2,opt,name=assistant_message_id,json=assistantMessageId,proto3" json:"assistant_message_id,omitempty"`
-	// Tool identifier (the part before the slash in matchers). Required.
+	// Tool identifier (the part before the slash in matchers). Required, non-empty.
 	Identifier string `protobuf:"bytes,3,opt,name=identifier,proto3" json:"identifier,omitempty"`
-	// Tool API name (the part after the slash in matchers). Required.
+	// Tool API name (the part after the slash in matchers). Required, non-empty.
 	ApiName string `protobuf:"bytes,4,opt,name=api_name,json=apiName,proto3" json:"api_name,omitempty"`
 	// Effective parsed arguments of this invocation. Always present in the payload.
 	Args *structpb.Struct `protobuf:"bytes,5,opt,name=args,proto3" json:"args,omitempty"`
@@ -327,10 +334,11 @@ type ToolCallContext struct {
 	CallIndex int32 `protobuf:"varint,6,opt,name=call_index,json=callIndex,proto3" json:"call_index,omitempty"`
 	// Index of the step that makes the call. Required; 0 is written.
 	StepIndex int32 `protobuf:"varint,7,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
-	// Operation that makes the call. Required. At most 256 bytes (UTF-8),
+	// Operation that makes the call. Required, non-empty. At most 256 bytes (UTF-8),
 	// as every operation id an event names (`OPERATION_ID_TOO_LONG`).
 	OperationId string `protobuf:"bytes,8,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// Dispatch route of the call. Required.
+	// Dispatch route of the call. Required: unset is refused
+	// (`TOOL_CALL_CONTEXT_INVALID`).
 	Executor Executor `protobuf:"varint,9,opt,name=executor,proto3,enum=agenthooks.v1.Executor" json:"executor,omitempty"`
 	// Device chosen by the run's execution plan, if any.
 	ActiveDeviceId *string `protobuf:"bytes,10,opt,name=active_device_id,json=activeDeviceId,proto3,oneof" json:"active_device_id,omitempty"`
@@ -688,7 +696,8 @@ func (x *ToolResult) GetWorkRegistration() *structpb.Struct {
 // Attachment is an outbound attachment of the final reply, carried by `onComplete`.
 type Attachment struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Kind of the attachment. Required.
+	// Kind of the attachment. Required: unset is refused (`EVENT_FIELD_REQUIRED`),
+	// a number the contract does not define too (`INVALID_ENUM_VALUE`).
 	Type AttachmentType `protobuf:"varint,1,opt,name=type,proto3,enum=agenthooks.v1.AttachmentType" json:"type,omitempty"`
 	// Base64 bytes, when no fetchable URL exists.
 	Data *string `protobuf:"bytes,2,opt,name=data,proto3,oneof" json:"data,omitempty"`
@@ -769,14 +778,19 @@ func (x *Attachment) GetName() string {
 
 // Reports that a step is about to run (`beforeStep`). Dispatched before each step; awaited.
 // Carries the upstream `AgentHookEvent` fields; the four step and terminal
-// events share field numbers, so one encodes as another.
+// events share field numbers, so one encodes as another. Required fields:
+// `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+// `type` of each attachment. `Dispatch` refuses an event without them with
+// INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+// `OPERATION_ID_REQUIRED`); the other fields are optional.
 type BeforeStepEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Agent that runs the operation; may be empty. Always present in the payload.
+	// Agent that runs the operation. Required but may be empty (upstream
+	// sends `”`). Always present in the payload.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Operation the event belongs to. Always present in the payload.
+	// Operation the event belongs to. Required, non-empty. Always present in the payload.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// User on whose behalf the operation runs. Always present in the payload.
+	// User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
 	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Outbound attachments of the final reply; set on `onComplete` only.
 	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
@@ -1222,14 +1236,19 @@ func (x *BeforeStepEvent) GetLineage() *structpb.Value {
 
 // Reports that a step completed (`afterStep`), with its content, tool calls and usage totals.
 // Carries the upstream `AgentHookEvent` fields; the four step and terminal
-// events share field numbers, so one encodes as another.
+// events share field numbers, so one encodes as another. Required fields:
+// `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+// `type` of each attachment. `Dispatch` refuses an event without them with
+// INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+// `OPERATION_ID_REQUIRED`); the other fields are optional.
 type AfterStepEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Agent that runs the operation; may be empty. Always present in the payload.
+	// Agent that runs the operation. Required but may be empty (upstream
+	// sends `”`). Always present in the payload.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Operation the event belongs to. Always present in the payload.
+	// Operation the event belongs to. Required, non-empty. Always present in the payload.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// User on whose behalf the operation runs. Always present in the payload.
+	// User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
 	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Outbound attachments of the final reply; set on `onComplete` only.
 	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
@@ -1675,14 +1694,19 @@ func (x *AfterStepEvent) GetLineage() *structpb.Value {
 
 // Reports that the operation reached a terminal or parked state (`onComplete`).
 // Carries the upstream `AgentHookEvent` fields; the four step and terminal
-// events share field numbers, so one encodes as another.
+// events share field numbers, so one encodes as another. Required fields:
+// `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+// `type` of each attachment. `Dispatch` refuses an event without them with
+// INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+// `OPERATION_ID_REQUIRED`); the other fields are optional.
 type OnCompleteEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Agent that runs the operation; may be empty. Always present in the payload.
+	// Agent that runs the operation. Required but may be empty (upstream
+	// sends `”`). Always present in the payload.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Operation the event belongs to. Always present in the payload.
+	// Operation the event belongs to. Required, non-empty. Always present in the payload.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// User on whose behalf the operation runs. Always present in the payload.
+	// User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
 	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Outbound attachments of the final reply; set on `onComplete` only.
 	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
@@ -2128,14 +2152,19 @@ func (x *OnCompleteEvent) GetLineage() *structpb.Value {
 
 // Reports an error of the operation (`onError`), sent after `onComplete` when the reason is `error`.
 // Carries the upstream `AgentHookEvent` fields; the four step and terminal
-// events share field numbers, so one encodes as another.
+// events share field numbers, so one encodes as another. Required fields:
+// `operation_id` and `user_id` non-empty, `agent_id` (may be empty), and the
+// `type` of each attachment. `Dispatch` refuses an event without them with
+// INVALID_ARGUMENT naming the field (`EVENT_FIELD_REQUIRED`,
+// `OPERATION_ID_REQUIRED`); the other fields are optional.
 type OnErrorEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Agent that runs the operation; may be empty. Always present in the payload.
+	// Agent that runs the operation. Required but may be empty (upstream
+	// sends `”`). Always present in the payload.
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Operation the event belongs to. Always present in the payload.
+	// Operation the event belongs to. Required, non-empty. Always present in the payload.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// User on whose behalf the operation runs. Always present in the payload.
+	// User on whose behalf the operation runs. Required, non-empty. Always present in the payload.
 	UserId string `protobuf:"bytes,3,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	// Outbound attachments of the final reply; set on `onComplete` only.
 	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
@@ -2581,6 +2610,8 @@ func (x *OnErrorEvent) GetLineage() *structpb.Value {
 
 // Reports that a tool is about to execute (`beforeToolCall`). Controls decide
 // on it through `DecideToolCall`; notification webhooks get the context only.
+// Required field: the `context` (see `ToolCallContext`). `Dispatch` refuses
+// this event (`USE_DECIDE_TOOL_CALL`).
 type BeforeToolCallEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Shared tool-call context, spread into the payload object. Required.
@@ -2626,14 +2657,16 @@ func (x *BeforeToolCallEvent) GetContext() *ToolCallContext {
 	return nil
 }
 
-// Reports that a tool completed (`afterToolCall`), with its result.
+// Reports that a tool completed (`afterToolCall`), with its result. Required
+// fields: the `context` (see `ToolCallContext`) and the `result`
+// (`TOOL_RESULT_REQUIRED`); `Dispatch` refuses an event without them.
 type AfterToolCallEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Shared tool-call context, spread into the payload object. Required.
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// True when a local `beforeToolCall` handler supplied the result as a mock. Always present in the payload.
 	Mocked bool `protobuf:"varint,2,opt,name=mocked,proto3" json:"mocked,omitempty"`
-	// Result of the tool: complete for controls, as archived for notifications. Always present in the payload.
+	// Result of the tool: complete for controls, as archived for notifications. Required.
 	Result        *ToolResult `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2690,12 +2723,14 @@ func (x *AfterToolCallEvent) GetResult() *ToolResult {
 	return nil
 }
 
-// Reports that a tool threw an exception (`onToolCallError`); not sent for a result with success false.
+// Reports that a tool threw an exception (`onToolCallError`); not sent for a
+// result with success false. Required fields: the `context` (see
+// `ToolCallContext`) and `error` (may be empty).
 type OnToolCallErrorEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Shared tool-call context, spread into the payload object. Required.
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
-	// Message of the thrown error. Always present in the payload.
+	// Message of the thrown error; may be empty. Always present in the payload.
 	Error         string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2748,9 +2783,9 @@ func (x *OnToolCallErrorEvent) GetError() string {
 // PendingTool names one tool call waiting for human approval.
 type PendingTool struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Tool API name. Always present in the payload.
+	// Tool API name. Required, non-empty.
 	ApiName string `protobuf:"bytes,1,opt,name=api_name,json=apiName,proto3" json:"api_name,omitempty"`
-	// Tool identifier. Always present in the payload.
+	// Tool identifier. Required, non-empty.
 	Identifier    string `protobuf:"bytes,2,opt,name=identifier,proto3" json:"identifier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2801,9 +2836,11 @@ func (x *PendingTool) GetIdentifier() string {
 }
 
 // Reports that the agent pauses for human approval (`beforeHumanIntervention`).
+// Required fields: `operation_id` non-empty, `step_index`, and
+// `pending_tools`, each with a non-empty `identifier` and `api_name`.
 type BeforeHumanInterventionEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operation that pauses. Always present in the payload.
+	// Operation that pauses. Required, non-empty.
 	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Tool calls waiting for approval. Always present in the payload, as a list.
 	PendingTools []*PendingTool `protobuf:"bytes,2,rep,name=pending_tools,json=pendingTools,proto3" json:"pending_tools,omitempty"`
@@ -2874,11 +2911,13 @@ func (x *BeforeHumanInterventionEvent) GetUserId() string {
 }
 
 // Reports a human's decision and the continuation (`afterHumanIntervention`).
+// Required fields: `action` set and `operation_id` non-empty.
 type AfterHumanInterventionEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Human's answer. Required.
+	// Human's answer. Required: unset is refused (`EVENT_FIELD_REQUIRED`), a
+	// number the contract does not define too (`INVALID_ENUM_VALUE`).
 	Action HumanAction `protobuf:"varint,1,opt,name=action,proto3,enum=agenthooks.v1.HumanAction" json:"action,omitempty"`
-	// Operation that resumes. Always present in the payload.
+	// Operation that resumes. Required, non-empty.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Reason the human gave for a rejection.
 	RejectionReason *string `protobuf:"bytes,3,opt,name=rejection_reason,json=rejectionReason,proto3,oneof" json:"rejection_reason,omitempty"`
@@ -2956,9 +2995,10 @@ func (x *AfterHumanInterventionEvent) GetUserId() string {
 }
 
 // Reports that a human rejection halted the agent (`onStopByHumanIntervention`).
+// Required field: `operation_id` non-empty.
 type OnStopByHumanInterventionEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operation that stops. Always present in the payload.
+	// Operation that stops. Required, non-empty.
 	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Reason the human gave.
 	RejectionReason *string `protobuf:"bytes,2,opt,name=rejection_reason,json=rejectionReason,proto3,oneof" json:"rejection_reason,omitempty"`
@@ -3029,11 +3069,13 @@ func (x *OnStopByHumanInterventionEvent) GetUserId() string {
 }
 
 // Reports that context compression is about to start (`beforeCompact`).
+// Required fields: `operation_id` non-empty, `message_count`, `step_index`
+// and `token_count`.
 type BeforeCompactEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Number of messages before compression. Always present in the payload.
 	MessageCount int32 `protobuf:"varint,1,opt,name=message_count,json=messageCount,proto3" json:"message_count,omitempty"`
-	// Operation being compressed. Always present in the payload.
+	// Operation being compressed. Required, non-empty.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Index of the step. Always present in the payload.
 	StepIndex int32 `protobuf:"varint,3,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
@@ -3164,20 +3206,23 @@ func (x *BeforeCompactEvent) GetWorkspaceId() string {
 	return ""
 }
 
-// Reports that context compression completed (`afterCompact`).
+// Reports that context compression completed (`afterCompact`). Required
+// fields: `group_id` and `operation_id` non-empty, `summary` (may be empty),
+// `messages_after`, `messages_before` and `step_index`.
 type AfterCompactEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message group that holds the summary. Always present in the payload.
+	// Message group that holds the summary. Required, non-empty.
 	GroupId string `protobuf:"bytes,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
 	// Number of messages after compression. Always present in the payload.
 	MessagesAfter int32 `protobuf:"varint,2,opt,name=messages_after,json=messagesAfter,proto3" json:"messages_after,omitempty"`
 	// Number of messages before compression. Always present in the payload.
 	MessagesBefore int32 `protobuf:"varint,3,opt,name=messages_before,json=messagesBefore,proto3" json:"messages_before,omitempty"`
-	// Operation that was compressed. Always present in the payload.
+	// Operation that was compressed. Required, non-empty.
 	OperationId string `protobuf:"bytes,4,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Index of the step. Always present in the payload.
 	StepIndex int32 `protobuf:"varint,5,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
-	// Summary text (the runtime sends its first 500 characters). Always present in the payload.
+	// Summary text (the runtime sends its first 500 characters); may be empty.
+	// Always present in the payload.
 	Summary string `protobuf:"bytes,6,opt,name=summary,proto3" json:"summary,omitempty"`
 	// User of the operation.
 	UserId *string `protobuf:"bytes,7,opt,name=user_id,json=userId,proto3,oneof" json:"user_id,omitempty"`
@@ -3318,12 +3363,14 @@ func (x *AfterCompactEvent) GetWorkspaceId() string {
 	return ""
 }
 
-// Reports that context compression failed (`onCompactError`).
+// Reports that context compression failed (`onCompactError`). Required
+// fields: `operation_id` non-empty, `error` (may be empty), `step_index` and
+// `token_count`.
 type OnCompactErrorEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Error message. Always present in the payload.
+	// Error message; may be empty. Always present in the payload.
 	Error string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	// Operation whose compression failed. Always present in the payload.
+	// Operation whose compression failed. Required, non-empty.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Index of the step. Always present in the payload.
 	StepIndex int32 `protobuf:"varint,3,opt,name=step_index,json=stepIndex,proto3" json:"step_index,omitempty"`
@@ -3455,14 +3502,16 @@ func (x *OnCompactErrorEvent) GetWorkspaceId() string {
 }
 
 // Reports that a sub-agent is about to be created (`beforeCallAgent`);
-// dispatched on the parent operation.
+// dispatched on the parent operation. Required fields: `agent_id` and
+// `operation_id` non-empty, `instruction` (may be empty).
 type BeforeCallAgentEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Sub-agent to call. Always present in the payload.
+	// Sub-agent to call. Required, non-empty (`EVENT_FIELD_REQUIRED`).
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Instruction for the sub-agent (the runtime sends its first 200 characters). Always present in the payload.
+	// Instruction for the sub-agent (the runtime sends its first 200
+	// characters); may be empty. Always present in the payload.
 	Instruction string `protobuf:"bytes,2,opt,name=instruction,proto3" json:"instruction,omitempty"`
-	// Parent operation. Always present in the payload.
+	// Parent operation. Required, non-empty.
 	OperationId string `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// User of the parent operation.
 	UserId        *string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3,oneof" json:"user_id,omitempty"`
@@ -3530,13 +3579,16 @@ func (x *BeforeCallAgentEvent) GetUserId() string {
 
 // Reports that sub-agent creation or start returned (`afterCallAgent`), not
 // that the child finished; child completion is the child's own `onComplete`.
+// Required fields: `agent_id`, `operation_id` and `sub_operation_id`
+// non-empty, and `success`.
 type AfterCallAgentEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Sub-agent that was called. Always present in the payload.
+	// Sub-agent that was called. Required, non-empty (`EVENT_FIELD_REQUIRED`).
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Parent operation. Always present in the payload.
+	// Parent operation. Required, non-empty.
 	OperationId string `protobuf:"bytes,2,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// Operation of the sub-agent. Always present in the payload.
+	// Operation of the sub-agent. Required, non-empty (`EVENT_FIELD_REQUIRED`);
+	// at most 256 bytes (UTF-8, `OPERATION_ID_TOO_LONG`).
 	SubOperationId string `protobuf:"bytes,3,opt,name=sub_operation_id,json=subOperationId,proto3" json:"sub_operation_id,omitempty"`
 	// True when creation or start succeeded. Always present in the payload; false is written.
 	Success bool `protobuf:"varint,4,opt,name=success,proto3" json:"success,omitempty"`
@@ -3620,14 +3672,16 @@ func (x *AfterCallAgentEvent) GetUserId() string {
 	return ""
 }
 
-// Reports that a sub-agent call failed (`onCallAgentError`); dispatched on the parent operation.
+// Reports that a sub-agent call failed (`onCallAgentError`); dispatched on
+// the parent operation. Required fields: `agent_id` and `operation_id`
+// non-empty, `error` (may be empty).
 type OnCallAgentErrorEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Sub-agent that was called. Always present in the payload.
+	// Sub-agent that was called. Required, non-empty (`EVENT_FIELD_REQUIRED`).
 	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
-	// Error message, such as `Sub-agent execution failed`. Always present in the payload.
+	// Error message, such as `Sub-agent execution failed`; may be empty. Always present in the payload.
 	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
-	// Parent operation. Always present in the payload.
+	// Parent operation. Required, non-empty.
 	OperationId string `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// User of the parent operation.
 	UserId        *string `protobuf:"bytes,4,opt,name=user_id,json=userId,proto3,oneof" json:"user_id,omitempty"`
@@ -3694,7 +3748,12 @@ func (x *OnCallAgentErrorEvent) GetUserId() string {
 }
 
 // HookEvent holds exactly one of the 16 events. The set field names the hook
-// type; its number equals the HookType value.
+// type; its number equals the HookType value. Each event message lists its
+// required fields; `Dispatch` and `DispatchStream` check them before
+// anything is delivered, so a receiver never gets an event without them.
+// A required string is either non-empty (identifiers) or may be empty
+// (texts, and `agent_id` of the step and terminal events); required numbers
+// and booleans are always written, `0` and `false` included.
 type HookEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event; exactly one must be set.

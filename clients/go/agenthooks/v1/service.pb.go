@@ -421,7 +421,9 @@ type DispatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Event to dispatch; it runs on the event's own operation (call-agent
 	// events name the parent operation). `beforeToolCall` is refused: use
-	// `DecideToolCall`. Required.
+	// `DecideToolCall`. Required, with the fields its event message lists as
+	// required: a missing one is refused with INVALID_ARGUMENT naming it (such
+	// as `event.afterHumanIntervention.action`), and nothing is delivered.
 	Event         *HookEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

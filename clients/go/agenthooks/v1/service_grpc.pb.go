@@ -82,7 +82,9 @@ type HookServiceClient interface {
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
 	// flight per stream; beyond that the stream stops reading. A failed event
-	// is acknowledged with its error and the stream goes on.
+	// is acknowledged with its error and the stream goes on; an event that
+	// fails validation (as `Dispatch` checks it) is answered in its ack's
+	// `error`, with nothing delivered.
 	//
 	// For the events the spec's producers send without waiting: the tool
 	// events (`afterToolCall`, `onToolCallError`), the human-intervention,
@@ -304,7 +306,9 @@ type HookServiceServer interface {
 	// gets one ack with that id. Events of one operation run in order,
 	// operations run in parallel, and at most a bounded number of events are in
 	// flight per stream; beyond that the stream stops reading. A failed event
-	// is acknowledged with its error and the stream goes on.
+	// is acknowledged with its error and the stream goes on; an event that
+	// fails validation (as `Dispatch` checks it) is answered in its ack's
+	// `error`, with nothing delivered.
 	//
 	// For the events the spec's producers send without waiting: the tool
 	// events (`afterToolCall`, `onToolCallError`), the human-intervention,

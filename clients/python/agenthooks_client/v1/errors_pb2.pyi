@@ -91,6 +91,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_HEADER_TEMPLATE: _ClassVar[ErrorReason]
     MATCHER_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
     STORED_HOOK_INVALID: _ClassVar[ErrorReason]
+    EVENT_FIELD_REQUIRED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -176,3 +177,4 @@ DUPLICATE_HEADER: ErrorReason
 INVALID_HEADER_TEMPLATE: ErrorReason
 MATCHER_BUDGET_EXCEEDED: ErrorReason
 STORED_HOOK_INVALID: ErrorReason
+EVENT_FIELD_REQUIRED: ErrorReason
