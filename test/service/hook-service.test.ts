@@ -394,7 +394,7 @@ describe('HookService in process', () => {
       );
     const failed = ['FailedPrecondition', 'STORED_HOOK_INVALID'];
     const afterStep = {
-      event: { case: 'afterStep' as const, value: { operationId: 'op-stored' } },
+      event: { case: 'afterStep' as const, value: { operationId: 'op-stored', userId: 'u' } },
     };
     expect({
       decideToolCall: await refusal(client.decideToolCall({ event: { context } })),
