@@ -140,7 +140,12 @@ describe('stored hooks re-validated on read', () => {
     // Notifications of the operation fail the same way, never as "no hooks".
     const dispatched = await refusal(
       clients.grpc.dispatch({
-        event: { event: { case: 'onComplete', value: { operationId: 'op-bad', reason: 'done' } } },
+        event: {
+          event: {
+            case: 'onComplete',
+            value: { operationId: 'op-bad', userId: 'u', reason: 'done' },
+          },
+        },
       }),
     );
     expect(dispatched.findDetails(ErrorInfoSchema)[0]?.reason).toBe('STORED_HOOK_INVALID');
