@@ -1100,25 +1100,35 @@ function requestDeadline(timeoutMs: number, parent: AbortSignal | undefined): Re
   };
 }
 
-/** Callbacks of the requests waiting on a caller signal, behind one listener per signal. */
-const abortWaiters = new WeakMap<AbortSignal, Set<() => void>>();
+/** Where a caller signal keeps the callbacks of the requests waiting on it. */
+const ABORT_WAITERS = Symbol('agenthooks.abortWaiters');
+
+/** A caller signal with its waiting requests' callbacks, behind one listener. */
+type WaitedSignal = AbortSignal & { [ABORT_WAITERS]?: Set<() => void> };
 
 /**
  * Calls `callback` when `signal` aborts; returns the function that stops
  * waiting. However many requests wait on one signal (a stream's, with many
  * events in flight), the signal gets one listener, so none piles up past
  * Node's `MaxListenersExceededWarning` limit.
+ *
+ * The callbacks live on the signal itself, not in a `WeakMap` keyed by it:
+ * every unary call has its own signal, and on Node 20 (V8 11.3) a `WeakMap`
+ * entry per short-lived key drives objects out of the young generation.
+ * Measured here: two million entries whose keys died at once promoted
+ * 16 MB and ran 17 mark-compacts, against 2 MB and 5 for the same objects
+ * without the map.
  */
 function onAbort(signal: AbortSignal, callback: () => void): () => void {
-  let waiters = abortWaiters.get(signal);
+  const waited = signal as WaitedSignal;
+  let waiters = waited[ABORT_WAITERS];
   if (waiters === undefined) {
     const created = new Set<() => void>();
     waiters = created;
-    abortWaiters.set(signal, created);
+    waited[ABORT_WAITERS] = created;
     signal.addEventListener(
       'abort',
       () => {
-        abortWaiters.delete(signal);
         for (const waiter of created) waiter();
       },
       { once: true },
