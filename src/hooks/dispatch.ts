@@ -396,16 +396,10 @@ async function notificationOutcome(
       httpStatus: result.status,
     },
   );
-  return create(
-    HookOutcomeSchema,
-    extend(base, {
-      status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-      errorCode: result.code,
-      message: result.message,
-      httpStatus: result.status ?? 0,
-      duration,
-      critical,
-    }),
+  return failedOutcome(
+    extend(base, { httpStatus: result.status ?? 0, duration, critical }),
+    result.code,
+    result.message,
   );
 }
 
@@ -426,12 +420,26 @@ function handlerOutcome(
     hookType: hookTypeLiteral(route.type as HookType),
     code: result.code,
   });
+  return failedOutcome(base, result.code, result.message);
+}
+
+/**
+ * The outcome of a hook that failed with `code`: `CANCELLED` when the code
+ * is `cancelled`, else `FAILED`, with the code and message; `base` holds
+ * the hook's identity and whatever else the failure knows.
+ */
+function failedOutcome(
+  base: ReturnType<typeof outcomeBase> &
+    Partial<Pick<HookOutcome, 'httpStatus' | 'duration' | 'critical'>>,
+  code: string,
+  message: string,
+): HookOutcome {
   return create(
     HookOutcomeSchema,
     extend(base, {
-      status: result.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-      errorCode: result.code,
-      message: result.message,
+      status: code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+      errorCode: code,
+      message,
     }),
   );
 }
