@@ -88,4 +88,18 @@ export class CallSignal {
   asAbortSignal(): AbortSignal {
     return this as unknown as AbortSignal;
   }
+
+  /**
+   * Itself as handler code types it, under the name an `AbortController`
+   * gives its signal: a call holds either as a {@link CallAborter}.
+   */
+  get signal(): AbortSignal {
+    return this.asAbortSignal();
+  }
+}
+
+/** What a call needs of its cancellation: an `AbortController`, or a unary call's {@link CallSignal}. */
+export interface CallAborter {
+  readonly signal: AbortSignal;
+  abort(reason: unknown): void;
 }

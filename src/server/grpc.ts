@@ -28,7 +28,7 @@ import {
 } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from '../log.js';
-import { CallSignal } from './call-signal.js';
+import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
@@ -117,7 +117,7 @@ class GrpcHandlerContext implements HandlerContext {
   readonly protocolName = 'grpc';
   readonly requestMethod = 'POST';
   /** A unary call's plain signal, or a stream's real one (see `call-signal.ts`). */
-  readonly #controller: CallSignal | AbortController;
+  readonly #controller: CallAborter;
   /** Aborts the handler when the client cancels (or grpc-js enforces the deadline). */
   readonly onCancelled = (): void => {
     if (!this.signal.aborted) this.#controller.abort(CLIENT_CANCELLED);
@@ -140,8 +140,7 @@ class GrpcHandlerContext implements HandlerContext {
   }
 
   get signal(): AbortSignal {
-    const controller = this.#controller;
-    return controller instanceof CallSignal ? controller.asAbortSignal() : controller.signal;
+    return this.#controller.signal;
   }
 
   readonly timeoutMs = (): number | undefined => {
