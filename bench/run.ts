@@ -46,7 +46,7 @@ import { HookType } from '../gen/agenthooks/v1/events_pb.js';
 import { HookService, RegisterHooksRequestSchema } from '../gen/agenthooks/v1/service_pb.js';
 import { killRemainingChildren, MAIN_JS, REPO_ROOT, withTimeout } from '../test/support/sidecar.js';
 import { generatorsMissing } from './lib/generators.js';
-import { createClient, unaryMethod, waitForReady } from './lib/grpc-codec.js';
+import { createClient, hookMethod, waitForReady } from './lib/grpc-codec.js';
 import {
   ALLOW_PATH,
   controlHook,
@@ -133,24 +133,9 @@ async function calibrate(receiverUrl: string): Promise<{ control: string; notify
   const client = createClient(sidecar.grpc);
   try {
     await waitForReady(client, CONNECT_TIMEOUT_MS);
-    const registerHooks = unaryMethod(
-      client,
-      `/${HookService.typeName}/${HookService.method.registerHooks.name}`,
-      HookService.method.registerHooks.input,
-      HookService.method.registerHooks.output,
-    );
-    const decide = unaryMethod(
-      client,
-      `/${HookService.typeName}/${HookService.method.decideToolCall.name}`,
-      HookService.method.decideToolCall.input,
-      HookService.method.decideToolCall.output,
-    );
-    const dispatch = unaryMethod(
-      client,
-      `/${HookService.typeName}/${HookService.method.dispatch.name}`,
-      HookService.method.dispatch.input,
-      HookService.method.dispatch.output,
-    );
+    const registerHooks = hookMethod(client, HookService.method.registerHooks);
+    const decide = hookMethod(client, HookService.method.decideToolCall);
+    const dispatch = hookMethod(client, HookService.method.dispatch);
     await registerHooks(
       create(RegisterHooksRequestSchema, {
         operationId: 'op_calibrate',

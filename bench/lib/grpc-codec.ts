@@ -7,6 +7,9 @@
 import { type DescMessage, fromBinary, type MessageShape, toBinary } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 
+/** The service every bench call goes to. */
+const HOOK_SERVICE = 'agenthooks.v1.HookService';
+
 /** Deadline of every benchmark call; a call that takes longer fails the scenario. */
 export const CALL_DEADLINE_MS = 30_000;
 
@@ -118,3 +121,16 @@ export function echoDefinition<U extends DescMessage, S extends DescMessage>(
 export const ECHO_UNARY_PATH = '/bench.v1.Echo/Unary';
 /** Path of the bidi echo method of the baseline server. */
 export const ECHO_STREAM_PATH = '/bench.v1.Echo/Stream';
+
+/**
+ * Binds a unary method of `agenthooks.v1.HookService` with its protobuf-es
+ * codecs.
+ *
+ * @example const decide = hookMethod(client, HookService.method.decideToolCall);
+ */
+export function hookMethod<I extends DescMessage, O extends DescMessage>(
+  client: grpc.Client,
+  method: { readonly name: string; readonly input: I; readonly output: O },
+): UnaryCall<MessageShape<I>, MessageShape<O>> {
+  return unaryMethod(client, `/${HOOK_SERVICE}/${method.name}`, method.input, method.output);
+}

@@ -23,7 +23,7 @@ import {
 } from '../../gen/agenthooks/v1/service_pb.js';
 import type { SidecarProcess } from '../../test/support/sidecar.js';
 import { ghz, type LoadResult, requireClean, vegeta } from './generators.js';
-import { createClient, unaryMethod, waitForReady } from './grpc-codec.js';
+import { createClient, hookMethod, waitForReady } from './grpc-codec.js';
 import { controlHook, decideRequest, fixedId, streamRequest } from './messages.js';
 import { type BenchChild, cpuMsOf, startBenchChild, startBenchSidecar } from './processes.js';
 import type {
@@ -161,12 +161,7 @@ async function withPair(
       const client: grpc.Client = createClient(sidecar.grpc);
       try {
         await waitForReady(client, CONNECT_TIMEOUT_MS);
-        const register = unaryMethod(
-          client,
-          `/${HookService.typeName}/${HookService.method.registerHooks.name}`,
-          HookService.method.registerHooks.input,
-          HookService.method.registerHooks.output,
-        );
+        const register = hookMethod(client, HookService.method.registerHooks);
         const hooks = Array.from({ length: controls }, (_, i) =>
           controlHook(`policy-${i}`, ctx.receiverUrl),
         );

@@ -14,14 +14,14 @@
  */
 import { statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { create, type DescMessage } from '@bufbuild/protobuf';
+import { create } from '@bufbuild/protobuf';
 import {
   CompleteOperationRequestSchema,
   HookService,
   RegisterHooksRequestSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { REPO_ROOT } from '../../test/support/sidecar.js';
-import { createClient, unaryMethod, waitForReady } from './grpc-codec.js';
+import { createClient, hookMethod, waitForReady } from './grpc-codec.js';
 import { decideRequest, fixedId, memoryHooks, stepEvent, withToolCallId } from './messages.js';
 import { memoryOf, startBenchSidecar } from './processes.js';
 import { MS_PER_S } from './stats.js';
@@ -101,15 +101,10 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
   const errors = new Map<string, number>();
   try {
     await waitForReady(client, CONNECT_TIMEOUT_MS);
-    const bind = <I extends DescMessage, O extends DescMessage>(m: {
-      name: string;
-      input: I;
-      output: O;
-    }) => unaryMethod(client, `/${HookService.typeName}/${m.name}`, m.input, m.output);
-    const register = bind(HookService.method.registerHooks);
-    const decide = bind(HookService.method.decideToolCall);
-    const dispatch = bind(HookService.method.dispatch);
-    const complete = bind(HookService.method.completeOperation);
+    const register = hookMethod(client, HookService.method.registerHooks);
+    const decide = hookMethod(client, HookService.method.decideToolCall);
+    const dispatch = hookMethod(client, HookService.method.dispatch);
+    const complete = hookMethod(client, HookService.method.completeOperation);
     const hooks = memoryHooks(options.receiverUrl);
     const operation = async (n: number) => {
       const operationId = fixedId('op_soak_', n);

@@ -5,10 +5,10 @@
  * test (`test/e2e/storage-growth.test.ts`) drive the very same calls, so the
  * bytes per operation the README quotes are those of the tested load.
  */
-import { create, type DescMessage, type DescMethod, type MessageShape } from '@bufbuild/protobuf';
+import { create } from '@bufbuild/protobuf';
 import type * as grpc from '@grpc/grpc-js';
 import { HookService, RegisterHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import { type UnaryCall, unaryMethod } from './grpc-codec.js';
+import { hookMethod } from './grpc-codec.js';
 import { completeRequest, decideRequest, memoryHooks, withToolCallId } from './messages.js';
 
 /** Tool calls decided per operation: a short run of a research agent. */
@@ -46,9 +46,9 @@ export interface TypicalOperation {
  */
 export function typicalOperation(client: grpc.Client, receiverUrl: string): TypicalOperation {
   const { registerHooks, decideToolCall, completeOperation } = HookService.method;
-  const registerCall = bind(client, registerHooks);
-  const decideCall = bind(client, decideToolCall);
-  const completeCall = bind(client, completeOperation);
+  const registerCall = hookMethod(client, registerHooks);
+  const decideCall = hookMethod(client, decideToolCall);
+  const completeCall = hookMethod(client, completeOperation);
   const hooks = memoryHooks(receiverUrl);
   const register = async (operationId: string): Promise<void> => {
     const { hookCount } = await registerCall(
@@ -80,12 +80,4 @@ export function typicalOperation(client: grpc.Client, receiverUrl: string): Typi
       await complete(operationId);
     },
   };
-}
-
-/** Binds a unary method of HookService with its protobuf-es codecs. */
-function bind<I extends DescMessage, O extends DescMessage>(
-  client: grpc.Client,
-  m: DescMethod & { input: I; output: O },
-): UnaryCall<MessageShape<I>, MessageShape<O>> {
-  return unaryMethod(client, `/${HookService.typeName}/${m.name}`, m.input, m.output);
 }
