@@ -22,6 +22,7 @@ import {
   RegisterHooksResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { connectErrorDetails } from '../support/connect-errors.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const REGISTER_PATH = '/agenthooks.v1.HookService/RegisterHooks';
@@ -65,22 +66,11 @@ async function postConnectJson(sidecar: SidecarProcess, body: string): Promise<C
     message: string;
     details?: { type: string; value: string }[];
   };
-  const info = json.details?.find((d) => d.type === 'google.rpc.ErrorInfo');
-  const badRequest = json.details?.find((d) => d.type === 'google.rpc.BadRequest');
   return {
     status: res.status,
     code: json.code,
     message: json.message,
-    reason:
-      info === undefined
-        ? undefined
-        : fromBinary(ErrorInfoSchema, Buffer.from(info.value, 'base64')).reason,
-    fields:
-      badRequest === undefined
-        ? []
-        : fromBinary(BadRequestSchema, Buffer.from(badRequest.value, 'base64')).fieldViolations.map(
-            (v) => v.field,
-          ),
+    ...connectErrorDetails(json.details),
   };
 }
 

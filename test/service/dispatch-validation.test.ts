@@ -11,7 +11,7 @@
  * lets be empty (`agentId` of a step event, error texts, a summary) are
  * accepted and delivered with the empty string in the payload.
  */
-import { create, fromBinary, fromJson, type JsonObject } from '@bufbuild/protobuf';
+import { create, fromJson, type JsonObject } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createWritableIterable } from '@connectrpc/connect/protocol';
@@ -27,6 +27,7 @@ import {
   RegisterHooksRequestSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { connectErrorDetails } from '../support/connect-errors.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -307,22 +308,10 @@ describe('Dispatch validates the fields each event kind requires', () => {
     const { status, body } = await postConnectJson(eventJson);
     expect(status).toBe(400);
     const details = (body.details ?? []) as { type: string; value: string }[];
-    const info = details.find((d) => d.type === 'google.rpc.ErrorInfo');
-    const badRequest = details.find((d) => d.type === 'google.rpc.BadRequest');
     return {
       code: CONNECT_CODES[body.code as string] ?? Code.Unknown,
       message: body.message as string,
-      reason:
-        info === undefined
-          ? undefined
-          : fromBinary(ErrorInfoSchema, Buffer.from(info.value, 'base64')).reason,
-      fields:
-        badRequest === undefined
-          ? []
-          : fromBinary(
-              BadRequestSchema,
-              Buffer.from(badRequest.value, 'base64'),
-            ).fieldViolations.map((v) => v.field),
+      ...connectErrorDetails(details),
     };
   }
 
