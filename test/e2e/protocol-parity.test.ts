@@ -20,8 +20,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookService, ListHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
-import { connectErrorDetails } from '../support/connect-errors.js';
+import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 /** One protocol's answer, reduced to what must be equal. */
@@ -50,13 +49,8 @@ function transportFor(protocol: Protocol, sidecar: SidecarProcess): Transport {
 }
 
 function answerOf(e: unknown): Answer {
-  const err = ConnectError.from(e);
-  return {
-    code: Code[err.code] ?? String(err.code),
-    message: err.rawMessage,
-    reason: err.findDetails(ErrorInfoSchema)[0]?.reason,
-    fields: err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => v.field)),
-  };
+  const answer = readConnectError(e);
+  return Object.assign({}, answer, { code: Code[answer.code] ?? String(answer.code) });
 }
 
 type HookClient = ReturnType<typeof createClient<typeof HookService>>;

@@ -6,7 +6,7 @@
  * sidecar does not know is refused at validation on every transport.
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
+import { Code, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
   createGrpcTransport,
@@ -21,8 +21,11 @@ import {
   RegisterHooksRequestSchema,
   RegisterHooksResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
-import { connectErrorDetails } from '../support/connect-errors.js';
+import {
+  type ConnectErrorAnswer,
+  connectErrorDetails,
+  readConnectError,
+} from '../support/connect-errors.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const REGISTER_PATH = '/agenthooks.v1.HookService/RegisterHooks';
@@ -101,21 +104,11 @@ async function postGrpcWebJson(
   };
 }
 
-function errorOf(e: unknown) {
-  const err = ConnectError.from(e);
-  return {
-    code: err.code,
-    message: err.rawMessage,
-    reason: err.findDetails(ErrorInfoSchema)[0]?.reason,
-    fields: err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => v.field)),
-  };
-}
-
-async function refusal(call: Promise<unknown>): Promise<ReturnType<typeof errorOf>> {
+async function refusal(call: Promise<unknown>): Promise<ConnectErrorAnswer> {
   try {
     await call;
   } catch (e: unknown) {
-    return errorOf(e);
+    return readConnectError(e);
   }
   throw new Error('the call succeeded');
 }

@@ -13,7 +13,7 @@
  */
 import { create, fromJson, type JsonObject } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
-import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { Code, createClient } from '@connectrpc/connect';
 import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,8 +26,8 @@ import {
   HookService,
   RegisterHooksRequestSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
-import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
-import { connectErrorDetails } from '../support/connect-errors.js';
+import { BadRequestSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -245,16 +245,6 @@ interface Answer {
   readonly fields: string[];
 }
 
-function answerOf(e: unknown): Answer {
-  const err = ConnectError.from(e);
-  return {
-    code: err.code,
-    message: err.rawMessage,
-    reason: err.findDetails(ErrorInfoSchema)[0]?.reason,
-    fields: err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => v.field)),
-  };
-}
-
 const CONNECT_CODES: Readonly<Record<string, Code>> = { invalid_argument: Code.InvalidArgument };
 
 describe('Dispatch validates the fields each event kind requires', () => {
@@ -287,7 +277,7 @@ describe('Dispatch validates the fields each event kind requires', () => {
     try {
       await client.dispatch({ event: fromJson(HookEventSchema, eventJson) });
     } catch (e: unknown) {
-      return answerOf(e);
+      return readConnectError(e);
     }
     throw new Error('the gRPC call succeeded');
   }
@@ -344,7 +334,7 @@ describe('Dispatch validates the fields each event kind requires', () => {
         }),
       );
     } catch (e: unknown) {
-      decision = answerOf(e);
+      decision = readConnectError(e);
     }
     const dispatch = await grpcRefusal(eventWithout('afterToolCall', 'context.executor'));
     expect(decision).toEqual({

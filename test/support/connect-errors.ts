@@ -1,9 +1,11 @@
 /**
- * @module The error details of a Connect JSON error body (`{code, message,
- * details}`) as a Connect client reads them: the `google.rpc.ErrorInfo`
- * reason and the field paths of the `google.rpc.BadRequest`.
+ * @module What a client reads of an error from the sidecar: its code, plain
+ * message, `google.rpc.ErrorInfo` reason and the field paths of its
+ * `google.rpc.BadRequest`, from a thrown `ConnectError` (any protocol) or
+ * from a Connect JSON error body (`{code, message, details}`).
  */
 import { fromBinary } from '@bufbuild/protobuf';
+import { type Code, ConnectError } from '@connectrpc/connect';
 import { BadRequestSchema, ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 
 /** One entry of a Connect JSON error's `details`: the message's type name and its base64 bytes. */
@@ -41,5 +43,28 @@ export function connectErrorDetails(
         : fromBinary(BadRequestSchema, Buffer.from(badRequest.value, 'base64')).fieldViolations.map(
             (v) => v.field,
           ),
+  };
+}
+
+/** What {@link readConnectError} reads of a thrown error. */
+export interface ConnectErrorAnswer extends ConnectErrorReading {
+  readonly code: Code;
+  /** The message without Connect's `[code]` prefix. */
+  readonly message: string;
+}
+
+/**
+ * Reads a thrown error as a Connect client sees it (anything else becomes
+ * Connect's `unknown`).
+ *
+ * @example readConnectError(await client.registerHooks(bad).catch((e) => e)).reason
+ */
+export function readConnectError(e: unknown): ConnectErrorAnswer {
+  const err = ConnectError.from(e);
+  return {
+    code: err.code,
+    message: err.rawMessage,
+    reason: err.findDetails(ErrorInfoSchema)[0]?.reason,
+    fields: err.findDetails(BadRequestSchema).flatMap((b) => b.fieldViolations.map((v) => v.field)),
   };
 }
