@@ -27,6 +27,7 @@ import {
   type HandlerContext,
 } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
+import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
@@ -113,8 +114,10 @@ type GrpcCall =
  * aborts the live calls from one listener ({@link LiveCalls}), and the
  * headers are built only when read.
  */
-class GrpcHandlerContext implements HandlerContext {
+class GrpcHandlerContext implements HandlerContext, Slotted {
   readonly protocolName = 'grpc';
+  /** Its slot among the live calls ({@link LiveCalls}). */
+  liveSlot = -1;
   readonly requestMethod = 'POST';
   /** A unary call's plain signal, or a stream's real one (see `call-signal.ts`). */
   readonly #controller: CallAborter;
@@ -185,7 +188,7 @@ class GrpcHandlerContext implements HandlerContext {
  * from a single listener on the shutdown signal.
  */
 class LiveCalls {
-  readonly #calls = new Set<GrpcHandlerContext>();
+  readonly #calls = new LiveSlots<GrpcHandlerContext>();
   readonly #shutdown: AbortSignal | undefined;
 
   constructor(shutdownSignal: AbortSignal | undefined) {
@@ -193,8 +196,7 @@ class LiveCalls {
     shutdownSignal?.addEventListener(
       'abort',
       () => {
-        for (const ctx of this.#calls) ctx.abort(shutdownSignal.reason);
-        this.#calls.clear();
+        for (const ctx of this.#calls.drain()) ctx.abort(shutdownSignal.reason);
       },
       { once: true },
     );
