@@ -48,6 +48,7 @@ import { Agent, type Dispatcher, errors, getGlobalDispatcher, setGlobalDispatche
 import { Delivery, Fallback, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
 import { extend } from '../extend.js';
+import { LiveSlots, type Slotted } from '../live-slots.js';
 import { type Logger, silentLogger } from '../log.js';
 import {
   createGuardedConnector,
@@ -557,7 +558,7 @@ export class WebhookSender {
   /** The global dispatcher this sender replaced, put back by `close()`. */
   readonly #previousGlobal: Dispatcher | undefined;
   /** Bodies being discarded; `close()` destroys them rather than wait for them. */
-  readonly #discarding = new Set<Dispatcher.ResponseData['body']>();
+  readonly #discarding = new LiveSlots<DiscardedBody>();
   #closing: Promise<void> | undefined;
 
   /** Creates a sender; see {@link WebhookSenderOptions} for the defaults. */
@@ -767,8 +768,7 @@ export class WebhookSender {
   }
 
   async #close(): Promise<void> {
-    for (const body of this.#discarding) body.destroy();
-    this.#discarding.clear();
+    for (const { body } of this.#discarding.drain()) body.destroy();
     if (this.#previousGlobal !== undefined && getGlobalDispatcher() === this.#dispatcher) {
       setGlobalDispatcher(this.#previousGlobal);
     }
@@ -823,8 +823,9 @@ export class WebhookSender {
 
   /** Discards a body in the background, tracked so that `close()` can drop it. */
   #discard(body: Dispatcher.ResponseData['body']): void {
-    this.#discarding.add(body);
-    void discardBody(body).then(() => this.#discarding.delete(body));
+    const discarded: DiscardedBody = { body, liveSlot: -1 };
+    this.#discarding.add(discarded);
+    void discardBody(body).then(() => this.#discarding.delete(discarded));
   }
 }
 
@@ -1100,11 +1101,21 @@ function requestDeadline(timeoutMs: number, parent: AbortSignal | undefined): Re
   };
 }
 
+/** A body being discarded in the background, in its sender's {@link LiveSlots}. */
+interface DiscardedBody extends Slotted {
+  readonly body: Dispatcher.ResponseData['body'];
+}
+
 /** Where a caller signal keeps the callbacks of the requests waiting on it. */
 const ABORT_WAITERS = Symbol('agenthooks.abortWaiters');
 
+/** A request waiting on a caller signal, in the signal's {@link LiveSlots}. */
+interface AbortWaiter extends Slotted {
+  readonly callback: () => void;
+}
+
 /** A caller signal with its waiting requests' callbacks, behind one listener. */
-type WaitedSignal = AbortSignal & { [ABORT_WAITERS]?: Set<() => void> };
+type WaitedSignal = AbortSignal & { [ABORT_WAITERS]?: LiveSlots<AbortWaiter> };
 
 /**
  * Calls `callback` when `signal` aborts; returns the function that stops
@@ -1123,20 +1134,23 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   const waited = signal as WaitedSignal;
   let waiters = waited[ABORT_WAITERS];
   if (waiters === undefined) {
-    const created = new Set<() => void>();
+    const created = new LiveSlots<AbortWaiter>();
     waiters = created;
     waited[ABORT_WAITERS] = created;
     signal.addEventListener(
       'abort',
       () => {
-        for (const waiter of created) waiter();
+        for (const waiter of created.drain()) waiter.callback();
       },
       { once: true },
     );
   }
-  const set = waiters;
-  set.add(callback);
-  return () => set.delete(callback);
+  // In slots, not a `Set`: a stream's signal lives long and sees a waiter
+  // come and go per request (see `live-slots.ts`).
+  const slots = waiters;
+  const waiter: AbortWaiter = { callback, liveSlot: -1 };
+  slots.add(waiter);
+  return () => slots.delete(waiter);
 }
 
 /** True once `signal` has aborted (a call, so that TypeScript does not narrow it across awaits). */
