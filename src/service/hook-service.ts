@@ -63,6 +63,16 @@ export const DEFAULT_STREAM_MAX_IN_FLIGHT = 64;
 /** Listeners on a stream's signal beyond one per event in flight (the stream's own). */
 const STREAM_SIGNAL_SPARE_LISTENERS = 8;
 
+/** Operations a stream remembers before it forgets those whose events all settled. */
+const STREAM_TAILS_SWEEP_AT = 1_024;
+
+/** The last event of one operation on a stream: the next waits for `done`. */
+interface StreamTail {
+  done: Promise<void>;
+  /** True once that event was acknowledged. */
+  settled: boolean;
+}
+
 /** Options of the service beyond the engine. */
 export interface HookServiceOptions {
   /** Events in flight per `DispatchStream` before it stops reading. */
@@ -134,7 +144,11 @@ export function createHookService(
       setMaxListeners(maxInFlight + STREAM_SIGNAL_SPARE_LISTENERS, ctx.signal);
       const acks = new AsyncQueue<DispatchStreamResponse>();
       // Events of one operation run one after another; operations run in parallel.
-      const tails = new Map<string, Promise<void>>();
+      // An operation's entry stays after its last event settled and is swept
+      // only once many are settled: a set and a delete per event would churn
+      // the map's tables, which on Node 20 promotes what they held (see
+      // `src/live-slots.ts`).
+      const tails = new Map<string, StreamTail>();
       let inFlight = 0;
       let freed: (() => void) | undefined;
       const release = () => {
@@ -180,14 +194,18 @@ export function createHookService(
           } catch {
             key = ''; // invalid events are acknowledged with their error, in arrival order
           }
-          const previous = tails.get(key) ?? Promise.resolve();
-          const tail = previous.then(async () => acks.push(await ackOf(request)));
-          tails.set(key, tail);
-          void tail.then(() => {
-            if (tails.get(key) === tail) tails.delete(key);
+          const previous = tails.get(key)?.done ?? Promise.resolve();
+          const tail: StreamTail = { done: previous, settled: false };
+          tail.done = previous.then(async () => {
+            acks.push(await ackOf(request));
+            tail.settled = true;
           });
+          tails.set(key, tail);
+          if (tails.size > STREAM_TAILS_SWEEP_AT) {
+            for (const [id, t] of tails) if (t.settled) tails.delete(id);
+          }
         }
-        await Promise.all(tails.values());
+        await Promise.all(Array.from(tails.values(), (t) => t.done));
       })();
       const onAbort = () => acks.close();
       ctx.signal.addEventListener('abort', onAbort);

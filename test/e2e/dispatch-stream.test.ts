@@ -98,6 +98,36 @@ describe('DispatchStream', () => {
     }
   }, 120_000);
 
+  it('keeps per-operation order past the operations a stream remembers (1,100 operations)', async () => {
+    const receiver = await startReceiver();
+    const sidecar = await startSidecar();
+    const client = hookClient(sidecar.grpc);
+    try {
+      // More operations than the stream keeps before it forgets settled ones (1,024).
+      const ops = Array.from({ length: 1_100 }, (_, i) => `op-many-${i}`);
+      await registerAll(client, ops, `${receiver.url}/steps`);
+      function* events(): Generator<[string, LoaderObject]> {
+        for (let step = 0; step < 3; step++) {
+          for (const op of ops) yield [`${op}/${step}`, afterStep(op, step)];
+        }
+      }
+      const acks = await stream(client, events());
+      expect(acks).toHaveLength(3_300);
+      expect(acks.filter((a) => a.error)).toEqual([]);
+      const seen = new Map<string, number[]>();
+      for (const r of receiver.requests) {
+        const body = r.json as { operationId: string; stepIndex: number };
+        seen.set(body.operationId, [...(seen.get(body.operationId) ?? []), body.stepIndex]);
+      }
+      expect(receiver.requests).toHaveLength(3_300);
+      for (const op of ops) expect(seen.get(op)).toEqual([0, 1, 2]);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  }, 120_000);
+
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
     const bound = 16;
     const receiver = await startReceiver();
