@@ -65,67 +65,53 @@ async function stream(
   return acks;
 }
 
+/**
+ * Streams `steps` afterStep events to each of `operations` operations,
+ * interleaved (step 0 of every operation, then step 1, ...), and checks
+ * that each was acknowledged without error once and that the receiver saw
+ * each operation's steps in order.
+ */
+async function expectPerOperationOrder(operations: number, steps: number): Promise<void> {
+  const receiver = await startReceiver();
+  const sidecar = await startSidecar();
+  const client = hookClient(sidecar.grpc);
+  try {
+    const ops = Array.from({ length: operations }, (_, i) => `op-stream-${i}`);
+    await registerAll(client, ops, `${receiver.url}/steps`);
+    function* events(): Generator<[string, LoaderObject]> {
+      for (let step = 0; step < steps; step++) {
+        for (const op of ops) yield [`${op}/${step}`, afterStep(op, step)];
+      }
+    }
+    const total = operations * steps;
+    const acks = await stream(client, events());
+    expect(acks).toHaveLength(total);
+    expect(acks.filter((a) => a.error)).toEqual([]);
+    expect(new Set(acks.map((a) => a.eventId)).size).toBe(total);
+    const seen = new Map<string, number[]>();
+    for (const r of receiver.requests) {
+      const body = r.json as { operationId: string; stepIndex: number };
+      seen.set(body.operationId, [...(seen.get(body.operationId) ?? []), body.stepIndex]);
+    }
+    expect(receiver.requests).toHaveLength(total);
+    for (const op of ops) {
+      expect(seen.get(op)).toEqual(Array.from({ length: steps }, (_, i) => i));
+    }
+  } finally {
+    client.close();
+    await killSidecar(sidecar);
+    await receiver.close();
+  }
+}
+
 describe('DispatchStream', () => {
   it('delivers 10,000 events over 50 operations to the receiver in per-operation order', async () => {
-    const receiver = await startReceiver();
-    const sidecar = await startSidecar();
-    const client = hookClient(sidecar.grpc);
-    try {
-      const ops = Array.from({ length: 50 }, (_, i) => `op-stream-${i}`);
-      await registerAll(client, ops, `${receiver.url}/steps`);
-      function* events(): Generator<[string, LoaderObject]> {
-        for (let step = 0; step < 200; step++) {
-          for (const op of ops) yield [`${op}/${step}`, afterStep(op, step)];
-        }
-      }
-      const acks = await stream(client, events());
-      expect(acks).toHaveLength(10_000);
-      expect(acks.filter((a) => a.error)).toEqual([]);
-      expect(new Set(acks.map((a) => a.eventId)).size).toBe(10_000);
-      const seen = new Map<string, number[]>();
-      for (const r of receiver.requests) {
-        const body = r.json as { operationId: string; stepIndex: number };
-        seen.set(body.operationId, [...(seen.get(body.operationId) ?? []), body.stepIndex]);
-      }
-      expect(receiver.requests).toHaveLength(10_000);
-      for (const op of ops) {
-        expect(seen.get(op)).toEqual(Array.from({ length: 200 }, (_, i) => i));
-      }
-    } finally {
-      client.close();
-      await killSidecar(sidecar);
-      await receiver.close();
-    }
+    await expectPerOperationOrder(50, 200);
   }, 120_000);
 
+  // More operations than a stream keeps before it forgets the settled ones (1,024).
   it('keeps per-operation order past the operations a stream remembers (1,100 operations)', async () => {
-    const receiver = await startReceiver();
-    const sidecar = await startSidecar();
-    const client = hookClient(sidecar.grpc);
-    try {
-      // More operations than the stream keeps before it forgets settled ones (1,024).
-      const ops = Array.from({ length: 1_100 }, (_, i) => `op-many-${i}`);
-      await registerAll(client, ops, `${receiver.url}/steps`);
-      function* events(): Generator<[string, LoaderObject]> {
-        for (let step = 0; step < 3; step++) {
-          for (const op of ops) yield [`${op}/${step}`, afterStep(op, step)];
-        }
-      }
-      const acks = await stream(client, events());
-      expect(acks).toHaveLength(3_300);
-      expect(acks.filter((a) => a.error)).toEqual([]);
-      const seen = new Map<string, number[]>();
-      for (const r of receiver.requests) {
-        const body = r.json as { operationId: string; stepIndex: number };
-        seen.set(body.operationId, [...(seen.get(body.operationId) ?? []), body.stepIndex]);
-      }
-      expect(receiver.requests).toHaveLength(3_300);
-      for (const op of ops) expect(seen.get(op)).toEqual([0, 1, 2]);
-    } finally {
-      client.close();
-      await killSidecar(sidecar);
-      await receiver.close();
-    }
+    await expectPerOperationOrder(1_100, 3);
   }, 120_000);
 
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
