@@ -90,6 +90,28 @@ const INVALID_CALLS: readonly {
       }),
   },
   {
+    rpc: 'Dispatch (afterStep without userId)',
+    field: 'event.afterStep.userId',
+    call: (c) =>
+      c.dispatch({ event: { event: { case: 'afterStep', value: { operationId: 'parity-op' } } } }),
+  },
+  {
+    rpc: 'Dispatch (afterToolCall without executor)',
+    field: 'event.afterToolCall.context.executor',
+    call: (c) =>
+      c.dispatch({
+        event: {
+          event: {
+            case: 'afterToolCall',
+            value: {
+              context: { ...toolContext(), executor: Executor.UNSPECIFIED },
+              result: { content: 'ok' },
+            },
+          },
+        },
+      }),
+  },
+  {
     rpc: 'DecideToolCall (no executor)',
     call: (c) =>
       c.decideToolCall({
