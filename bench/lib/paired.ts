@@ -289,14 +289,13 @@ function closedMetrics(
   s: { perSecond: number; cpuUs: number },
   f: { perSecond: number; cpuUs: number },
 ): Record<string, number> {
-  return {
-    tput: s.perSecond,
-    floorTput: f.perSecond,
-    tputRatio: s.perSecond / f.perSecond,
-    cpu: s.cpuUs,
-    floorCpu: f.cpuUs,
-    cpuRatio: s.cpuUs / f.cpuUs,
-  };
+  return Object.assign(pairOf('tput', s.perSecond, f.perSecond), pairOf('cpu', s.cpuUs, f.cpuUs));
+}
+
+/** One measure of a pair as metrics: `<name>`, `floor<Name>` and `<name>Ratio` (sidecar / floor). */
+function pairOf(name: string, sidecar: number, floor: number): Record<string, number> {
+  const capitalised = `${name.charAt(0).toUpperCase()}${name.slice(1)}`;
+  return { [name]: sidecar, [`floor${capitalised}`]: floor, [`${name}Ratio`]: sidecar / floor };
 }
 
 /** Latency at c=1 of one side. */
@@ -539,14 +538,7 @@ const streamScenario: Scenario = {
       const f = await measure(floor);
       const s = await measure(sidecar);
       return {
-        metrics: {
-          eps: s.eps,
-          floorEps: f.eps,
-          epsRatio: s.eps / f.eps,
-          cpu: s.cpuUs,
-          floorCpu: f.cpuUs,
-          cpuRatio: s.cpuUs / f.cpuUs,
-        },
+        metrics: Object.assign(pairOf('eps', s.eps, f.eps), pairOf('cpu', s.cpuUs, f.cpuUs)),
         ops: events,
         windows: { stream: s.window },
         baselineWindows: { stream: f.window },
