@@ -77,12 +77,16 @@ export interface RegistryOptions extends ValidationOptions {
 interface CachedOperation {
   readonly stored: OperationHooks;
   readonly invalid: AgentHooksError | undefined;
+  /** The cache's insertion count when this entry last moved to the young end. */
+  placed: number;
 }
 
 /** Registers, lists and drops caller hooks, with the store as the source of truth. */
 export class HookRegistry {
   readonly #store: HookStore;
   readonly #cache = new Map<string, CachedOperation>();
+  /** Entries placed at the cache's young end so far: the age clock of `placed`. */
+  #placements = 0;
   readonly #validation: ValidationOptions;
   readonly #maxHooks: number;
   readonly #checkStored: StoredHookCheck;
@@ -197,12 +201,20 @@ export class HookRegistry {
 
   #cached(operationId: string): CachedOperation | undefined {
     const cached = this.#cache.get(operationId);
-    if (cached !== undefined) {
-      // Refresh recency so busy operations stay cached.
+    // Refresh recency so busy operations stay cached, but only once an entry
+    // has drifted into the older half: moving it on every hit would give the
+    // Map a deleted slot per decision, and V8 then rebuilds the table and
+    // promotes the garbage chain of its obsolete copies.
+    if (cached !== undefined && this.#placements - cached.placed > HOOK_CACHE_OPERATIONS / 2) {
       this.#cache.delete(operationId);
-      this.#cache.set(operationId, cached);
+      this.#place(operationId, cached);
     }
     return cached;
+  }
+
+  #place(operationId: string, entry: CachedOperation): void {
+    entry.placed = ++this.#placements;
+    this.#cache.set(operationId, entry);
   }
 
   /** Reads the operation from the store, checks each hook once, and caches the verdict. */
@@ -218,8 +230,8 @@ export class HookRegistry {
         break;
       }
     }
-    const entry: CachedOperation = { stored, invalid };
-    this.#cache.set(operationId, entry);
+    const entry: CachedOperation = { stored, invalid, placed: 0 };
+    this.#place(operationId, entry);
     if (this.#cache.size > HOOK_CACHE_OPERATIONS) {
       const oldest = this.#cache.keys().next().value;
       if (oldest !== undefined) this.#cache.delete(oldest);

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError } from '../../src/errors.js';
-import { HookRegistry, STORED_HOOK_INVALID } from '../../src/hooks/registry.js';
+import { HOOK_CACHE_OPERATIONS, HookRegistry, STORED_HOOK_INVALID } from '../../src/hooks/registry.js';
 import { validateStoredHook } from '../../src/hooks/validate.js';
 import { useTempStore } from '../store/helpers.js';
 
@@ -130,3 +130,30 @@ describe('HookRegistry: stored hooks re-validated on read', () => {
     expect((await registry.hooksOf('op-good')).hooks.map((h) => h.id)).toEqual(['a']);
   });
 });
+
+describe('HookRegistry: the bounded cache', () => {
+  const temp = useTempStore();
+
+  it('keeps an operation read between loads of many others cached; an unread one is evicted', async () => {
+    const store = temp.open();
+    const { checked, check } = countingCheck();
+    const registry = new HookRegistry(store, { checkStoredHook: check });
+    await registry.register('op-busy', undefined, [notification('busy')]);
+    await registry.register('op-idle', undefined, [notification('idle')]);
+    await registry.hooksOf('op-busy');
+    await registry.hooksOf('op-idle');
+
+    // Three times the cache's size of other operations pass through it,
+    // while op-busy is read after every 100 of them.
+    for (let i = 0; i < 3 * HOOK_CACHE_OPERATIONS; i++) {
+      await registry.hooksOf(`op-${i}`);
+      if (i % 100 === 0) await registry.hooksOf('op-busy');
+    }
+    expect(checked).toEqual(['busy', 'idle']);
+
+    await registry.hooksOf('op-busy');
+    await registry.hooksOf('op-idle');
+    expect(checked).toEqual(['busy', 'idle', 'idle']);
+  });
+});
+
