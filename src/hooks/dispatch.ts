@@ -188,6 +188,32 @@ interface Notification {
 async function notificationsOf(deps: DispatchDeps, route: EventRoute): Promise<Notification[]> {
   const environment = deps.environmentHooks();
   const { hooks } = await deps.registry.hooksOf(route.operationId);
+  return notificationsFrom(deps, route, hooks, environment);
+}
+
+/**
+ * Whether an event would run no hook, known without waiting: true only when
+ * the operation's hooks are cached and none of them, nor of the environment,
+ * applies. False means "ask {@link dispatchEvent}", not "some hook applies".
+ */
+export function matchesNoHookNow(deps: DispatchDeps, route: EventRoute): boolean {
+  const cached = deps.registry.cachedHooksOf(route.operationId);
+  if (cached === undefined) return false;
+  let environment: readonly Hook[];
+  try {
+    environment = deps.environmentHooks();
+  } catch {
+    return false; // dispatchEvent reports INVALID_ENVIRONMENT
+  }
+  return notificationsFrom(deps, route, cached.hooks, environment).length === 0;
+}
+
+function notificationsFrom(
+  deps: DispatchDeps,
+  route: EventRoute,
+  hooks: readonly Hook[],
+  environment: readonly Hook[],
+): Notification[] {
   const local = deps.handlers.isAttached(route.operationId);
   const out: Notification[] = [];
   for (const hook of hooks) {

@@ -189,6 +189,16 @@ export class HookRegistry {
   }
 
   /**
+   * The operation's hooks when they are cached and valid, without waiting;
+   * `undefined` when only {@link HookRegistry.hooksOf} can answer (the store
+   * must be read, or it would throw).
+   */
+  cachedHooksOf(operationId: string): OperationHooks | undefined {
+    const cached = this.#cached(operationId);
+    return cached?.invalid === undefined ? cached?.stored : undefined;
+  }
+
+  /**
    * Returns the operation's hooks as stored, to list them, whether or not
    * they follow the registration rules (so that an operator can see a hook
    * that fails {@link HookRegistry.hooksOf}, and unregister it).

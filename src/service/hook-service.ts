@@ -31,6 +31,8 @@ import { evaluateControls } from '../hooks/control.js';
 import {
   CriticalDeliveryError,
   dispatchEvent,
+  type EventRoute,
+  matchesNoHookNow,
   routeOf,
   runToolCallObservers,
 } from '../hooks/dispatch.js';
@@ -79,6 +81,23 @@ export interface HookServiceOptions {
   readonly streamMaxInFlight?: number;
 }
 
+/**
+ * Checks that an event may be dispatched: not `beforeToolCall` (DecideToolCall
+ * runs it), and with the fields its kind requires.
+ *
+ * @throws InvalidArgumentError naming the first field that fails.
+ */
+function checkNotification(event: HookEvent | undefined, route: EventRoute, field: string): void {
+  if (route.type === HookType.BEFORE_TOOL_CALL) {
+    throw new InvalidArgumentError(
+      `${field}.beforeToolCall`,
+      USE_DECIDE_TOOL_CALL,
+      'beforeToolCall is dispatched by DecideToolCall, which runs its controls, observers and mocks',
+    );
+  }
+  validateEventFields(event, field);
+}
+
 /** Creates the HookService implementation over the hook engine. */
 export function createHookService(
   deps: ParkDeps,
@@ -92,16 +111,23 @@ export function createHookService(
    * kind requires) and dispatches it; nothing is delivered for an invalid one.
    */
   const dispatchOne = (event: HookEvent | undefined, signal: AbortSignal, field = 'event') => {
-    const route = routeOf(event, field);
-    if (route.type === HookType.BEFORE_TOOL_CALL) {
-      throw new InvalidArgumentError(
-        `${field}.beforeToolCall`,
-        USE_DECIDE_TOOL_CALL,
-        'beforeToolCall is dispatched by DecideToolCall, which runs its controls, observers and mocks',
-      );
-    }
-    validateEventFields(event, field);
+    checkNotification(event, routeOf(event, field), field);
     return dispatchEvent(deps, event as HookEvent, signal);
+  };
+
+  /**
+   * The outcomes of an event that is valid and would run no hook, known
+   * without waiting (the operation's hooks are cached), so a stream can ack
+   * it at once; `undefined` when {@link dispatchOne} must answer.
+   */
+  const noOutcomesNow = (event: HookEvent | undefined): HookOutcome[] | undefined => {
+    try {
+      const route = routeOf(event);
+      checkNotification(event, route, 'event');
+      return matchesNoHookNow(deps, route) ? [] : undefined;
+    } catch {
+      return undefined; // dispatchOne answers the same error in the event's turn
+    }
   };
 
   return {
@@ -194,7 +220,19 @@ export function createHookService(
           } catch {
             key = ''; // invalid events are acknowledged with their error, in arrival order
           }
-          const previous = tails.get(key)?.done ?? Promise.resolve();
+          const last = tails.get(key);
+          if (last === undefined || last.settled) {
+            // Nothing of this operation is pending: an event no hook matches
+            // is acked now, without a turn through the promise chain.
+            const outcomes = noOutcomesNow(request.event);
+            if (outcomes !== undefined) {
+              acks.push(
+                create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes }),
+              );
+              continue;
+            }
+          }
+          const previous = last?.done ?? Promise.resolve();
           const tail: StreamTail = { done: previous, settled: false };
           tail.done = previous.then(async () => {
             acks.push(await ackOf(request));

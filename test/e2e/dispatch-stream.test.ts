@@ -24,6 +24,15 @@ function afterStep(operationId: string, stepIndex: number): LoaderObject {
     .event as LoaderObject;
 }
 
+/** A beforeStep event in proto-loader's object form. */
+function beforeStep(operationId: string, stepIndex: number): LoaderObject {
+  const event = create(HookEventSchema, {
+    event: { case: 'beforeStep', value: { operationId, userId: 'u', stepIndex } },
+  });
+  return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
+    .event as LoaderObject;
+}
+
 /** Resident set size of a process, in bytes, read from /proc. */
 function rssOf(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -113,6 +122,61 @@ describe('DispatchStream', () => {
   it('keeps per-operation order past the operations a stream remembers (1,100 operations)', async () => {
     await expectPerOperationOrder(1_100, 3);
   }, 120_000);
+
+  // An event no hook matches is acked at once when its operation has nothing
+  // pending; behind a pending event of its operation it still waits its turn.
+  it("acks an event no hook matches at once, but never ahead of its operation's pending event", async () => {
+    const receiver = await startReceiver();
+    let held: http.ServerResponse | undefined;
+    const arrived = new Promise<void>((resolve) => {
+      receiver.respond((_req, res) => {
+        held = res;
+        resolve();
+      });
+    });
+    const sidecar = await startSidecar();
+    const client = hookClient(sidecar.grpc);
+    try {
+      await registerAll(client, ['op-held'], `${receiver.url}/held`);
+      const call = client.DispatchStream() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+      const acks: string[] = [];
+      const waiters: { count: number; resolve: () => void }[] = [];
+      call.on('data', (a: LoaderObject) => {
+        expect(a.error).toBeFalsy();
+        acks.push(a.eventId as string);
+        for (const w of waiters) if (acks.length >= w.count) w.resolve();
+      });
+      const ended = new Promise((resolve, reject) => {
+        call.on('end', resolve);
+        call.on('error', reject);
+      });
+      const acked = (count: number) =>
+        new Promise<void>((resolve) => {
+          if (acks.length >= count) resolve();
+          else waiters.push({ count, resolve });
+        });
+
+      call.write({ eventId: 'free-0', event: beforeStep('op-free', 0) });
+      await acked(1);
+      call.write({ eventId: 'held-0', event: afterStep('op-held', 0) });
+      await arrived;
+      call.write({ eventId: 'held-1', event: beforeStep('op-held', 1) });
+      call.write({ eventId: 'free-1', event: beforeStep('op-free', 1) });
+      await acked(2);
+      expect(acks).toEqual(['free-0', 'free-1']);
+
+      held?.writeHead(204);
+      held?.end();
+      call.end();
+      await ended;
+      expect(acks).toEqual(['free-0', 'free-1', 'held-0', 'held-1']);
+      expect(receiver.requests).toHaveLength(1);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  }, 60_000);
 
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
     const bound = 16;

@@ -9,7 +9,11 @@ import { describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError } from '../../src/errors.js';
-import { HOOK_CACHE_OPERATIONS, HookRegistry, STORED_HOOK_INVALID } from '../../src/hooks/registry.js';
+import {
+  HOOK_CACHE_OPERATIONS,
+  HookRegistry,
+  STORED_HOOK_INVALID,
+} from '../../src/hooks/registry.js';
 import { validateStoredHook } from '../../src/hooks/validate.js';
 import { useTempStore } from '../store/helpers.js';
 
@@ -156,4 +160,3 @@ describe('HookRegistry: the bounded cache', () => {
     expect(checked).toEqual(['busy', 'idle', 'idle']);
   });
 });
-
