@@ -31,6 +31,7 @@ import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
+import { RequestStream } from './request-stream.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
@@ -278,11 +279,11 @@ function createHandler(
         serveStream(service, method, call, options, live, (ctx) => fn(call.request, ctx));
     case 'bidi_streaming':
       return (call: grpc.ServerDuplexStream<object, object>) =>
-        // A Readable's default async iterator destroys the stream when the
+        // Not the Readable's own iterator: it destroys the stream when the
         // requests end, which would drop the responses still to be written
         // and the status; this one leaves the stream to `end()`.
         serveStream(service, method, call, options, live, (ctx) =>
-          fn(decoded(call.iterator({ destroyOnReturn: false })), ctx),
+          fn(new RequestStream(call), ctx),
         );
     default:
       return (
@@ -320,14 +321,6 @@ function serveStream(
       live.endStream(ctx);
     }
   })();
-}
-
-/** Yields the requests of a stream; a request that could not be decoded fails the stream. */
-async function* decoded(requests: AsyncIterable<unknown>): AsyncIterable<unknown> {
-  for await (const request of requests) {
-    if (request instanceof MalformedRequest) throw request.error;
-    yield request;
-  }
 }
 
 /** Writes every response, waiting for `drain` whenever the transport's buffer is full. */
