@@ -88,18 +88,86 @@ function guardStream(
   fn: AnyMethod | undefined,
   options: GuardOptions,
 ): AnyMethod {
-  return async function* guardedStream(request: unknown, ctx: HandlerContext) {
-    const started = performance.now();
-    try {
+  return function guardedStream(request: unknown, ctx: HandlerContext) {
+    return new GuardedStream(method, options, () => {
       options.admit?.(method, ctx);
       if (request instanceof MalformedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
-      yield* fn(request, ctx) as AsyncIterable<unknown>;
-      record(options, method, OK, started);
-    } catch (e: unknown) {
-      throw failed(options, method, e, started);
-    }
+      return (fn(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+    });
   };
+}
+
+/**
+ * The responses of a guarded streaming call. The call starts at the first
+ * `next()`, as a generator's body would; the end of the responses records
+ * OK, and a failure (at the start or from the implementation) is mapped and
+ * recorded once. Written out rather than as an async generator around the
+ * implementation's: that costs a resumption and several promises per
+ * response, and a stream answers one per event.
+ */
+class GuardedStream implements AsyncIterableIterator<unknown> {
+  readonly #method: DescMethod;
+  readonly #options: GuardOptions;
+  #start: (() => AsyncIterator<unknown>) | undefined;
+  #inner: AsyncIterator<unknown> | undefined;
+  #started = 0;
+  #finished = false;
+
+  constructor(method: DescMethod, options: GuardOptions, start: () => AsyncIterator<unknown>) {
+    this.#method = method;
+    this.#options = options;
+    this.#start = start;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<unknown>> {
+    if (this.#finished) return Promise.resolve({ value: undefined, done: true });
+    let inner = this.#inner;
+    if (inner === undefined) {
+      const start = this.#start as () => AsyncIterator<unknown>;
+      this.#start = undefined;
+      this.#started = performance.now();
+      try {
+        inner = start();
+      } catch (e: unknown) {
+        return Promise.reject(this.#failed(e));
+      }
+      this.#inner = inner;
+    }
+    return inner.next().then(this.#onResult, this.#onError);
+  }
+
+  /** Stops early (the transport gave up): the implementation is told, nothing is recorded. */
+  return(): Promise<IteratorResult<unknown>> {
+    this.#finished = true;
+    const inner = this.#inner;
+    if (inner?.return === undefined) return Promise.resolve({ value: undefined, done: true });
+    return inner.return().then(
+      () => ({ value: undefined, done: true }),
+      (e: unknown) => Promise.reject(toConnectError(e)),
+    );
+  }
+
+  readonly #onResult = (result: IteratorResult<unknown>): IteratorResult<unknown> => {
+    if (result.done === true && !this.#finished) {
+      this.#finished = true;
+      record(this.#options, this.#method, OK, this.#started);
+    }
+    return result;
+  };
+
+  readonly #onError = (e: unknown): never => {
+    throw this.#failed(e);
+  };
+
+  #failed(e: unknown): ConnectError {
+    this.#finished = true;
+    return failed(this.#options, this.#method, e, this.#started);
+  }
 }
 
 /** Maps a failure once: the status the client gets, logged if it is the sidecar's own. */

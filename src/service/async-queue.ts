@@ -1,26 +1,64 @@
 /**
  * @module An unbounded async queue for one stream's outgoing messages: the
- * producers push, the RPC generator drains it. Backpressure is the
- * producers' business (they bound what they have in flight).
+ * producers push, the transport drains it. Backpressure is the producers'
+ * business (they bound what they have in flight). It is an iterator written
+ * out, not an async generator: a stream answers one message per event, and a
+ * generator (with the generator around it that re-yields each message) costs
+ * a resumption and several promises per message.
  */
 
-/** A queue that is also an async iterable, ending once closed and drained. */
-export class AsyncQueue<T> implements AsyncIterable<T> {
+/** What a queue tells its owner as the consumer drains it. */
+export interface AsyncQueueOptions {
+  /** Called each time the consumer takes an item. */
+  readonly onTake?: () => void;
+  /** Called once when the iteration ends: drained after `close`, failed, or returned early. */
+  readonly onEnd?: () => void;
+}
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true });
+
+/** A queue that is also an async iterator, ending once closed and drained. */
+export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   readonly #items: T[] = [];
+  readonly #options: AsyncQueueOptions;
   #closed = false;
-  #wake: (() => void) | undefined;
+  #failed = false;
+  #failure: unknown;
+  #ended = false;
+  #wake: ((result: IteratorResult<T>) => void) | undefined;
+  #wakeFailed: ((e: unknown) => void) | undefined;
+
+  constructor(options: AsyncQueueOptions = {}) {
+    this.#options = options;
+  }
 
   /** Adds an item; ignored once closed. */
   push(item: T): void {
     if (this.#closed) return;
+    const wake = this.#wake;
+    if (wake !== undefined) {
+      this.#unpark();
+      this.#options.onTake?.();
+      wake({ value: item, done: false });
+      return;
+    }
     this.#items.push(item);
-    this.#wake?.();
   }
 
   /** Ends the iteration after the items already queued. */
   close(): void {
+    if (this.#closed) return;
     this.#closed = true;
-    this.#wake?.();
+    if (this.#wake !== undefined) this.#settle();
+  }
+
+  /** Ends the iteration with `e` after the items already queued; ignored once ended. */
+  fail(e: unknown): void {
+    if (this.#ended || this.#failed) return;
+    this.#failed = true;
+    this.#failure = e;
+    this.#closed = true;
+    if (this.#wake !== undefined) this.#settle();
   }
 
   /** Number of items waiting. */
@@ -28,18 +66,55 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
     return this.#items.length;
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
-    for (;;) {
-      const item = this.#items.shift();
-      if (item !== undefined) {
-        yield item;
-        continue;
-      }
-      if (this.#closed) return;
-      await new Promise<void>((resolve) => {
-        this.#wake = resolve;
-      });
-      this.#wake = undefined;
+  [Symbol.asyncIterator](): AsyncIterableIterator<T> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<T>> {
+    if (this.#items.length > 0) {
+      const value = this.#items.shift() as T;
+      this.#options.onTake?.();
+      return Promise.resolve({ value, done: false });
     }
+    if (this.#closed) return this.#ending();
+    return new Promise((resolve, reject) => {
+      this.#wake = resolve;
+      this.#wakeFailed = reject;
+    });
+  }
+
+  /** Stops the iteration early: the items still queued are dropped. */
+  return(): Promise<IteratorResult<T>> {
+    this.#closed = true;
+    this.#items.length = 0;
+    this.#end();
+    return Promise.resolve(DONE);
+  }
+
+  /** Answers the waiting consumer once closed and drained. */
+  #settle(): void {
+    const wake = this.#wake;
+    const wakeFailed = this.#wakeFailed;
+    this.#unpark();
+    this.#ending().then(wake, wakeFailed);
+  }
+
+  /** The last answer of a closed and drained queue: its failure once, then done. */
+  #ending(): Promise<IteratorResult<T>> {
+    this.#end();
+    if (!this.#failed) return Promise.resolve(DONE);
+    this.#failed = false;
+    return Promise.reject(this.#failure);
+  }
+
+  #unpark(): void {
+    this.#wake = undefined;
+    this.#wakeFailed = undefined;
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#options.onEnd?.();
   }
 }

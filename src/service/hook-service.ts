@@ -164,23 +164,27 @@ export function createHookService(
       return { outcomes: await dispatchOne(request.event, ctx.signal) };
     },
 
-    async *dispatchStream(requests: AsyncIterable<DispatchStreamRequest>, ctx: HandlerContext) {
+    dispatchStream(requests: AsyncIterable<DispatchStreamRequest>, ctx: HandlerContext) {
       // Each event in flight may wait on the stream's signal (a handler call, an
       // email lookup): up to the in-flight bound of listeners is expected, not a leak.
       setMaxListeners(maxInFlight + STREAM_SIGNAL_SPARE_LISTENERS, ctx.signal);
-      const acks = new AsyncQueue<DispatchStreamResponse>();
+      let inFlight = 0;
+      let freed: (() => void) | undefined;
+      const onAbort = () => acks.close();
+      const acks = new AsyncQueue<DispatchStreamResponse>({
+        // An event stays in flight until the transport takes its ack.
+        onTake: () => {
+          inFlight -= 1;
+          freed?.();
+        },
+        onEnd: () => ctx.signal.removeEventListener('abort', onAbort),
+      });
       // Events of one operation run one after another; operations run in parallel.
       // An operation's entry stays after its last event settled and is swept
       // only once many are settled: a set and a delete per event would churn
       // the map's tables, which on Node 20 promotes what they held (see
       // `src/live-slots.ts`).
       const tails = new Map<string, StreamTail>();
-      let inFlight = 0;
-      let freed: (() => void) | undefined;
-      const release = () => {
-        inFlight -= 1;
-        freed?.();
-      };
       const ackOf = async (request: DispatchStreamRequest): Promise<DispatchStreamResponse> => {
         try {
           const outcomes = await dispatchOne(request.event, ctx.signal);
@@ -245,27 +249,13 @@ export function createHookService(
         }
         await Promise.all(Array.from(tails.values(), (t) => t.done));
       })();
-      const onAbort = () => acks.close();
       ctx.signal.addEventListener('abort', onAbort);
       // A request the transport could not decode fails the stream (after the acks before it).
-      let failure: unknown;
       reader.then(
         () => acks.close(),
-        (e: unknown) => {
-          failure = e;
-          acks.close();
-        },
+        (e: unknown) => acks.fail(e),
       );
-      try {
-        for await (const ack of acks) {
-          yield ack;
-          // An event stays in flight until its ack is handed to the transport.
-          release();
-        }
-        if (failure !== undefined) throw failure;
-      } finally {
-        ctx.signal.removeEventListener('abort', onAbort);
-      }
+      return acks;
     },
 
     async decideToolCall(request, ctx: HandlerContext) {
@@ -431,12 +421,18 @@ export function createHookService(
       }
     },
 
-    async *handle(requests: AsyncIterable<HandleRequest>, ctx: HandlerContext) {
-      const out = new AsyncQueue<HandleResponse>();
+    handle(requests: AsyncIterable<HandleRequest>, ctx: HandlerContext) {
+      const onAbort = () => out.close();
+      const out = new AsyncQueue<HandleResponse>({
+        onEnd: () => {
+          ctx.signal.removeEventListener('abort', onAbort);
+          deps.handlers.disconnect(connection);
+          deps.metrics?.handlerStreams(-1);
+        },
+      });
       const connection: HandlerConnection = { send: (message) => out.push(message) };
       const send = (message: MessageInitShape<typeof HandleResponseSchema>) =>
         out.push(create(HandleResponseSchema, message));
-      const onAbort = () => out.close();
       ctx.signal.addEventListener('abort', onAbort);
       deps.metrics?.handlerStreams(1);
       const reader = (async () => {
@@ -475,22 +471,11 @@ export function createHookService(
           }
         }
       })();
-      let failure: unknown;
       reader.then(
         () => out.close(),
-        (e: unknown) => {
-          failure = e;
-          out.close();
-        },
+        (e: unknown) => out.fail(e),
       );
-      try {
-        for await (const message of out) yield message;
-        if (failure !== undefined) throw failure;
-      } finally {
-        ctx.signal.removeEventListener('abort', onAbort);
-        deps.handlers.disconnect(connection);
-        deps.metrics?.handlerStreams(-1);
-      }
+      return out;
     },
   };
 }
