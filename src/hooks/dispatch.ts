@@ -8,7 +8,7 @@
  * and the next hook still runs; a failed critical webhook (`fallback: none`)
  * fails the dispatch after every sibling ran.
  */
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, type DescMessage, toBinary } from '@bufbuild/protobuf';
 import { type Duration, DurationSchema } from '@bufbuild/protobuf/wkt';
 import {
   type HookOutcome,
@@ -27,7 +27,7 @@ import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import type { BackgroundRun, BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
-import { type EventCase, eventCase, hookTypeLiteral } from '../delivery/event-json.js';
+import { type EventCase, hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
@@ -127,48 +127,78 @@ const KNOWN_EXECUTORS: ReadonlySet<number> = new Set(ExecutorSchema.values.map((
  *   does not define, or its tool name is too long (`IDENTIFIER_TOO_LONG`).
  */
 export function routeOf(event: HookEvent | undefined, field = 'event'): EventRoute {
-  const c = event === undefined ? undefined : eventCase(event);
-  if (c === undefined) {
+  const set = event?.event;
+  if (set?.case === undefined) {
     throw new InvalidArgumentError(field, 'EVENT_REQUIRED', 'an event is required');
   }
-  const message = c.message as {
+  const oneofField = HookEventSchema.field[set.case];
+  // Every case of the oneof is a message field whose number is its HookType value.
+  const type = oneofField.number as HookType;
+  const message = set.value as {
     operationId?: string;
     context?: { operationId: string; identifier: string; apiName: string; executor: number };
   };
+  const paths =
+    (field === 'event' ? EVENT_PATHS[set.case] : undefined) ?? eventPaths(`${field}.${set.case}`);
   const context = message.context;
-  if (context === undefined && TOOL_EVENT_TYPES.has(c.type)) {
+  if (context === undefined && TOOL_EVENT_TYPES.has(type)) {
     // Without its context a tool event names no operation: say what is missing.
     throw new InvalidArgumentError(
-      `${field}.${caseName(event)}.context`,
+      paths.context,
       TOOL_CALL_CONTEXT_INVALID,
       'a tool-call context is required',
     );
   }
-  const operationId = context ? context.operationId : (message.operationId ?? '');
-  const path = context
-    ? `${field}.${caseName(event)}.context.operationId`
-    : `${field}.${caseName(event)}.operationId`;
-  validateOperationId(operationId, path);
-  if (context !== undefined && !KNOWN_EXECUTORS.has(context.executor)) {
+  if (context === undefined) {
+    const operationId = message.operationId ?? '';
+    validateOperationId(operationId, paths.operationId);
+    return {
+      type,
+      desc: oneofField.message as DescMessage,
+      message: set.value,
+      operationId,
+      identifier: undefined,
+      apiName: undefined,
+    };
+  }
+  validateOperationId(context.operationId, paths.contextOperationId);
+  if (!KNOWN_EXECUTORS.has(context.executor)) {
     // A number the sidecar does not know, as on the webhook enums; an unset one is
     // refused by the event's required fields (`event-fields.ts`).
     throw new InvalidArgumentError(
-      `${field}.${caseName(event)}.context.executor`,
+      paths.executor,
       REASON.INVALID_ENUM_VALUE,
       `Unknown executor value ${context.executor}`,
     );
   }
-  if (context) {
-    const contextPath = `${field}.${caseName(event)}.context`;
-    checkToolName(context.identifier, `${contextPath}.identifier`);
-    checkToolName(context.apiName, `${contextPath}.apiName`);
-  }
-  return extend(c, { operationId, identifier: context?.identifier, apiName: context?.apiName });
+  checkToolName(context.identifier, paths.identifier);
+  checkToolName(context.apiName, paths.apiName);
+  return {
+    type,
+    desc: oneofField.message as DescMessage,
+    message: set.value,
+    operationId: context.operationId,
+    identifier: context.identifier,
+    apiName: context.apiName,
+  };
 }
 
-function caseName(event: HookEvent | undefined): string {
-  return event?.event.case ?? '';
+/** The field paths {@link routeOf} names in its errors, under one event case. */
+function eventPaths(prefix: string) {
+  return {
+    context: `${prefix}.context`,
+    operationId: `${prefix}.operationId`,
+    contextOperationId: `${prefix}.context.operationId`,
+    executor: `${prefix}.context.executor`,
+    identifier: `${prefix}.context.identifier`,
+    apiName: `${prefix}.context.apiName`,
+  };
 }
+
+/** {@link eventPaths} of each case under `event`, built once rather than per event. */
+const EVENT_PATHS: Record<string, ReturnType<typeof eventPaths>> = Object.fromEntries(
+  HookEventSchema.fields.map((f) => [f.localName, eventPaths(`event.${f.localName}`)]),
+);
 
 /** A notification hook to run, with where it came from and how it runs. */
 interface Notification {

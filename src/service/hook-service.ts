@@ -120,9 +120,8 @@ export function createHookService(
    * without waiting (the operation's hooks are cached), so a stream can ack
    * it at once; `undefined` when {@link dispatchOne} must answer.
    */
-  const noOutcomesNow = (event: HookEvent | undefined): HookOutcome[] | undefined => {
+  const noOutcomesNow = (event: HookEvent, route: EventRoute): HookOutcome[] | undefined => {
     try {
-      const route = routeOf(event);
       checkNotification(event, route, 'event');
       return matchesNoHookNow(deps, route) ? [] : undefined;
     } catch {
@@ -218,17 +217,19 @@ export function createHookService(
             freed = undefined;
           }
           inFlight += 1;
-          let key: string;
+          let route: EventRoute | undefined;
           try {
-            key = routeOf(request.event).operationId;
+            route = routeOf(request.event);
           } catch {
-            key = ''; // invalid events are acknowledged with their error, in arrival order
+            route = undefined;
           }
+          // Invalid events are acknowledged with their error, in arrival order.
+          const key = route?.operationId ?? '';
           const last = tails.get(key);
-          if (last === undefined || last.settled) {
+          if (route !== undefined && (last === undefined || last.settled)) {
             // Nothing of this operation is pending: an event no hook matches
             // is acked now, without a turn through the promise chain.
-            const outcomes = noOutcomesNow(request.event);
+            const outcomes = noOutcomesNow(request.event as HookEvent, route);
             if (outcomes !== undefined) {
               acks.push(
                 create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes }),
