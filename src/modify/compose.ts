@@ -1,0 +1,338 @@
+/**
+ * @module How the results of the modifying hooks of one point occurrence
+ * compose (the HookBus points of `hookbus-hooks.md`). The hooks run in
+ * registration order; a {@link Composition} holds the context the next
+ * hook sees and the result composed so far, and takes each hook's result
+ * whole or not at all, so a failed hook never leaves part of its value.
+ *
+ * The rules, per point:
+ * - Replacing values chain: a hook sees the context as the hooks before it
+ *   left it (`messages`, `systemPrompt`, `args`, `payload`; `afterToolCall`'s
+ *   `content` and `isError` become the next hook's `result` and `isError`),
+ *   and the last value returned is the result's.
+ * - `{}` (or no result at all: a 204, an empty body) is "no change"; a
+ *   member that is `null` is treated as absent, except inside `headers` and
+ *   `metadata`; members a point does not define are ignored.
+ * - `beforeToolCall` with `content`, or `isError: true`, ends the chain: later
+ *   hooks do not run and the tool is not executed (`isError: false` alone
+ *   does not end it).
+ * - `shouldStopAfterTurn` `stop: true`, and `beforeCompact` `cancel: true`
+ *   or a `summary`, end the chain.
+ * - `afterToolCall` `terminate: true` is kept once a hook returned it, even
+ *   if a later hook overrides `content`.
+ * - `beforeProviderRequest` `headers` and `metadata` merge key by key in
+ *   order, a `null` value removing the key; its scalars are last-wins; the
+ *   context each hook sees is the runtime's, unchanged.
+ * - `getSteeringMessages` and `getFollowUpMessages`: every hook sees the same
+ *   context, and the messages they return are concatenated in order.
+ * - `afterProviderResponse` only observes: its results are not read.
+ *
+ * Values stay raw JSON text (`raw-json.ts`): a history of megabytes is
+ * carried, not parsed into objects, and large integers survive unchanged.
+ */
+import {
+  arrayElements,
+  arrayText,
+  type JsonKind,
+  kindOf,
+  objectMembers,
+  objectText,
+  type RawJson,
+  RawJsonError,
+} from './raw-json.js';
+
+/** The twelve modifying points, in the order `hookbus-hooks.md` lists them. */
+export const MODIFY_POINTS = [
+  'beforeAgentStart',
+  'beforeToolCall',
+  'afterToolCall',
+  'prepareNextTurn',
+  'transformContext',
+  'beforeProviderRequest',
+  'beforeProviderPayload',
+  'afterProviderResponse',
+  'shouldStopAfterTurn',
+  'getSteeringMessages',
+  'getFollowUpMessages',
+  'beforeCompact',
+] as const;
+
+/** One of the twelve modifying points. */
+export type ModifyPoint = (typeof MODIFY_POINTS)[number];
+
+/**
+ * The JSON type a result member must have. `count` is a non-negative
+ * integer, `duration` a non-negative number; `stringPatch` is an object
+ * whose values are strings or `null`, `patch` an object of any values.
+ */
+type MemberType =
+  | 'array'
+  | 'object'
+  | 'string'
+  | 'boolean'
+  | 'count'
+  | 'duration'
+  | 'stringPatch'
+  | 'patch';
+
+interface PointRule {
+  /** How results combine: replacing values, concatenated messages, or not read. */
+  readonly mode: 'replace' | 'concat' | 'observe';
+  /** The result members the point reads, with their types. */
+  readonly result: Readonly<Record<string, MemberType>>;
+  /** Result members that replace a context member for the hooks after: result name -> context name. */
+  readonly chains?: Readonly<Record<string, string>>;
+  /** Members that stay `true` once a hook returned `true`. */
+  readonly sticky?: readonly string[];
+  /** Whether a hook's result (already checked) ends the chain. */
+  readonly ends?: (result: ReadonlyMap<string, RawJson>) => boolean;
+}
+
+const MESSAGES: Readonly<Record<string, MemberType>> = { messages: 'array' };
+
+/** The rules of each point; `README.md` and the proto repeat them for users. */
+export const POINT_RULES: Readonly<Record<ModifyPoint, PointRule>> = {
+  beforeAgentStart: {
+    mode: 'replace',
+    result: { messages: 'array', systemPrompt: 'string' },
+    chains: { messages: 'messages', systemPrompt: 'systemPrompt' },
+  },
+  beforeToolCall: {
+    mode: 'replace',
+    result: { content: 'string', isError: 'boolean', args: 'object' },
+    chains: { args: 'args' },
+    ends: (r) => r.has('content') || r.get('isError') === 'true',
+  },
+  afterToolCall: {
+    mode: 'replace',
+    result: { content: 'string', isError: 'boolean', terminate: 'boolean' },
+    chains: { content: 'result', isError: 'isError' },
+    sticky: ['terminate'],
+  },
+  prepareNextTurn: { mode: 'replace', result: MESSAGES, chains: { messages: 'messages' } },
+  transformContext: { mode: 'replace', result: MESSAGES, chains: { messages: 'messages' } },
+  beforeProviderRequest: {
+    mode: 'replace',
+    result: {
+      headers: 'stringPatch',
+      timeoutMs: 'duration',
+      maxRetries: 'count',
+      cacheRetention: 'string',
+      metadata: 'patch',
+      transport: 'string',
+    },
+  },
+  beforeProviderPayload: {
+    mode: 'replace',
+    result: { payload: 'object' },
+    chains: { payload: 'payload' },
+  },
+  afterProviderResponse: { mode: 'observe', result: {} },
+  shouldStopAfterTurn: {
+    mode: 'replace',
+    result: { stop: 'boolean' },
+    ends: (r) => r.get('stop') === 'true',
+  },
+  getSteeringMessages: { mode: 'concat', result: MESSAGES },
+  getFollowUpMessages: { mode: 'concat', result: MESSAGES },
+  beforeCompact: {
+    mode: 'replace',
+    result: { cancel: 'boolean', summary: 'string' },
+    ends: (r) => r.get('cancel') === 'true' || r.has('summary'),
+  },
+};
+
+/** A hook's result that is not JSON, not an object, or has a member of the wrong type. */
+export class ResultShapeError extends Error {
+  override readonly name = 'ResultShapeError';
+
+  /**
+   * @param member The result member at fault (`messages`, `headers.x-id`), or
+   *   `''` when the result as a whole is.
+   */
+  constructor(
+    readonly member: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const KIND_OF_TYPE: Readonly<Record<MemberType, JsonKind>> = {
+  array: 'array',
+  object: 'object',
+  string: 'string',
+  boolean: 'boolean',
+  count: 'number',
+  duration: 'number',
+  stringPatch: 'object',
+  patch: 'object',
+};
+
+const TYPE_NAME: Readonly<Record<MemberType, string>> = {
+  array: 'an array',
+  object: 'an object',
+  string: 'a string',
+  boolean: 'a boolean',
+  count: 'a non-negative integer',
+  duration: 'a non-negative number',
+  stringPatch: 'an object of strings or nulls',
+  patch: 'an object',
+};
+
+/** Checks one member against its type; returns the patch's members for the patch types. */
+function checkMember(
+  name: string,
+  value: RawJson,
+  type: MemberType,
+): Map<string, RawJson> | undefined {
+  const kind = kindOf(value);
+  const wrong = () =>
+    new ResultShapeError(name, `${name} must be ${TYPE_NAME[type]}, got ${describe(value, kind)}`);
+  if (kind !== KIND_OF_TYPE[type]) throw wrong();
+  if (type === 'count' || type === 'duration') {
+    const n = Number(value);
+    if (!(n >= 0) || !Number.isFinite(n) || (type === 'count' && !Number.isInteger(n))) {
+      throw wrong();
+    }
+  }
+  if (type !== 'stringPatch' && type !== 'patch') return undefined;
+  const members = objectMembers(value);
+  if (type === 'stringPatch') {
+    for (const [key, v] of members) {
+      const k = kindOf(v);
+      if (k !== 'string' && k !== 'null') {
+        throw new ResultShapeError(
+          `${name}.${key}`,
+          `${name}.${key} must be a string or null, got ${describe(v, k)}`,
+        );
+      }
+    }
+  }
+  return members;
+}
+
+function describe(value: RawJson, kind: JsonKind): string {
+  if (kind === 'array' || kind === 'object') return `an ${kind}`;
+  if (kind === 'string') return 'a string';
+  return value.length <= 32 ? value : `a ${kind}`;
+}
+
+/**
+ * Reads a hook's result: `undefined` or blank text is "no change" (no
+ * members); otherwise it must be a JSON object.
+ *
+ * @throws ResultShapeError when the text is not JSON or not an object.
+ */
+export function resultMembers(text: string | undefined): Map<string, RawJson> {
+  if (text === undefined || text.trim() === '') return new Map();
+  try {
+    return objectMembers(text);
+  } catch (e: unknown) {
+    if (e instanceof RawJsonError)
+      throw new ResultShapeError('', `the result is not a JSON object (${e.message})`);
+    throw e;
+  }
+}
+
+/**
+ * The composition of one point occurrence: feed it each hook's result in
+ * registration order while {@link Composition.ended} is false; read
+ * {@link Composition.context} before each hook and the composed
+ * {@link Composition.result} at the end.
+ *
+ * @example
+ * const c = new Composition('transformContext', '{"messages":[],"iteration":1}');
+ * c.apply('{"messages":[{"role":"user","content":"hi"}]}');
+ * c.result(); // '{"messages":[{"role":"user","content":"hi"}]}'
+ */
+export class Composition {
+  readonly point: ModifyPoint;
+  readonly #rule: PointRule;
+  readonly #context: Map<string, RawJson>;
+  readonly #composed = new Map<string, RawJson>();
+  readonly #patches = new Map<string, Map<string, RawJson>>();
+  readonly #concatenated: RawJson[] = [];
+  #ended = false;
+
+  /**
+   * @param context The point's context as a JSON object.
+   * @throws RawJsonError when `context` is not a JSON object.
+   */
+  constructor(point: ModifyPoint, context: string) {
+    this.point = point;
+    this.#rule = POINT_RULES[point];
+    this.#context = objectMembers(context);
+  }
+
+  /** True once a hook's result ended the chain: later hooks must not run. */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** The context the next hook sees, as a JSON object. */
+  context(): RawJson {
+    return objectText(this.#context);
+  }
+
+  /**
+   * Applies one hook's result, whole or not at all.
+   *
+   * @param result The hook's answer: JSON object text, or `undefined` or
+   *   blank for "no change".
+   * @throws ResultShapeError when the result is not a JSON object or a
+   *   member has the wrong type; nothing of it is applied then.
+   */
+  apply(result: string | undefined): void {
+    if (this.#ended) throw new Error(`${this.point}: the chain already ended`);
+    if (this.#rule.mode === 'observe') return;
+    const checked = new Map<string, RawJson>();
+    const patches = new Map<string, Map<string, RawJson>>();
+    for (const [name, value] of resultMembers(result)) {
+      const type = this.#rule.result[name];
+      if (type === undefined || value === 'null') continue;
+      const patch = checkMember(name, value, type);
+      if (patch !== undefined) patches.set(name, patch);
+      checked.set(name, value);
+    }
+    // Checked whole: now commit.
+    if (this.#rule.mode === 'concat') {
+      const messages = checked.get('messages');
+      if (messages !== undefined) this.#concatenated.push(...arrayElements(messages));
+      return;
+    }
+    for (const [name, value] of checked) {
+      const patch = patches.get(name);
+      if (patch !== undefined) {
+        const merged = this.#patches.get(name) ?? new Map<string, RawJson>();
+        for (const [key, v] of patch) {
+          merged.delete(key);
+          if (v !== 'null') merged.set(key, v);
+        }
+        this.#patches.set(name, merged);
+        continue;
+      }
+      if (this.#rule.sticky?.includes(name) && this.#composed.get(name) === 'true') continue;
+      this.#composed.set(name, value);
+      const contextName = this.#rule.chains?.[name];
+      if (contextName !== undefined) this.#context.set(contextName, value);
+    }
+    if (this.#rule.ends?.(checked) === true) this.#ended = true;
+  }
+
+  /** The composed result, as a JSON object: the members some hook set. */
+  result(): RawJson {
+    if (this.#rule.mode === 'concat') {
+      return this.#concatenated.length === 0
+        ? '{}'
+        : objectText(new Map([['messages', arrayText(this.#concatenated)]]));
+    }
+    const out = new Map<string, RawJson>();
+    for (const name of Object.keys(this.#rule.result)) {
+      const patch = this.#patches.get(name);
+      const value = patch !== undefined ? objectText(patch) : this.#composed.get(name);
+      if (value !== undefined) out.set(name, value);
+    }
+    return objectText(out);
+  }
+}
