@@ -20,9 +20,12 @@
 import type { DescEnum } from '@bufbuild/protobuf';
 import { HookType, HookTypeSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
+  Delivery,
   DeliverySchema,
   FallbackSchema,
   type Hook,
+  ModifyPoint,
+  ModifyPointSchema,
   OnError,
   OnErrorSchema,
   ResponseHandling,
@@ -88,6 +91,16 @@ export const REASON = {
   HOOK_ID_TOO_LONG: 'HOOK_ID_TOO_LONG',
   /** A tool call id is longer than {@link MAX_TOOL_CALL_ID_BYTES} (UTF-8). */
   TOOL_CALL_ID_TOO_LONG: 'TOOL_CALL_ID_TOO_LONG',
+  /** A hook sets both `type` and `point`. */
+  HOOK_KIND_CONFLICT: 'HOOK_KIND_CONFLICT',
+  /** A modifying hook's webhook sets `responseHandling`, `eventFields` or `body`. */
+  MODIFY_WEBHOOK_OPTION_NOT_ALLOWED: 'MODIFY_WEBHOOK_OPTION_NOT_ALLOWED',
+  /** A modifying hook's webhook uses QStash on a point that returns a result. */
+  MODIFY_DELIVERY_NOT_ALLOWED: 'MODIFY_DELIVERY_NOT_ALLOWED',
+  /** `onError: block` on the observe-only `afterProviderResponse` point. */
+  BLOCK_REQUIRES_RESULT: 'BLOCK_REQUIRES_RESULT',
+  /** A hook's `plugin` is longer than {@link MAX_PLUGIN_NAME_BYTES} (UTF-8). */
+  PLUGIN_NAME_TOO_LONG: 'PLUGIN_NAME_TOO_LONG',
 } as const;
 
 /** Longest operation id, in UTF-8 bytes, wherever one comes in (documented in the proto). */
@@ -96,6 +109,8 @@ export const MAX_OPERATION_ID_BYTES = 256;
 export const MAX_HOOK_ID_BYTES = 256;
 /** Longest tool call id, in UTF-8 bytes (documented in the proto). */
 export const MAX_TOOL_CALL_ID_BYTES = 256;
+/** Longest plugin name, in UTF-8 bytes (documented in the proto). */
+export const MAX_PLUGIN_NAME_BYTES = 256;
 
 /** One of the {@link REASON} values. */
 export type ValidationReason = (typeof REASON)[keyof typeof REASON];
@@ -107,6 +122,14 @@ const MESSAGE = {
   HOOK_TYPE_REQUIRED: 'Hook type is required',
   HOOK_TARGET_REQUIRED: 'A hook requires a handler or webhook',
   MATCHER_NOT_ALLOWED: 'Matchers are only supported for tool events',
+  HOOK_KIND_CONFLICT:
+    'A hook runs either on a lifecycle event (type) or at a modifying point (point), not both',
+  MODIFY_WEBHOOK_OPTION_NOT_ALLOWED:
+    "A modifying hook's webhook cannot set responseHandling, eventFields or body: its payload is the point's context and its answer is always read",
+  MODIFY_DELIVERY_NOT_ALLOWED:
+    'QStash cannot return a result: a modifying hook uses fetch, except on afterProviderResponse',
+  BLOCK_REQUIRES_RESULT:
+    'onError: block needs a result to withhold; afterProviderResponse only observes',
   ENV_VAR_NOT_ALLOWED:
     'allowedEnvVars may only name variables the operator allows (--caller-env-allowlist)',
   CONTROL_PAYLOAD_OVERRIDE: 'Control hooks cannot filter or override the event payload',
@@ -173,6 +196,14 @@ export const CONTROL_HOOK_TYPES: ReadonlySet<HookType> = new Set([
 function knownNumbers(desc: DescEnum): ReadonlySet<number> {
   return new Set(desc.values.map((v) => v.number));
 }
+
+/** Modifying points whose matcher tests the tool's name (`toolCall.name`). */
+const MATCHER_POINTS: ReadonlySet<ModifyPoint> = new Set([
+  ModifyPoint.BEFORE_TOOL_CALL,
+  ModifyPoint.AFTER_TOOL_CALL,
+]);
+
+const KNOWN_MODIFY_POINTS = knownNumbers(ModifyPointSchema);
 
 const KNOWN_HOOK_TYPES = knownNumbers(HookTypeSchema);
 
@@ -319,14 +350,16 @@ function checkHook(
   if (hook.id.startsWith(RESERVED_HOOK_ID_PREFIX)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
   }
-  if (hook.type === HookType.UNSPECIFIED) {
+  const modifying = hook.point !== ModifyPoint.UNSPECIFIED;
+  if (modifying) {
+    checkPoint(hook, path);
+  } else if (hook.type === HookType.UNSPECIFIED) {
     throw new InvalidArgumentError(
       `${path}.type`,
       REASON.HOOK_TYPE_REQUIRED,
       MESSAGE.HOOK_TYPE_REQUIRED,
     );
-  }
-  if (!KNOWN_HOOK_TYPES.has(hook.type)) {
+  } else if (!KNOWN_HOOK_TYPES.has(hook.type)) {
     // A number this sidecar does not know (a newer client, or a typo): say so, not "required".
     throw new InvalidArgumentError(
       `${path}.type`,
@@ -334,12 +367,21 @@ function checkHook(
       `Unknown hook type value ${hook.type}`,
     );
   }
+  if (limits !== undefined) {
+    checkIdLength(
+      hook.plugin,
+      `${path}.plugin`,
+      REASON.PLUGIN_NAME_TOO_LONG,
+      MAX_PLUGIN_NAME_BYTES,
+      'A plugin name',
+    );
+  }
   if (!hook.handler && hook.webhook === undefined) {
     throw new InvalidArgumentError(path, REASON.HOOK_TARGET_REQUIRED, MESSAGE.HOOK_TARGET_REQUIRED);
   }
   if (hook.matcher !== undefined) {
     // Even '' and '*' are refused off tool events, as upstream does.
-    if (!MATCHER_TYPES.has(hook.type)) {
+    if (modifying ? !MATCHER_POINTS.has(hook.point) : !MATCHER_TYPES.has(hook.type)) {
       throw new InvalidArgumentError(
         `${path}.matcher`,
         REASON.MATCHER_NOT_ALLOWED,
@@ -362,6 +404,63 @@ function checkHook(
     }
   }
   if (hook.webhook !== undefined) validateWebhook(hook, hook.webhook, path, options, limits);
+}
+
+/** Checks the kind of a modifying hook: `point` alone, and a point this sidecar knows. */
+function checkPoint(hook: Hook, path: string): void {
+  if (hook.type !== HookType.UNSPECIFIED) {
+    throw new InvalidArgumentError(
+      `${path}.point`,
+      REASON.HOOK_KIND_CONFLICT,
+      MESSAGE.HOOK_KIND_CONFLICT,
+    );
+  }
+  if (!KNOWN_MODIFY_POINTS.has(hook.point)) {
+    throw new InvalidArgumentError(
+      `${path}.point`,
+      REASON.INVALID_ENUM_VALUE,
+      `Unknown modify point value ${hook.point}`,
+    );
+  }
+}
+
+/**
+ * The webhook rules of a modifying hook: its payload is the point's context
+ * and its answer is always read, so no response handling, projection or body;
+ * fetch unless the point only observes; `onError: block` only where there is
+ * a result to withhold.
+ */
+function checkModifyingWebhook(hook: Hook, webhook: Webhook, path: string): void {
+  const option =
+    webhook.responseHandling !== ResponseHandling.UNSPECIFIED
+      ? 'responseHandling'
+      : webhook.eventFields !== undefined
+        ? 'eventFields'
+        : webhook.body !== undefined
+          ? 'body'
+          : undefined;
+  if (option !== undefined) {
+    throw new InvalidArgumentError(
+      `${path}.${option}`,
+      REASON.MODIFY_WEBHOOK_OPTION_NOT_ALLOWED,
+      MESSAGE.MODIFY_WEBHOOK_OPTION_NOT_ALLOWED,
+    );
+  }
+  const observes = hook.point === ModifyPoint.AFTER_PROVIDER_RESPONSE;
+  if (webhook.delivery === Delivery.QSTASH && !observes) {
+    throw new InvalidArgumentError(
+      `${path}.delivery`,
+      REASON.MODIFY_DELIVERY_NOT_ALLOWED,
+      MESSAGE.MODIFY_DELIVERY_NOT_ALLOWED,
+    );
+  }
+  if (webhook.onError === OnError.BLOCK && observes) {
+    throw new InvalidArgumentError(
+      `${path}.onError`,
+      REASON.BLOCK_REQUIRES_RESULT,
+      MESSAGE.BLOCK_REQUIRES_RESULT,
+    );
+  }
 }
 
 /** Checks the webhook part of `hook`; `hookPath` is the hook's JSON path. */
@@ -392,7 +491,9 @@ function validateWebhook(
   }
 
   const control = webhook.responseHandling === ResponseHandling.TOOL_CALL;
-  if (control) {
+  if (hook.point !== ModifyPoint.UNSPECIFIED) {
+    checkModifyingWebhook(hook, webhook, path);
+  } else if (control) {
     const fetchOnly = checkControlDelivery(webhook);
     if (fetchOnly !== undefined) throw webhookRuleError(fetchOnly, path);
     // Presence, not content: even an empty projection or body is refused.

@@ -7,6 +7,8 @@ import {
   Fallback,
   type Hook,
   HookSchema,
+  ModifyPoint,
+  ModifyPointSchema,
   OnError,
   ResponseHandling,
   type WebhookSchema,
@@ -529,5 +531,132 @@ describe('isControlHook', () => {
     expect(isControlHook(hook({ id: 'local', type: HookType.AFTER_STEP, handler: true }))).toBe(
       false,
     );
+  });
+});
+
+describe('modifying hooks (point)', () => {
+  const modifying = (init: Partial<HookInit>): HookInit =>
+    ({
+      id: 'shape',
+      point: ModifyPoint.TRANSFORM_CONTEXT,
+      webhook: { url: HOOK_URL },
+      ...init,
+    }) as HookInit;
+
+  it('accepts a hook at each of the twelve points, with a plugin name, webhook or handler', () => {
+    const points = ModifyPointSchema.values.map((v) => v.number).filter((n) => n !== 0);
+    expect(points).toHaveLength(12);
+    for (const point of points) {
+      validateHook(hook(modifying({ point, plugin: 'redactor' })), 'hooks[0]');
+      validateHook(hook(modifying({ point, webhook: undefined, handler: true })), 'hooks[0]');
+    }
+    validateHook(
+      hook(modifying({ point: ModifyPoint.BEFORE_TOOL_CALL, matcher: '^search$' })),
+      'hooks[0]',
+    );
+    validateHook(
+      hook(
+        modifying({
+          point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD,
+          webhook: { url: HOOK_URL, onError: OnError.BLOCK },
+        }),
+      ),
+      'hooks[0]',
+    );
+    validateHook(
+      hook(
+        modifying({
+          point: ModifyPoint.AFTER_PROVIDER_RESPONSE,
+          webhook: { url: HOOK_URL, delivery: Delivery.QSTASH },
+        }),
+      ),
+      'hooks[0]',
+    );
+  });
+
+  const cases: InvalidCase[] = [
+    {
+      name: 'both type and point',
+      hook: modifying({ type: HookType.AFTER_STEP }),
+      field: 'hooks[0].point',
+      reason: REASON.HOOK_KIND_CONFLICT,
+      message:
+        'A hook runs either on a lifecycle event (type) or at a modifying point (point), not both',
+    },
+    {
+      name: 'a point this sidecar does not know',
+      hook: modifying({ point: 99 as ModifyPoint }),
+      field: 'hooks[0].point',
+      reason: REASON.INVALID_ENUM_VALUE,
+      message: 'Unknown modify point value 99',
+    },
+    {
+      name: 'a matcher off the tool points',
+      hook: modifying({ matcher: 'x' }),
+      field: 'hooks[0].matcher',
+      reason: REASON.MATCHER_NOT_ALLOWED,
+      message: 'Matchers are only supported for tool events',
+    },
+    {
+      name: 'a response handling',
+      hook: modifying({ webhook: { url: HOOK_URL, responseHandling: ResponseHandling.IGNORE } }),
+      field: 'hooks[0].webhook.responseHandling',
+      reason: REASON.MODIFY_WEBHOOK_OPTION_NOT_ALLOWED,
+      message: "A modifying hook's webhook cannot set responseHandling, eventFields or body",
+    },
+    {
+      name: 'an event projection',
+      hook: modifying({ webhook: { url: HOOK_URL, eventFields: { names: [] } } }),
+      field: 'hooks[0].webhook.eventFields',
+      reason: REASON.MODIFY_WEBHOOK_OPTION_NOT_ALLOWED,
+      message: "A modifying hook's webhook cannot set responseHandling",
+    },
+    {
+      name: 'a body',
+      hook: modifying({ webhook: { url: HOOK_URL, body: {} } }),
+      field: 'hooks[0].webhook.body',
+      reason: REASON.MODIFY_WEBHOOK_OPTION_NOT_ALLOWED,
+      message: "A modifying hook's webhook cannot set responseHandling",
+    },
+    {
+      name: 'QStash on a point that returns a result',
+      hook: modifying({ webhook: { url: HOOK_URL, delivery: Delivery.QSTASH } }),
+      field: 'hooks[0].webhook.delivery',
+      reason: REASON.MODIFY_DELIVERY_NOT_ALLOWED,
+      message: 'QStash cannot return a result',
+    },
+    {
+      name: 'onError: block on the observe-only point',
+      hook: modifying({
+        point: ModifyPoint.AFTER_PROVIDER_RESPONSE,
+        webhook: { url: HOOK_URL, onError: OnError.BLOCK },
+      }),
+      field: 'hooks[0].webhook.onError',
+      reason: REASON.BLOCK_REQUIRES_RESULT,
+      message: 'onError: block needs a result to withhold',
+    },
+    {
+      name: 'a plugin name over 256 bytes',
+      hook: modifying({ plugin: 'é'.repeat(129) }),
+      field: 'hooks[0].plugin',
+      reason: REASON.PLUGIN_NAME_TOO_LONG,
+      message: 'A plugin name can be at most 256 bytes (UTF-8)',
+    },
+  ];
+  for (const c of cases) {
+    it(`refuses ${c.name}`, () => {
+      const e = invalidArgument(() => validateHook(hook(c.hook), 'hooks[0]'));
+      expect(e.field).toBe(c.field);
+      expect(e.reason).toBe(c.reason);
+      expect(e.message).toContain(c.message);
+    });
+  }
+
+  it('checks a stored modifying hook by the same schema rules, without the size limits', () => {
+    validateStoredHook(hook(modifying({ plugin: 'é'.repeat(200) })), 'hooks[0]');
+    const e = invalidArgument(() =>
+      validateStoredHook(hook(modifying({ type: HookType.AFTER_STEP })), 'hooks[0]'),
+    );
+    expect(e.reason).toBe(REASON.HOOK_KIND_CONFLICT);
   });
 });

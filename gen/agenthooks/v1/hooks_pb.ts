@@ -13,7 +13,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agenthooks/v1/hooks.proto.
  */
 export const file_agenthooks_v1_hooks: GenFile = /*@__PURE__*/
-  fileDesc("ChlhZ2VudGhvb2tzL3YxL2hvb2tzLnByb3RvEg1hZ2VudGhvb2tzLnYxIpUBCgRIb29rEgoKAmlkGAEgASgJEiUKBHR5cGUYAiABKA4yFy5hZ2VudGhvb2tzLnYxLkhvb2tUeXBlEhQKB21hdGNoZXIYAyABKAlIAIgBARIPCgdoYW5kbGVyGAQgASgIEicKB3dlYmhvb2sYBSABKAsyFi5hZ2VudGhvb2tzLnYxLldlYmhvb2tCCgoIX21hdGNoZXIiHAoLRXZlbnRGaWVsZHMSDQoFbmFtZXMYASADKAkizQMKB1dlYmhvb2sSCwoDdXJsGAEgASgJEikKCGRlbGl2ZXJ5GAIgASgOMhcuYWdlbnRob29rcy52MS5EZWxpdmVyeRIpCghmYWxsYmFjaxgDIAEoDjIXLmFnZW50aG9va3MudjEuRmFsbGJhY2sSFAoHdGltZW91dBgEIAEoAUgAiAEBEjQKB2hlYWRlcnMYBSADKAsyIy5hZ2VudGhvb2tzLnYxLldlYmhvb2suSGVhZGVyc0VudHJ5EhgKEGFsbG93ZWRfZW52X3ZhcnMYBiADKAkSJQoEYm9keRgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMAoMZXZlbnRfZmllbGRzGAggASgLMhouYWdlbnRob29rcy52MS5FdmVudEZpZWxkcxI6ChFyZXNwb25zZV9oYW5kbGluZxgJIAEoDjIfLmFnZW50aG9va3MudjEuUmVzcG9uc2VIYW5kbGluZxIoCghvbl9lcnJvchgKIAEoDjIWLmFnZW50aG9va3MudjEuT25FcnJvchouCgxIZWFkZXJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIKCghfdGltZW91dCpNCghEZWxpdmVyeRIYChRERUxJVkVSWV9VTlNQRUNJRklFRBAAEhIKDkRFTElWRVJZX0ZFVENIEAESEwoPREVMSVZFUllfUVNUQVNIEAIqSwoIRmFsbGJhY2sSGAoURkFMTEJBQ0tfVU5TUEVDSUZJRUQQABISCg5GQUxMQkFDS19GRVRDSBABEhEKDUZBTExCQUNLX05PTkUQAip0ChBSZXNwb25zZUhhbmRsaW5nEiEKHVJFU1BPTlNFX0hBTkRMSU5HX1VOU1BFQ0lGSUVEEAASHAoYUkVTUE9OU0VfSEFORExJTkdfSUdOT1JFEAESHwobUkVTUE9OU0VfSEFORExJTkdfVE9PTF9DQUxMEAIqTgoHT25FcnJvchIYChRPTl9FUlJPUl9VTlNQRUNJRklFRBAAEhUKEU9OX0VSUk9SX0NPTlRJTlVFEAESEgoOT05fRVJST1JfQkxPQ0sQAmIGcHJvdG8z", [file_agenthooks_v1_events, file_google_protobuf_struct]);
+  fileDesc("ChlhZ2VudGhvb2tzL3YxL2hvb2tzLnByb3RvEg1hZ2VudGhvb2tzLnYxItABCgRIb29rEgoKAmlkGAEgASgJEiUKBHR5cGUYAiABKA4yFy5hZ2VudGhvb2tzLnYxLkhvb2tUeXBlEhQKB21hdGNoZXIYAyABKAlIAIgBARIPCgdoYW5kbGVyGAQgASgIEicKB3dlYmhvb2sYBSABKAsyFi5hZ2VudGhvb2tzLnYxLldlYmhvb2sSKQoFcG9pbnQYBiABKA4yGi5hZ2VudGhvb2tzLnYxLk1vZGlmeVBvaW50Eg4KBnBsdWdpbhgHIAEoCUIKCghfbWF0Y2hlciIcCgtFdmVudEZpZWxkcxINCgVuYW1lcxgBIAMoCSLNAwoHV2ViaG9vaxILCgN1cmwYASABKAkSKQoIZGVsaXZlcnkYAiABKA4yFy5hZ2VudGhvb2tzLnYxLkRlbGl2ZXJ5EikKCGZhbGxiYWNrGAMgASgOMhcuYWdlbnRob29rcy52MS5GYWxsYmFjaxIUCgd0aW1lb3V0GAQgASgBSACIAQESNAoHaGVhZGVycxgFIAMoCzIjLmFnZW50aG9va3MudjEuV2ViaG9vay5IZWFkZXJzRW50cnkSGAoQYWxsb3dlZF9lbnZfdmFycxgGIAMoCRIlCgRib2R5GAcgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIwCgxldmVudF9maWVsZHMYCCABKAsyGi5hZ2VudGhvb2tzLnYxLkV2ZW50RmllbGRzEjoKEXJlc3BvbnNlX2hhbmRsaW5nGAkgASgOMh8uYWdlbnRob29rcy52MS5SZXNwb25zZUhhbmRsaW5nEigKCG9uX2Vycm9yGAogASgOMhYuYWdlbnRob29rcy52MS5PbkVycm9yGi4KDEhlYWRlcnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgoKCF90aW1lb3V0KvYDCgtNb2RpZnlQb2ludBIcChhNT0RJRllfUE9JTlRfVU5TUEVDSUZJRUQQABIjCh9NT0RJRllfUE9JTlRfQkVGT1JFX0FHRU5UX1NUQVJUEAESIQodTU9ESUZZX1BPSU5UX0JFRk9SRV9UT09MX0NBTEwQAhIgChxNT0RJRllfUE9JTlRfQUZURVJfVE9PTF9DQUxMEAMSIgoeTU9ESUZZX1BPSU5UX1BSRVBBUkVfTkVYVF9UVVJOEAQSIgoeTU9ESUZZX1BPSU5UX1RSQU5TRk9STV9DT05URVhUEAUSKAokTU9ESUZZX1BPSU5UX0JFRk9SRV9QUk9WSURFUl9SRVFVRVNUEAYSKAokTU9ESUZZX1BPSU5UX0JFRk9SRV9QUk9WSURFUl9QQVlMT0FEEAcSKAokTU9ESUZZX1BPSU5UX0FGVEVSX1BST1ZJREVSX1JFU1BPTlNFEAgSJwojTU9ESUZZX1BPSU5UX1NIT1VMRF9TVE9QX0FGVEVSX1RVUk4QCRImCiJNT0RJRllfUE9JTlRfR0VUX1NURUVSSU5HX01FU1NBR0VTEAoSJwojTU9ESUZZX1BPSU5UX0dFVF9GT0xMT1dfVVBfTUVTU0FHRVMQCxIfChtNT0RJRllfUE9JTlRfQkVGT1JFX0NPTVBBQ1QQDCpNCghEZWxpdmVyeRIYChRERUxJVkVSWV9VTlNQRUNJRklFRBAAEhIKDkRFTElWRVJZX0ZFVENIEAESEwoPREVMSVZFUllfUVNUQVNIEAIqSwoIRmFsbGJhY2sSGAoURkFMTEJBQ0tfVU5TUEVDSUZJRUQQABISCg5GQUxMQkFDS19GRVRDSBABEhEKDUZBTExCQUNLX05PTkUQAip0ChBSZXNwb25zZUhhbmRsaW5nEiEKHVJFU1BPTlNFX0hBTkRMSU5HX1VOU1BFQ0lGSUVEEAASHAoYUkVTUE9OU0VfSEFORExJTkdfSUdOT1JFEAESHwobUkVTUE9OU0VfSEFORExJTkdfVE9PTF9DQUxMEAIqTgoHT25FcnJvchIYChRPTl9FUlJPUl9VTlNQRUNJRklFRBAAEhUKEU9OX0VSUk9SX0NPTlRJTlVFEAESEgoOT05fRVJST1JfQkxPQ0sQAmIGcHJvdG8z", [file_agenthooks_v1_events, file_google_protobuf_struct]);
 
 /**
  * Hook is one caller hook of an operation, as `RegisterHooks` takes it and
@@ -38,16 +38,21 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
   id: string;
 
   /**
-   * Event the hook runs on. Required.
+   * Lifecycle event the hook runs on (`agent-runtime-hooks.md`). Exactly
+   * one of `type` and `point` is set (`HOOK_KIND_CONFLICT` when both are,
+   * `HOOK_TYPE_REQUIRED` when neither is).
    *
    * @generated from field: agenthooks.v1.HookType type = 2;
    */
   type: HookType;
 
   /**
-   * Unanchored JavaScript regular expression tested against
-   * `${identifier}/${apiName}`. Only on `beforeToolCall`, `afterToolCall`
-   * and `onToolCallError`; absent, empty or `*` matches every tool. Runs on
+   * Unanchored JavaScript regular expression. On a lifecycle hook it is
+   * tested against `${identifier}/${apiName}`, and allowed only on
+   * `beforeToolCall`, `afterToolCall` and `onToolCallError`; on a modifying
+   * hook it is tested against the tool's name (`toolCall.name`), and allowed
+   * only on the `beforeToolCall` and `afterToolCall` points. Absent, empty or
+   * `*` matches every tool. Runs on
    * a linear-time engine: backreferences and lookaround are refused
    * (`MATCHER_NOT_LINEAR`), as are counted repetitions over 100 and programs
    * over 300 instructions (`MATCHER_TOO_COMPLEX`); an operation's distinct
@@ -75,6 +80,31 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
    * @generated from field: agenthooks.v1.Webhook webhook = 5;
    */
   webhook?: Webhook | undefined;
+
+  /**
+   * Modifying point the hook runs at (`hookbus-hooks.md`), for a hook that
+   * shapes the agent loop rather than observes or vetoes it. The names
+   * `beforeToolCall`, `afterToolCall` and `beforeCompact` exist in both
+   * families; `type` and `point` keep them apart. A modifying webhook's
+   * answer is always read, so `responseHandling`, `eventFields` and `body`
+   * are refused (`MODIFY_WEBHOOK_OPTION_NOT_ALLOWED`); QStash is refused
+   * except on the observe-only `afterProviderResponse`, as a queue cannot
+   * return a result (`MODIFY_DELIVERY_NOT_ALLOWED`); `onError: block` is
+   * allowed on every point that returns a result, not on
+   * `afterProviderResponse` (`BLOCK_REQUIRES_RESULT`).
+   *
+   * @generated from field: agenthooks.v1.ModifyPoint point = 6;
+   */
+  point: ModifyPoint;
+
+  /**
+   * Plugin the hook belongs to (the spec's `{ name, hooks }`), sent to
+   * receivers as `plugin`. Optional; at most 256 bytes (UTF-8)
+   * (`PLUGIN_NAME_TOO_LONG`).
+   *
+   * @generated from field: string plugin = 7;
+   */
+  plugin: string;
 };
 
 /**
@@ -204,6 +234,114 @@ export const WebhookSchema: GenMessage<Webhook> = /*@__PURE__*/
   messageDesc(file_agenthooks_v1_hooks, 2);
 
 /**
+ * ModifyPoint names one of the twelve points of the agent loop where a
+ * modifying hook runs, as `hookbus-hooks.md` lists them.
+ *
+ * @generated from enum agenthooks.v1.ModifyPoint
+ */
+export enum ModifyPoint {
+  /**
+   * Not a modifying hook.
+   *
+   * @generated from enum value: MODIFY_POINT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * `beforeAgentStart`: may replace `messages` and `systemPrompt`.
+   *
+   * @generated from enum value: MODIFY_POINT_BEFORE_AGENT_START = 1;
+   */
+  BEFORE_AGENT_START = 1,
+
+  /**
+   * `beforeToolCall`: may rewrite `args`, or short-circuit the tool with
+   * `content` or `isError: true`.
+   *
+   * @generated from enum value: MODIFY_POINT_BEFORE_TOOL_CALL = 2;
+   */
+  BEFORE_TOOL_CALL = 2,
+
+  /**
+   * `afterToolCall`: may override `content` and `isError`, or `terminate`
+   * the loop.
+   *
+   * @generated from enum value: MODIFY_POINT_AFTER_TOOL_CALL = 3;
+   */
+  AFTER_TOOL_CALL = 3,
+
+  /**
+   * `prepareNextTurn`: may replace `messages`.
+   *
+   * @generated from enum value: MODIFY_POINT_PREPARE_NEXT_TURN = 4;
+   */
+  PREPARE_NEXT_TURN = 4,
+
+  /**
+   * `transformContext`: may replace `messages`.
+   *
+   * @generated from enum value: MODIFY_POINT_TRANSFORM_CONTEXT = 5;
+   */
+  TRANSFORM_CONTEXT = 5,
+
+  /**
+   * `beforeProviderRequest`: may patch `headers` and `metadata` and
+   * override `timeoutMs`, `maxRetries`, `cacheRetention` and `transport`.
+   *
+   * @generated from enum value: MODIFY_POINT_BEFORE_PROVIDER_REQUEST = 6;
+   */
+  BEFORE_PROVIDER_REQUEST = 6,
+
+  /**
+   * `beforeProviderPayload`: may replace `payload`.
+   *
+   * @generated from enum value: MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD = 7;
+   */
+  BEFORE_PROVIDER_PAYLOAD = 7,
+
+  /**
+   * `afterProviderResponse`: observes only; results are not read.
+   *
+   * @generated from enum value: MODIFY_POINT_AFTER_PROVIDER_RESPONSE = 8;
+   */
+  AFTER_PROVIDER_RESPONSE = 8,
+
+  /**
+   * `shouldStopAfterTurn`: may answer `{ stop }`.
+   *
+   * @generated from enum value: MODIFY_POINT_SHOULD_STOP_AFTER_TURN = 9;
+   */
+  SHOULD_STOP_AFTER_TURN = 9,
+
+  /**
+   * `getSteeringMessages`: may add `messages`.
+   *
+   * @generated from enum value: MODIFY_POINT_GET_STEERING_MESSAGES = 10;
+   */
+  GET_STEERING_MESSAGES = 10,
+
+  /**
+   * `getFollowUpMessages`: may add `messages`.
+   *
+   * @generated from enum value: MODIFY_POINT_GET_FOLLOW_UP_MESSAGES = 11;
+   */
+  GET_FOLLOW_UP_MESSAGES = 11,
+
+  /**
+   * `beforeCompact`: may `cancel` compaction or supply a `summary`.
+   *
+   * @generated from enum value: MODIFY_POINT_BEFORE_COMPACT = 12;
+   */
+  BEFORE_COMPACT = 12,
+}
+
+/**
+ * Describes the enum agenthooks.v1.ModifyPoint.
+ */
+export const ModifyPointSchema: GenEnum<ModifyPoint> = /*@__PURE__*/
+  enumDesc(file_agenthooks_v1_hooks, 0);
+
+/**
  * Delivery names how a webhook is sent.
  *
  * @generated from enum agenthooks.v1.Delivery
@@ -235,7 +373,7 @@ export enum Delivery {
  * Describes the enum agenthooks.v1.Delivery.
  */
 export const DeliverySchema: GenEnum<Delivery> = /*@__PURE__*/
-  enumDesc(file_agenthooks_v1_hooks, 0);
+  enumDesc(file_agenthooks_v1_hooks, 1);
 
 /**
  * Fallback names what happens when a QStash delivery fails, and whether a
@@ -271,7 +409,7 @@ export enum Fallback {
  * Describes the enum agenthooks.v1.Fallback.
  */
 export const FallbackSchema: GenEnum<Fallback> = /*@__PURE__*/
-  enumDesc(file_agenthooks_v1_hooks, 1);
+  enumDesc(file_agenthooks_v1_hooks, 2);
 
 /**
  * ResponseHandling names what agenthooks does with a webhook's response.
@@ -306,7 +444,7 @@ export enum ResponseHandling {
  * Describes the enum agenthooks.v1.ResponseHandling.
  */
 export const ResponseHandlingSchema: GenEnum<ResponseHandling> = /*@__PURE__*/
-  enumDesc(file_agenthooks_v1_hooks, 2);
+  enumDesc(file_agenthooks_v1_hooks, 3);
 
 /**
  * OnError names what a control does when its webhook fails.
@@ -341,5 +479,5 @@ export enum OnError {
  * Describes the enum agenthooks.v1.OnError.
  */
 export const OnErrorSchema: GenEnum<OnError> = /*@__PURE__*/
-  enumDesc(file_agenthooks_v1_hooks, 3);
+  enumDesc(file_agenthooks_v1_hooks, 4);
 

@@ -41,7 +41,8 @@ const (
 	// INVALID_ARGUMENT: a hook's `id` starts with `server-env-webhook:`, the
 	// prefix reserved for environment hooks.
 	ErrorReason_HOOK_ID_RESERVED ErrorReason = 2
-	// INVALID_ARGUMENT: a hook's `type` is unspecified or not a known hook type.
+	// INVALID_ARGUMENT: a hook's `type` is unspecified or not a known hook type
+	// (and, for a modifying hook, its `point` is unspecified too).
 	ErrorReason_HOOK_TYPE_REQUIRED ErrorReason = 3
 	// INVALID_ARGUMENT: a hook has neither a handler nor a webhook.
 	ErrorReason_HOOK_TARGET_REQUIRED ErrorReason = 4
@@ -277,6 +278,21 @@ const (
 	// `afterHumanIntervention` or an empty `agentId` of a call-agent event;
 	// the `BadRequest` names the field.
 	ErrorReason_EVENT_FIELD_REQUIRED ErrorReason = 85
+	// INVALID_ARGUMENT: a hook sets both `type` (a lifecycle event) and
+	// `point` (a modifying point); a hook is one or the other.
+	ErrorReason_HOOK_KIND_CONFLICT ErrorReason = 86
+	// INVALID_ARGUMENT: a modifying hook's webhook sets `responseHandling`,
+	// `eventFields` or `body`: its payload is the point's context and its
+	// answer is always read.
+	ErrorReason_MODIFY_WEBHOOK_OPTION_NOT_ALLOWED ErrorReason = 87
+	// INVALID_ARGUMENT: a modifying hook's webhook has `delivery: qstash` on a
+	// point that returns a result; a queue cannot answer.
+	ErrorReason_MODIFY_DELIVERY_NOT_ALLOWED ErrorReason = 88
+	// INVALID_ARGUMENT: `onError: block` on the observe-only
+	// `afterProviderResponse` point, which has no result to withhold.
+	ErrorReason_BLOCK_REQUIRES_RESULT ErrorReason = 89
+	// INVALID_ARGUMENT: a hook's `plugin` is longer than 256 bytes (UTF-8).
+	ErrorReason_PLUGIN_NAME_TOO_LONG ErrorReason = 90
 )
 
 // Enum value maps for ErrorReason.
@@ -368,94 +384,104 @@ var (
 		83: "MATCHER_BUDGET_EXCEEDED",
 		84: "STORED_HOOK_INVALID",
 		85: "EVENT_FIELD_REQUIRED",
+		86: "HOOK_KIND_CONFLICT",
+		87: "MODIFY_WEBHOOK_OPTION_NOT_ALLOWED",
+		88: "MODIFY_DELIVERY_NOT_ALLOWED",
+		89: "BLOCK_REQUIRES_RESULT",
+		90: "PLUGIN_NAME_TOO_LONG",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":      0,
-		"HOOK_ID_REQUIRED":              1,
-		"HOOK_ID_RESERVED":              2,
-		"HOOK_TYPE_REQUIRED":            3,
-		"HOOK_TARGET_REQUIRED":          4,
-		"MATCHER_NOT_ALLOWED":           5,
-		"INVALID_MATCHER":               6,
-		"MATCHER_NOT_LINEAR":            7,
-		"MATCHER_TOO_LONG":              8,
-		"INVALID_WEBHOOK_URL":           9,
-		"WEBHOOK_DESTINATION_DENIED":    10,
-		"INVALID_WEBHOOK_TIMEOUT":       11,
-		"INVALID_HEADER_NAME":           12,
-		"FORBIDDEN_HEADER":              13,
-		"INVALID_HEADER_VALUE":          14,
-		"TOO_MANY_HEADERS":              15,
-		"HEADER_TOO_LARGE":              16,
-		"INVALID_ENV_VAR_NAME":          17,
-		"ENV_VAR_NOT_ALLOWED":           18,
-		"TOO_MANY_HOOKS":                19,
-		"CONTROL_REQUIRES_FETCH":        20,
-		"CONTROL_PAYLOAD_OVERRIDE":      21,
-		"CONTROL_TYPE_NOT_ALLOWED":      22,
-		"CONTROL_HANDLER_NOT_ALLOWED":   23,
-		"BLOCK_REQUIRES_CONTROL":        24,
-		"INVALID_ENUM_VALUE":            25,
-		"HOOK_NOT_SERIALIZABLE":         26,
-		"OPERATION_ID_REQUIRED":         27,
-		"EVENT_REQUIRED":                28,
-		"USE_DECIDE_TOOL_CALL":          29,
-		"TOOL_RESULT_REQUIRED":          30,
-		"TOOL_CALL_ID_REQUIRED":         31,
-		"TOOL_CALL_CONTEXT_INVALID":     32,
-		"OPERATION_CHAIN_INVALID":       33,
-		"PARK_KIND_REQUIRED":            34,
-		"HANDLE_MESSAGE_REQUIRED":       35,
-		"MALFORMED_REQUEST":             36,
-		"MESSAGE_TOO_LARGE":             37,
-		"UNIMPLEMENTED":                 38,
-		"UNAUTHENTICATED":               39,
-		"CANCELLED":                     40,
-		"DEADLINE_EXCEEDED":             41,
-		"SHUTTING_DOWN":                 42,
-		"INTERNAL":                      43,
-		"CRITICAL_HOOK_DELIVERY_FAILED": 44,
-		"INVALID_ENVIRONMENT":           45,
-		"INVALID_ENV_FILE":              46,
-		"USER_DIRECTORY_UNAVAILABLE":    47,
-		"WEBHOOK_CONFIGURATION":         48,
-		"WEBHOOK_HTTP_ERROR":            49,
-		"WEBHOOK_NETWORK_ERROR":         50,
-		"WEBHOOK_TIMEOUT":               51,
-		"WEBHOOK_RESPONSE_TOO_LARGE":    52,
-		"WEBHOOK_INVALID_RESPONSE":      53,
-		"WEBHOOK_CANCELLED":             54,
-		"STORE_LOCKED":                  55,
-		"STORE_READ_ONLY":               56,
-		"STORE_FULL":                    57,
-		"STORE_CORRUPT":                 58,
-		"STORE_UNAVAILABLE":             59,
-		"STORE_CLOSED":                  60,
-		"STORE_NEWER_THAN_CODE":         61,
-		"STORE_INTERNAL":                62,
-		"STORED_HOOK_CORRUPT":           63,
-		"TOOL_CALL_CONTEXT_UNAVAILABLE": 64,
-		"PARKED_CALL_NOT_FOUND":         65,
-		"OPERATION_EXPIRED":             66,
-		"INVALID_FLAG":                  67,
-		"INVALID_TRANSPORT_SECURITY":    68,
-		"INVALID_AUTH_TOKEN":            69,
-		"USERS_FILE_INVALID":            70,
-		"USERS_FILE_UNREADABLE":         71,
-		"WEBHOOK_URL_TOO_LONG":          72,
-		"MATCHER_TOO_COMPLEX":           73,
-		"IDENTIFIER_TOO_LONG":           74,
-		"STORE_FILE_MISSING":            75,
-		"STORE_FILE_REPLACED":           76,
-		"HOOK_CONFIG_TOO_LARGE":         77,
-		"OPERATION_ID_TOO_LONG":         78,
-		"HOOK_ID_TOO_LONG":              79,
-		"TOOL_CALL_ID_TOO_LONG":         80,
-		"DUPLICATE_HEADER":              81,
-		"INVALID_HEADER_TEMPLATE":       82,
-		"MATCHER_BUDGET_EXCEEDED":       83,
-		"STORED_HOOK_INVALID":           84,
-		"EVENT_FIELD_REQUIRED":          85,
+		"ERROR_REASON_UNSPECIFIED":          0,
+		"HOOK_ID_REQUIRED":                  1,
+		"HOOK_ID_RESERVED":                  2,
+		"HOOK_TYPE_REQUIRED":                3,
+		"HOOK_TARGET_REQUIRED":              4,
+		"MATCHER_NOT_ALLOWED":               5,
+		"INVALID_MATCHER":                   6,
+		"MATCHER_NOT_LINEAR":                7,
+		"MATCHER_TOO_LONG":                  8,
+		"INVALID_WEBHOOK_URL":               9,
+		"WEBHOOK_DESTINATION_DENIED":        10,
+		"INVALID_WEBHOOK_TIMEOUT":           11,
+		"INVALID_HEADER_NAME":               12,
+		"FORBIDDEN_HEADER":                  13,
+		"INVALID_HEADER_VALUE":              14,
+		"TOO_MANY_HEADERS":                  15,
+		"HEADER_TOO_LARGE":                  16,
+		"INVALID_ENV_VAR_NAME":              17,
+		"ENV_VAR_NOT_ALLOWED":               18,
+		"TOO_MANY_HOOKS":                    19,
+		"CONTROL_REQUIRES_FETCH":            20,
+		"CONTROL_PAYLOAD_OVERRIDE":          21,
+		"CONTROL_TYPE_NOT_ALLOWED":          22,
+		"CONTROL_HANDLER_NOT_ALLOWED":       23,
+		"BLOCK_REQUIRES_CONTROL":            24,
+		"INVALID_ENUM_VALUE":                25,
+		"HOOK_NOT_SERIALIZABLE":             26,
+		"OPERATION_ID_REQUIRED":             27,
+		"EVENT_REQUIRED":                    28,
+		"USE_DECIDE_TOOL_CALL":              29,
+		"TOOL_RESULT_REQUIRED":              30,
+		"TOOL_CALL_ID_REQUIRED":             31,
+		"TOOL_CALL_CONTEXT_INVALID":         32,
+		"OPERATION_CHAIN_INVALID":           33,
+		"PARK_KIND_REQUIRED":                34,
+		"HANDLE_MESSAGE_REQUIRED":           35,
+		"MALFORMED_REQUEST":                 36,
+		"MESSAGE_TOO_LARGE":                 37,
+		"UNIMPLEMENTED":                     38,
+		"UNAUTHENTICATED":                   39,
+		"CANCELLED":                         40,
+		"DEADLINE_EXCEEDED":                 41,
+		"SHUTTING_DOWN":                     42,
+		"INTERNAL":                          43,
+		"CRITICAL_HOOK_DELIVERY_FAILED":     44,
+		"INVALID_ENVIRONMENT":               45,
+		"INVALID_ENV_FILE":                  46,
+		"USER_DIRECTORY_UNAVAILABLE":        47,
+		"WEBHOOK_CONFIGURATION":             48,
+		"WEBHOOK_HTTP_ERROR":                49,
+		"WEBHOOK_NETWORK_ERROR":             50,
+		"WEBHOOK_TIMEOUT":                   51,
+		"WEBHOOK_RESPONSE_TOO_LARGE":        52,
+		"WEBHOOK_INVALID_RESPONSE":          53,
+		"WEBHOOK_CANCELLED":                 54,
+		"STORE_LOCKED":                      55,
+		"STORE_READ_ONLY":                   56,
+		"STORE_FULL":                        57,
+		"STORE_CORRUPT":                     58,
+		"STORE_UNAVAILABLE":                 59,
+		"STORE_CLOSED":                      60,
+		"STORE_NEWER_THAN_CODE":             61,
+		"STORE_INTERNAL":                    62,
+		"STORED_HOOK_CORRUPT":               63,
+		"TOOL_CALL_CONTEXT_UNAVAILABLE":     64,
+		"PARKED_CALL_NOT_FOUND":             65,
+		"OPERATION_EXPIRED":                 66,
+		"INVALID_FLAG":                      67,
+		"INVALID_TRANSPORT_SECURITY":        68,
+		"INVALID_AUTH_TOKEN":                69,
+		"USERS_FILE_INVALID":                70,
+		"USERS_FILE_UNREADABLE":             71,
+		"WEBHOOK_URL_TOO_LONG":              72,
+		"MATCHER_TOO_COMPLEX":               73,
+		"IDENTIFIER_TOO_LONG":               74,
+		"STORE_FILE_MISSING":                75,
+		"STORE_FILE_REPLACED":               76,
+		"HOOK_CONFIG_TOO_LARGE":             77,
+		"OPERATION_ID_TOO_LONG":             78,
+		"HOOK_ID_TOO_LONG":                  79,
+		"TOOL_CALL_ID_TOO_LONG":             80,
+		"DUPLICATE_HEADER":                  81,
+		"INVALID_HEADER_TEMPLATE":           82,
+		"MATCHER_BUDGET_EXCEEDED":           83,
+		"STORED_HOOK_INVALID":               84,
+		"EVENT_FIELD_REQUIRED":              85,
+		"HOOK_KIND_CONFLICT":                86,
+		"MODIFY_WEBHOOK_OPTION_NOT_ALLOWED": 87,
+		"MODIFY_DELIVERY_NOT_ALLOWED":       88,
+		"BLOCK_REQUIRES_RESULT":             89,
+		"PLUGIN_NAME_TOO_LONG":              90,
 	}
 )
 
@@ -490,7 +516,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xe9\x10\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xfe\x11\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -579,7 +605,12 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x17INVALID_HEADER_TEMPLATE\x10R\x12\x1b\n" +
 	"\x17MATCHER_BUDGET_EXCEEDED\x10S\x12\x17\n" +
 	"\x13STORED_HOOK_INVALID\x10T\x12\x18\n" +
-	"\x14EVENT_FIELD_REQUIRED\x10UB\xa9\x01\n" +
+	"\x14EVENT_FIELD_REQUIRED\x10U\x12\x16\n" +
+	"\x12HOOK_KIND_CONFLICT\x10V\x12%\n" +
+	"!MODIFY_WEBHOOK_OPTION_NOT_ALLOWED\x10W\x12\x1f\n" +
+	"\x1bMODIFY_DELIVERY_NOT_ALLOWED\x10X\x12\x19\n" +
+	"\x15BLOCK_REQUIRES_RESULT\x10Y\x12\x18\n" +
+	"\x14PLUGIN_NAME_TOO_LONG\x10ZB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

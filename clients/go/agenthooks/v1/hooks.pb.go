@@ -22,6 +22,103 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ModifyPoint names one of the twelve points of the agent loop where a
+// modifying hook runs, as `hookbus-hooks.md` lists them.
+type ModifyPoint int32
+
+const (
+	// Not a modifying hook.
+	ModifyPoint_MODIFY_POINT_UNSPECIFIED ModifyPoint = 0
+	// `beforeAgentStart`: may replace `messages` and `systemPrompt`.
+	ModifyPoint_MODIFY_POINT_BEFORE_AGENT_START ModifyPoint = 1
+	// `beforeToolCall`: may rewrite `args`, or short-circuit the tool with
+	// `content` or `isError: true`.
+	ModifyPoint_MODIFY_POINT_BEFORE_TOOL_CALL ModifyPoint = 2
+	// `afterToolCall`: may override `content` and `isError`, or `terminate`
+	// the loop.
+	ModifyPoint_MODIFY_POINT_AFTER_TOOL_CALL ModifyPoint = 3
+	// `prepareNextTurn`: may replace `messages`.
+	ModifyPoint_MODIFY_POINT_PREPARE_NEXT_TURN ModifyPoint = 4
+	// `transformContext`: may replace `messages`.
+	ModifyPoint_MODIFY_POINT_TRANSFORM_CONTEXT ModifyPoint = 5
+	// `beforeProviderRequest`: may patch `headers` and `metadata` and
+	// override `timeoutMs`, `maxRetries`, `cacheRetention` and `transport`.
+	ModifyPoint_MODIFY_POINT_BEFORE_PROVIDER_REQUEST ModifyPoint = 6
+	// `beforeProviderPayload`: may replace `payload`.
+	ModifyPoint_MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD ModifyPoint = 7
+	// `afterProviderResponse`: observes only; results are not read.
+	ModifyPoint_MODIFY_POINT_AFTER_PROVIDER_RESPONSE ModifyPoint = 8
+	// `shouldStopAfterTurn`: may answer `{ stop }`.
+	ModifyPoint_MODIFY_POINT_SHOULD_STOP_AFTER_TURN ModifyPoint = 9
+	// `getSteeringMessages`: may add `messages`.
+	ModifyPoint_MODIFY_POINT_GET_STEERING_MESSAGES ModifyPoint = 10
+	// `getFollowUpMessages`: may add `messages`.
+	ModifyPoint_MODIFY_POINT_GET_FOLLOW_UP_MESSAGES ModifyPoint = 11
+	// `beforeCompact`: may `cancel` compaction or supply a `summary`.
+	ModifyPoint_MODIFY_POINT_BEFORE_COMPACT ModifyPoint = 12
+)
+
+// Enum value maps for ModifyPoint.
+var (
+	ModifyPoint_name = map[int32]string{
+		0:  "MODIFY_POINT_UNSPECIFIED",
+		1:  "MODIFY_POINT_BEFORE_AGENT_START",
+		2:  "MODIFY_POINT_BEFORE_TOOL_CALL",
+		3:  "MODIFY_POINT_AFTER_TOOL_CALL",
+		4:  "MODIFY_POINT_PREPARE_NEXT_TURN",
+		5:  "MODIFY_POINT_TRANSFORM_CONTEXT",
+		6:  "MODIFY_POINT_BEFORE_PROVIDER_REQUEST",
+		7:  "MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD",
+		8:  "MODIFY_POINT_AFTER_PROVIDER_RESPONSE",
+		9:  "MODIFY_POINT_SHOULD_STOP_AFTER_TURN",
+		10: "MODIFY_POINT_GET_STEERING_MESSAGES",
+		11: "MODIFY_POINT_GET_FOLLOW_UP_MESSAGES",
+		12: "MODIFY_POINT_BEFORE_COMPACT",
+	}
+	ModifyPoint_value = map[string]int32{
+		"MODIFY_POINT_UNSPECIFIED":             0,
+		"MODIFY_POINT_BEFORE_AGENT_START":      1,
+		"MODIFY_POINT_BEFORE_TOOL_CALL":        2,
+		"MODIFY_POINT_AFTER_TOOL_CALL":         3,
+		"MODIFY_POINT_PREPARE_NEXT_TURN":       4,
+		"MODIFY_POINT_TRANSFORM_CONTEXT":       5,
+		"MODIFY_POINT_BEFORE_PROVIDER_REQUEST": 6,
+		"MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD": 7,
+		"MODIFY_POINT_AFTER_PROVIDER_RESPONSE": 8,
+		"MODIFY_POINT_SHOULD_STOP_AFTER_TURN":  9,
+		"MODIFY_POINT_GET_STEERING_MESSAGES":   10,
+		"MODIFY_POINT_GET_FOLLOW_UP_MESSAGES":  11,
+		"MODIFY_POINT_BEFORE_COMPACT":          12,
+	}
+)
+
+func (x ModifyPoint) Enum() *ModifyPoint {
+	p := new(ModifyPoint)
+	*p = x
+	return p
+}
+
+func (x ModifyPoint) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ModifyPoint) Descriptor() protoreflect.EnumDescriptor {
+	return file_agenthooks_v1_hooks_proto_enumTypes[0].Descriptor()
+}
+
+func (ModifyPoint) Type() protoreflect.EnumType {
+	return &file_agenthooks_v1_hooks_proto_enumTypes[0]
+}
+
+func (x ModifyPoint) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ModifyPoint.Descriptor instead.
+func (ModifyPoint) EnumDescriptor() ([]byte, []int) {
+	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{0}
+}
+
 // Delivery names how a webhook is sent.
 type Delivery int32
 
@@ -59,11 +156,11 @@ func (x Delivery) String() string {
 }
 
 func (Delivery) Descriptor() protoreflect.EnumDescriptor {
-	return file_agenthooks_v1_hooks_proto_enumTypes[0].Descriptor()
+	return file_agenthooks_v1_hooks_proto_enumTypes[1].Descriptor()
 }
 
 func (Delivery) Type() protoreflect.EnumType {
-	return &file_agenthooks_v1_hooks_proto_enumTypes[0]
+	return &file_agenthooks_v1_hooks_proto_enumTypes[1]
 }
 
 func (x Delivery) Number() protoreflect.EnumNumber {
@@ -72,7 +169,7 @@ func (x Delivery) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Delivery.Descriptor instead.
 func (Delivery) EnumDescriptor() ([]byte, []int) {
-	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{0}
+	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{1}
 }
 
 // Fallback names what happens when a QStash delivery fails, and whether a
@@ -114,11 +211,11 @@ func (x Fallback) String() string {
 }
 
 func (Fallback) Descriptor() protoreflect.EnumDescriptor {
-	return file_agenthooks_v1_hooks_proto_enumTypes[1].Descriptor()
+	return file_agenthooks_v1_hooks_proto_enumTypes[2].Descriptor()
 }
 
 func (Fallback) Type() protoreflect.EnumType {
-	return &file_agenthooks_v1_hooks_proto_enumTypes[1]
+	return &file_agenthooks_v1_hooks_proto_enumTypes[2]
 }
 
 func (x Fallback) Number() protoreflect.EnumNumber {
@@ -127,7 +224,7 @@ func (x Fallback) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Fallback.Descriptor instead.
 func (Fallback) EnumDescriptor() ([]byte, []int) {
-	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{1}
+	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{2}
 }
 
 // ResponseHandling names what agenthooks does with a webhook's response.
@@ -168,11 +265,11 @@ func (x ResponseHandling) String() string {
 }
 
 func (ResponseHandling) Descriptor() protoreflect.EnumDescriptor {
-	return file_agenthooks_v1_hooks_proto_enumTypes[2].Descriptor()
+	return file_agenthooks_v1_hooks_proto_enumTypes[3].Descriptor()
 }
 
 func (ResponseHandling) Type() protoreflect.EnumType {
-	return &file_agenthooks_v1_hooks_proto_enumTypes[2]
+	return &file_agenthooks_v1_hooks_proto_enumTypes[3]
 }
 
 func (x ResponseHandling) Number() protoreflect.EnumNumber {
@@ -181,7 +278,7 @@ func (x ResponseHandling) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResponseHandling.Descriptor instead.
 func (ResponseHandling) EnumDescriptor() ([]byte, []int) {
-	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{2}
+	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{3}
 }
 
 // OnError names what a control does when its webhook fails.
@@ -222,11 +319,11 @@ func (x OnError) String() string {
 }
 
 func (OnError) Descriptor() protoreflect.EnumDescriptor {
-	return file_agenthooks_v1_hooks_proto_enumTypes[3].Descriptor()
+	return file_agenthooks_v1_hooks_proto_enumTypes[4].Descriptor()
 }
 
 func (OnError) Type() protoreflect.EnumType {
-	return &file_agenthooks_v1_hooks_proto_enumTypes[3]
+	return &file_agenthooks_v1_hooks_proto_enumTypes[4]
 }
 
 func (x OnError) Number() protoreflect.EnumNumber {
@@ -235,7 +332,7 @@ func (x OnError) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OnError.Descriptor instead.
 func (OnError) EnumDescriptor() ([]byte, []int) {
-	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{3}
+	return file_agenthooks_v1_hooks_proto_rawDescGZIP(), []int{4}
 }
 
 // Hook is one caller hook of an operation, as `RegisterHooks` takes it and
@@ -252,11 +349,16 @@ type Hook struct {
 	// a longer id is refused (`HOOK_ID_TOO_LONG`). Hooks stored before this
 	// limit keep working.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// Event the hook runs on. Required.
+	// Lifecycle event the hook runs on (`agent-runtime-hooks.md`). Exactly
+	// one of `type` and `point` is set (`HOOK_KIND_CONFLICT` when both are,
+	// `HOOK_TYPE_REQUIRED` when neither is).
 	Type HookType `protobuf:"varint,2,opt,name=type,proto3,enum=agenthooks.v1.HookType" json:"type,omitempty"`
-	// Unanchored JavaScript regular expression tested against
-	// `${identifier}/${apiName}`. Only on `beforeToolCall`, `afterToolCall`
-	// and `onToolCallError`; absent, empty or `*` matches every tool. Runs on
+	// Unanchored JavaScript regular expression. On a lifecycle hook it is
+	// tested against `${identifier}/${apiName}`, and allowed only on
+	// `beforeToolCall`, `afterToolCall` and `onToolCallError`; on a modifying
+	// hook it is tested against the tool's name (`toolCall.name`), and allowed
+	// only on the `beforeToolCall` and `afterToolCall` points. Absent, empty or
+	// `*` matches every tool. Runs on
 	// a linear-time engine: backreferences and lookaround are refused
 	// (`MATCHER_NOT_LINEAR`), as are counted repetitions over 100 and programs
 	// over 300 instructions (`MATCHER_TOO_COMPLEX`); an operation's distinct
@@ -270,7 +372,22 @@ type Hook struct {
 	Handler bool `protobuf:"varint,4,opt,name=handler,proto3" json:"handler,omitempty"`
 	// Webhook of the hook; persisted with its header templates, never with
 	// resolved secrets. Optional for a handler hook.
-	Webhook       *Webhook `protobuf:"bytes,5,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	Webhook *Webhook `protobuf:"bytes,5,opt,name=webhook,proto3" json:"webhook,omitempty"`
+	// Modifying point the hook runs at (`hookbus-hooks.md`), for a hook that
+	// shapes the agent loop rather than observes or vetoes it. The names
+	// `beforeToolCall`, `afterToolCall` and `beforeCompact` exist in both
+	// families; `type` and `point` keep them apart. A modifying webhook's
+	// answer is always read, so `responseHandling`, `eventFields` and `body`
+	// are refused (`MODIFY_WEBHOOK_OPTION_NOT_ALLOWED`); QStash is refused
+	// except on the observe-only `afterProviderResponse`, as a queue cannot
+	// return a result (`MODIFY_DELIVERY_NOT_ALLOWED`); `onError: block` is
+	// allowed on every point that returns a result, not on
+	// `afterProviderResponse` (`BLOCK_REQUIRES_RESULT`).
+	Point ModifyPoint `protobuf:"varint,6,opt,name=point,proto3,enum=agenthooks.v1.ModifyPoint" json:"point,omitempty"`
+	// Plugin the hook belongs to (the spec's `{ name, hooks }`), sent to
+	// receivers as `plugin`. Optional; at most 256 bytes (UTF-8)
+	// (`PLUGIN_NAME_TOO_LONG`).
+	Plugin        string `protobuf:"bytes,7,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +455,20 @@ func (x *Hook) GetWebhook() *Webhook {
 		return x.Webhook
 	}
 	return nil
+}
+
+func (x *Hook) GetPoint() ModifyPoint {
+	if x != nil {
+		return x.Point
+	}
+	return ModifyPoint_MODIFY_POINT_UNSPECIFIED
+}
+
+func (x *Hook) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
 }
 
 // EventFields lists the event fields a webhook payload keeps. It is a message
@@ -531,13 +662,15 @@ var File_agenthooks_v1_hooks_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_hooks_proto_rawDesc = "" +
 	"\n" +
-	"\x19agenthooks/v1/hooks.proto\x12\ragenthooks.v1\x1a\x1aagenthooks/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xba\x01\n" +
+	"\x19agenthooks/v1/hooks.proto\x12\ragenthooks.v1\x1a\x1aagenthooks/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x84\x02\n" +
 	"\x04Hook\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x17.agenthooks.v1.HookTypeR\x04type\x12\x1d\n" +
 	"\amatcher\x18\x03 \x01(\tH\x00R\amatcher\x88\x01\x01\x12\x18\n" +
 	"\ahandler\x18\x04 \x01(\bR\ahandler\x120\n" +
-	"\awebhook\x18\x05 \x01(\v2\x16.agenthooks.v1.WebhookR\awebhookB\n" +
+	"\awebhook\x18\x05 \x01(\v2\x16.agenthooks.v1.WebhookR\awebhook\x120\n" +
+	"\x05point\x18\x06 \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12\x16\n" +
+	"\x06plugin\x18\a \x01(\tR\x06pluginB\n" +
 	"\n" +
 	"\b_matcher\"#\n" +
 	"\vEventFields\x12\x14\n" +
@@ -558,7 +691,22 @@ const file_agenthooks_v1_hooks_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +
 	"\n" +
-	"\b_timeout*M\n" +
+	"\b_timeout*\xf6\x03\n" +
+	"\vModifyPoint\x12\x1c\n" +
+	"\x18MODIFY_POINT_UNSPECIFIED\x10\x00\x12#\n" +
+	"\x1fMODIFY_POINT_BEFORE_AGENT_START\x10\x01\x12!\n" +
+	"\x1dMODIFY_POINT_BEFORE_TOOL_CALL\x10\x02\x12 \n" +
+	"\x1cMODIFY_POINT_AFTER_TOOL_CALL\x10\x03\x12\"\n" +
+	"\x1eMODIFY_POINT_PREPARE_NEXT_TURN\x10\x04\x12\"\n" +
+	"\x1eMODIFY_POINT_TRANSFORM_CONTEXT\x10\x05\x12(\n" +
+	"$MODIFY_POINT_BEFORE_PROVIDER_REQUEST\x10\x06\x12(\n" +
+	"$MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD\x10\a\x12(\n" +
+	"$MODIFY_POINT_AFTER_PROVIDER_RESPONSE\x10\b\x12'\n" +
+	"#MODIFY_POINT_SHOULD_STOP_AFTER_TURN\x10\t\x12&\n" +
+	"\"MODIFY_POINT_GET_STEERING_MESSAGES\x10\n" +
+	"\x12'\n" +
+	"#MODIFY_POINT_GET_FOLLOW_UP_MESSAGES\x10\v\x12\x1f\n" +
+	"\x1bMODIFY_POINT_BEFORE_COMPACT\x10\f*M\n" +
 	"\bDelivery\x12\x18\n" +
 	"\x14DELIVERY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDELIVERY_FETCH\x10\x01\x12\x13\n" +
@@ -590,35 +738,37 @@ func file_agenthooks_v1_hooks_proto_rawDescGZIP() []byte {
 	return file_agenthooks_v1_hooks_proto_rawDescData
 }
 
-var file_agenthooks_v1_hooks_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agenthooks_v1_hooks_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_agenthooks_v1_hooks_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_agenthooks_v1_hooks_proto_goTypes = []any{
-	(Delivery)(0),           // 0: agenthooks.v1.Delivery
-	(Fallback)(0),           // 1: agenthooks.v1.Fallback
-	(ResponseHandling)(0),   // 2: agenthooks.v1.ResponseHandling
-	(OnError)(0),            // 3: agenthooks.v1.OnError
-	(*Hook)(nil),            // 4: agenthooks.v1.Hook
-	(*EventFields)(nil),     // 5: agenthooks.v1.EventFields
-	(*Webhook)(nil),         // 6: agenthooks.v1.Webhook
-	nil,                     // 7: agenthooks.v1.Webhook.HeadersEntry
-	(HookType)(0),           // 8: agenthooks.v1.HookType
-	(*structpb.Struct)(nil), // 9: google.protobuf.Struct
+	(ModifyPoint)(0),        // 0: agenthooks.v1.ModifyPoint
+	(Delivery)(0),           // 1: agenthooks.v1.Delivery
+	(Fallback)(0),           // 2: agenthooks.v1.Fallback
+	(ResponseHandling)(0),   // 3: agenthooks.v1.ResponseHandling
+	(OnError)(0),            // 4: agenthooks.v1.OnError
+	(*Hook)(nil),            // 5: agenthooks.v1.Hook
+	(*EventFields)(nil),     // 6: agenthooks.v1.EventFields
+	(*Webhook)(nil),         // 7: agenthooks.v1.Webhook
+	nil,                     // 8: agenthooks.v1.Webhook.HeadersEntry
+	(HookType)(0),           // 9: agenthooks.v1.HookType
+	(*structpb.Struct)(nil), // 10: google.protobuf.Struct
 }
 var file_agenthooks_v1_hooks_proto_depIdxs = []int32{
-	8, // 0: agenthooks.v1.Hook.type:type_name -> agenthooks.v1.HookType
-	6, // 1: agenthooks.v1.Hook.webhook:type_name -> agenthooks.v1.Webhook
-	0, // 2: agenthooks.v1.Webhook.delivery:type_name -> agenthooks.v1.Delivery
-	1, // 3: agenthooks.v1.Webhook.fallback:type_name -> agenthooks.v1.Fallback
-	7, // 4: agenthooks.v1.Webhook.headers:type_name -> agenthooks.v1.Webhook.HeadersEntry
-	9, // 5: agenthooks.v1.Webhook.body:type_name -> google.protobuf.Struct
-	5, // 6: agenthooks.v1.Webhook.event_fields:type_name -> agenthooks.v1.EventFields
-	2, // 7: agenthooks.v1.Webhook.response_handling:type_name -> agenthooks.v1.ResponseHandling
-	3, // 8: agenthooks.v1.Webhook.on_error:type_name -> agenthooks.v1.OnError
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	9,  // 0: agenthooks.v1.Hook.type:type_name -> agenthooks.v1.HookType
+	7,  // 1: agenthooks.v1.Hook.webhook:type_name -> agenthooks.v1.Webhook
+	0,  // 2: agenthooks.v1.Hook.point:type_name -> agenthooks.v1.ModifyPoint
+	1,  // 3: agenthooks.v1.Webhook.delivery:type_name -> agenthooks.v1.Delivery
+	2,  // 4: agenthooks.v1.Webhook.fallback:type_name -> agenthooks.v1.Fallback
+	8,  // 5: agenthooks.v1.Webhook.headers:type_name -> agenthooks.v1.Webhook.HeadersEntry
+	10, // 6: agenthooks.v1.Webhook.body:type_name -> google.protobuf.Struct
+	6,  // 7: agenthooks.v1.Webhook.event_fields:type_name -> agenthooks.v1.EventFields
+	3,  // 8: agenthooks.v1.Webhook.response_handling:type_name -> agenthooks.v1.ResponseHandling
+	4,  // 9: agenthooks.v1.Webhook.on_error:type_name -> agenthooks.v1.OnError
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_agenthooks_v1_hooks_proto_init() }
@@ -634,7 +784,7 @@ func file_agenthooks_v1_hooks_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthooks_v1_hooks_proto_rawDesc), len(file_agenthooks_v1_hooks_proto_rawDesc)),
-			NumEnums:      4,
+			NumEnums:      5,
 			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,

@@ -92,6 +92,11 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MATCHER_BUDGET_EXCEEDED: _ClassVar[ErrorReason]
     STORED_HOOK_INVALID: _ClassVar[ErrorReason]
     EVENT_FIELD_REQUIRED: _ClassVar[ErrorReason]
+    HOOK_KIND_CONFLICT: _ClassVar[ErrorReason]
+    MODIFY_WEBHOOK_OPTION_NOT_ALLOWED: _ClassVar[ErrorReason]
+    MODIFY_DELIVERY_NOT_ALLOWED: _ClassVar[ErrorReason]
+    BLOCK_REQUIRES_RESULT: _ClassVar[ErrorReason]
+    PLUGIN_NAME_TOO_LONG: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -178,3 +183,8 @@ INVALID_HEADER_TEMPLATE: ErrorReason
 MATCHER_BUDGET_EXCEEDED: ErrorReason
 STORED_HOOK_INVALID: ErrorReason
 EVENT_FIELD_REQUIRED: ErrorReason
+HOOK_KIND_CONFLICT: ErrorReason
+MODIFY_WEBHOOK_OPTION_NOT_ALLOWED: ErrorReason
+MODIFY_DELIVERY_NOT_ALLOWED: ErrorReason
+BLOCK_REQUIRES_RESULT: ErrorReason
+PLUGIN_NAME_TOO_LONG: ErrorReason

@@ -9,6 +9,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ModifyPoint(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODIFY_POINT_UNSPECIFIED: _ClassVar[ModifyPoint]
+    MODIFY_POINT_BEFORE_AGENT_START: _ClassVar[ModifyPoint]
+    MODIFY_POINT_BEFORE_TOOL_CALL: _ClassVar[ModifyPoint]
+    MODIFY_POINT_AFTER_TOOL_CALL: _ClassVar[ModifyPoint]
+    MODIFY_POINT_PREPARE_NEXT_TURN: _ClassVar[ModifyPoint]
+    MODIFY_POINT_TRANSFORM_CONTEXT: _ClassVar[ModifyPoint]
+    MODIFY_POINT_BEFORE_PROVIDER_REQUEST: _ClassVar[ModifyPoint]
+    MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD: _ClassVar[ModifyPoint]
+    MODIFY_POINT_AFTER_PROVIDER_RESPONSE: _ClassVar[ModifyPoint]
+    MODIFY_POINT_SHOULD_STOP_AFTER_TURN: _ClassVar[ModifyPoint]
+    MODIFY_POINT_GET_STEERING_MESSAGES: _ClassVar[ModifyPoint]
+    MODIFY_POINT_GET_FOLLOW_UP_MESSAGES: _ClassVar[ModifyPoint]
+    MODIFY_POINT_BEFORE_COMPACT: _ClassVar[ModifyPoint]
+
 class Delivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DELIVERY_UNSPECIFIED: _ClassVar[Delivery]
@@ -32,6 +48,19 @@ class OnError(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ON_ERROR_UNSPECIFIED: _ClassVar[OnError]
     ON_ERROR_CONTINUE: _ClassVar[OnError]
     ON_ERROR_BLOCK: _ClassVar[OnError]
+MODIFY_POINT_UNSPECIFIED: ModifyPoint
+MODIFY_POINT_BEFORE_AGENT_START: ModifyPoint
+MODIFY_POINT_BEFORE_TOOL_CALL: ModifyPoint
+MODIFY_POINT_AFTER_TOOL_CALL: ModifyPoint
+MODIFY_POINT_PREPARE_NEXT_TURN: ModifyPoint
+MODIFY_POINT_TRANSFORM_CONTEXT: ModifyPoint
+MODIFY_POINT_BEFORE_PROVIDER_REQUEST: ModifyPoint
+MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD: ModifyPoint
+MODIFY_POINT_AFTER_PROVIDER_RESPONSE: ModifyPoint
+MODIFY_POINT_SHOULD_STOP_AFTER_TURN: ModifyPoint
+MODIFY_POINT_GET_STEERING_MESSAGES: ModifyPoint
+MODIFY_POINT_GET_FOLLOW_UP_MESSAGES: ModifyPoint
+MODIFY_POINT_BEFORE_COMPACT: ModifyPoint
 DELIVERY_UNSPECIFIED: Delivery
 DELIVERY_FETCH: Delivery
 DELIVERY_QSTASH: Delivery
@@ -46,18 +75,22 @@ ON_ERROR_CONTINUE: OnError
 ON_ERROR_BLOCK: OnError
 
 class Hook(_message.Message):
-    __slots__ = ("id", "type", "matcher", "handler", "webhook")
+    __slots__ = ("id", "type", "matcher", "handler", "webhook", "point", "plugin")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MATCHER_FIELD_NUMBER: _ClassVar[int]
     HANDLER_FIELD_NUMBER: _ClassVar[int]
     WEBHOOK_FIELD_NUMBER: _ClassVar[int]
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: _events_pb2.HookType
     matcher: str
     handler: bool
     webhook: Webhook
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[_Union[_events_pb2.HookType, str]] = ..., matcher: _Optional[str] = ..., handler: _Optional[bool] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ...) -> None: ...
+    point: ModifyPoint
+    plugin: str
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[_Union[_events_pb2.HookType, str]] = ..., matcher: _Optional[str] = ..., handler: _Optional[bool] = ..., webhook: _Optional[_Union[Webhook, _Mapping]] = ..., point: _Optional[_Union[ModifyPoint, str]] = ..., plugin: _Optional[str] = ...) -> None: ...
 
 class EventFields(_message.Message):
     __slots__ = ("names",)
