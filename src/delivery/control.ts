@@ -211,7 +211,7 @@ async function readDecision(
 }
 
 /**
- * Reads a body of at most {@link RESPONSE_MAX_BYTES} bytes. It stops at the
+ * Reads a body of at most `maxBytes` (default {@link RESPONSE_MAX_BYTES}). It stops at the
  * first chunk that goes past the cap and destroys the body (which closes the
  * connection), so an endless body is never buffered or read to its end.
  *
@@ -219,16 +219,17 @@ async function readDecision(
  * iterator costs a promise per chunk and `finished` bookkeeping per body,
  * which a decision on the hot path pays for nothing.
  */
-function readBounded(response: WebhookResponse): Promise<Uint8Array | DeliveryFailure> {
+export function readBounded(
+  response: WebhookResponse,
+  maxBytes = RESPONSE_MAX_BYTES,
+): Promise<Uint8Array | DeliveryFailure> {
   const { body, status, startedAt } = response;
   const declared = response.headers['content-length'];
-  if (
-    typeof declared === 'string' &&
-    DECIMAL.test(declared) &&
-    Number(declared) > RESPONSE_MAX_BYTES
-  ) {
+  if (typeof declared === 'string' && DECIMAL.test(declared) && Number(declared) > maxBytes) {
     body.destroy();
-    return Promise.resolve(deliveryFailure('response_too_large', startedAt, TOO_LARGE, status));
+    return Promise.resolve(
+      deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status),
+    );
   }
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
@@ -246,8 +247,8 @@ function readBounded(response: WebhookResponse): Promise<Uint8Array | DeliveryFa
     };
     const onData = (chunk: Buffer) => {
       size += chunk.byteLength;
-      if (size > RESPONSE_MAX_BYTES) {
-        settle(deliveryFailure('response_too_large', startedAt, TOO_LARGE, status));
+      if (size > maxBytes) {
+        settle(deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status));
         body.destroy();
         return;
       }

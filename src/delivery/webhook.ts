@@ -246,6 +246,14 @@ export interface WebhookResponse {
   readonly failure: (e: unknown) => DeliveryFailure;
 }
 
+/**
+ * A payload already written as JSON text, sent as it is: the modifying
+ * hooks' contexts, which are carried as text (`modify/raw-json.ts`).
+ */
+export class EncodedJson {
+  constructor(readonly text: string) {}
+}
+
 /** What {@link postWebhook} needs besides the webhook and the payload. */
 export interface PostWebhookOptions {
   /** Dispatcher the request goes through. */
@@ -469,7 +477,7 @@ export function discardBody(body: Dispatcher.ResponseData['body']): Promise<void
  */
 export async function postWebhook(
   webhook: Webhook,
-  payload: JsonObject,
+  payload: JsonObject | EncodedJson,
   options: PostWebhookOptions,
 ): Promise<WebhookResponse | DeliveryFailure> {
   const startedAt = performance.now();
@@ -484,7 +492,7 @@ export async function postWebhook(
     headers = hasNoHeaders(webhook)
       ? { 'content-type': JSON_CONTENT_TYPE }
       : Object.assign({ 'content-type': JSON_CONTENT_TYPE }, resolveHeaders(webhook, options.env));
-    body = JSON.stringify(payload);
+    body = payload instanceof EncodedJson ? payload.text : JSON.stringify(payload);
   } catch (e: unknown) {
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
@@ -739,7 +747,7 @@ export class WebhookSender {
    */
   async post(
     webhook: Webhook,
-    payload: JsonObject,
+    payload: JsonObject | EncodedJson,
     signal?: AbortSignal,
   ): Promise<WebhookResponse | DeliveryFailure> {
     let env: Readonly<Record<string, string | undefined>>;

@@ -64,6 +64,8 @@ const MATCHER_TOO_COMPLEX_MESSAGE = `Hook matcher is too costly to run: counted 
 /** A compiled matcher in the cache, with its estimated size in bytes and its cost. */
 interface CacheEntry {
   readonly matcher: ToolMatcher;
+  /** Tests a modifying hook's tool name (`toolCall.name`) alone. */
+  readonly matchesName: (name: string) => boolean;
   readonly bytes: number;
   readonly cost: number;
 }
@@ -119,6 +121,19 @@ function isWildcard(matcher: string | undefined): matcher is '' | '*' | undefine
 export function compileMatcher(matcher: string | undefined): ToolMatcher {
   if (isWildcard(matcher)) return matchAll;
   return compiledEntry(matcher).matcher;
+}
+
+/**
+ * Whether a modifying hook's matcher matches a tool's name (`toolCall.name`),
+ * compiled and cached as {@link compileMatcher} does. `undefined`, `''` and
+ * `*` match every name.
+ *
+ * @throws InvalidArgumentError as {@link compileMatcher} does.
+ * @example
+ * matchesToolName('^search$', 'search'); // true
+ */
+export function matchesToolName(matcher: string | undefined, name: string): boolean {
+  return isWildcard(matcher) || compiledEntry(matcher).matchesName(name);
 }
 
 /**
@@ -201,7 +216,12 @@ function compiledEntry(matcher: string): CacheEntry {
     cache.delete(source);
     cachedBytes -= entry.bytes;
   }
-  const entry = { matcher: compiled, bytes, cost: regexp.programSize + MATCHER_BASE_COST };
+  const entry = {
+    matcher: compiled,
+    matchesName: (name: string) => regexp.test(name),
+    bytes,
+    cost: regexp.programSize + MATCHER_BASE_COST,
+  };
   cache.set(matcher, entry);
   cachedBytes += bytes;
   return entry;

@@ -78,6 +78,8 @@ type MemberType =
 interface PointRule {
   /** How results combine: replacing values, concatenated messages, or not read. */
   readonly mode: 'replace' | 'concat' | 'observe';
+  /** Context members the point requires, with their types (others are carried unread). */
+  readonly context?: Readonly<Record<string, MemberType>>;
   /** The result members the point reads, with their types. */
   readonly result: Readonly<Record<string, MemberType>>;
   /** Result members that replace a context member for the hooks after: result name -> context name. */
@@ -90,27 +92,46 @@ interface PointRule {
 
 const MESSAGES: Readonly<Record<string, MemberType>> = { messages: 'array' };
 
+/** The points whose hooks a matcher may select by the tool's name. */
+export const TOOL_POINTS: ReadonlySet<ModifyPoint> = new Set(['beforeToolCall', 'afterToolCall']);
+
+/** The tool points' context: `toolCall` (with a string `name`, which matchers test) and `args`. */
+const TOOL_CONTEXT: Readonly<Record<string, MemberType>> = { toolCall: 'object', args: 'object' };
+
 /** The rules of each point; `README.md` and the proto repeat them for users. */
 export const POINT_RULES: Readonly<Record<ModifyPoint, PointRule>> = {
   beforeAgentStart: {
     mode: 'replace',
+    context: { messages: 'array', systemPrompt: 'string' },
     result: { messages: 'array', systemPrompt: 'string' },
     chains: { messages: 'messages', systemPrompt: 'systemPrompt' },
   },
   beforeToolCall: {
     mode: 'replace',
+    context: TOOL_CONTEXT,
     result: { content: 'string', isError: 'boolean', args: 'object' },
     chains: { args: 'args' },
     ends: (r) => r.has('content') || r.get('isError') === 'true',
   },
   afterToolCall: {
     mode: 'replace',
+    context: { ...TOOL_CONTEXT, result: 'string', isError: 'boolean' },
     result: { content: 'string', isError: 'boolean', terminate: 'boolean' },
     chains: { content: 'result', isError: 'isError' },
     sticky: ['terminate'],
   },
-  prepareNextTurn: { mode: 'replace', result: MESSAGES, chains: { messages: 'messages' } },
-  transformContext: { mode: 'replace', result: MESSAGES, chains: { messages: 'messages' } },
+  prepareNextTurn: {
+    mode: 'replace',
+    context: MESSAGES,
+    result: MESSAGES,
+    chains: { messages: 'messages' },
+  },
+  transformContext: {
+    mode: 'replace',
+    context: MESSAGES,
+    result: MESSAGES,
+    chains: { messages: 'messages' },
+  },
   beforeProviderRequest: {
     mode: 'replace',
     result: {
@@ -124,19 +145,22 @@ export const POINT_RULES: Readonly<Record<ModifyPoint, PointRule>> = {
   },
   beforeProviderPayload: {
     mode: 'replace',
+    context: { payload: 'object' },
     result: { payload: 'object' },
     chains: { payload: 'payload' },
   },
   afterProviderResponse: { mode: 'observe', result: {} },
   shouldStopAfterTurn: {
     mode: 'replace',
+    context: MESSAGES,
     result: { stop: 'boolean' },
     ends: (r) => r.get('stop') === 'true',
   },
-  getSteeringMessages: { mode: 'concat', result: MESSAGES },
-  getFollowUpMessages: { mode: 'concat', result: MESSAGES },
+  getSteeringMessages: { mode: 'concat', context: MESSAGES, result: MESSAGES },
+  getFollowUpMessages: { mode: 'concat', context: MESSAGES, result: MESSAGES },
   beforeCompact: {
     mode: 'replace',
+    context: MESSAGES,
     result: { cancel: 'boolean', summary: 'string' },
     ends: (r) => r.get('cancel') === 'true' || r.has('summary'),
   },
@@ -150,6 +174,19 @@ export class ResultShapeError extends Error {
    * @param member The result member at fault (`messages`, `headers.x-id`), or
    *   `''` when the result as a whole is.
    */
+  constructor(
+    readonly member: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A point's context that is not a JSON object, or lacks a member its rules read. */
+export class ContextShapeError extends Error {
+  override readonly name = 'ContextShapeError';
+
+  /** @param member The context member at fault, or `''` for the context as a whole. */
   constructor(
     readonly member: string,
     message: string,
@@ -236,6 +273,44 @@ export function resultMembers(text: string | undefined): Map<string, RawJson> {
 }
 
 /**
+ * Reads a point's context: a JSON object with the members the point requires
+ * (`messages`, `toolCall` with a string `name`, ...) of the right types.
+ *
+ * @throws ContextShapeError naming the member at fault.
+ */
+export function contextMembers(point: ModifyPoint, text: string): Map<string, RawJson> {
+  let members: Map<string, RawJson>;
+  try {
+    members = objectMembers(text);
+  } catch (e: unknown) {
+    if (e instanceof RawJsonError) {
+      throw new ContextShapeError('', `the context is not a JSON object (${e.message})`);
+    }
+    throw e;
+  }
+  for (const [name, type] of Object.entries(POINT_RULES[point].context ?? {})) {
+    const value = members.get(name);
+    if (value === undefined) {
+      throw new ContextShapeError(name, `${point} needs ${name} in its context`);
+    }
+    try {
+      checkMember(name, value, type);
+    } catch (e: unknown) {
+      if (e instanceof ResultShapeError) throw new ContextShapeError(e.member, e.message);
+      throw e;
+    }
+  }
+  const toolCall = members.get('toolCall');
+  if (TOOL_POINTS.has(point) && toolCall !== undefined) {
+    const name = objectMembers(toolCall).get('name');
+    if (name === undefined || kindOf(name) !== 'string') {
+      throw new ContextShapeError('toolCall.name', 'toolCall.name must be a string');
+    }
+  }
+  return members;
+}
+
+/**
  * The composition of one point occurrence: feed it each hook's result in
  * registration order while {@link Composition.ended} is false; read
  * {@link Composition.context} before each hook and the composed
@@ -257,12 +332,20 @@ export class Composition {
 
   /**
    * @param context The point's context as a JSON object.
-   * @throws RawJsonError when `context` is not a JSON object.
+   * @throws ContextShapeError when `context` is not a JSON object, or lacks
+   *   a member the point requires or has it with the wrong type.
    */
   constructor(point: ModifyPoint, context: string) {
     this.point = point;
     this.#rule = POINT_RULES[point];
-    this.#context = objectMembers(context);
+    this.#context = contextMembers(point, context);
+  }
+
+  /** The tool's name on the tool points (`toolCall.name`), which matchers test. */
+  get toolName(): string | undefined {
+    const toolCall = this.#context.get('toolCall');
+    if (toolCall === undefined) return undefined;
+    return JSON.parse(objectMembers(toolCall).get('name') ?? 'null') as string;
   }
 
   /** True once a hook's result ended the chain: later hooks must not run. */

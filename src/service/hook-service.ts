@@ -45,6 +45,7 @@ import {
   validateToolCallContext,
 } from '../hooks/tool-call.js';
 import { validateOperationId } from '../hooks/validate.js';
+import { runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
 
@@ -257,6 +258,10 @@ export function createHookService(
         (e: unknown) => acks.fail(e),
       );
       return acks;
+    },
+
+    async modify(request, ctx: HandlerContext) {
+      return runModifyingHooks(deps, request, ctx.signal);
     },
 
     async decideToolCall(request, ctx: HandlerContext) {

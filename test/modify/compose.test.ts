@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   Composition,
+  ContextShapeError,
   MODIFY_POINTS,
   type ModifyPoint,
   POINT_RULES,
@@ -26,6 +27,17 @@ function run(point: ModifyPoint, context: unknown, results: (unknown | undefined
 }
 
 const msg = (text: string) => ({ role: 'user', content: text });
+
+/** An afterToolCall context with `changes` merged in. */
+const ctxOf = (changes: Record<string, unknown>) =>
+  JSON.stringify({
+    toolCall: { id: 'c1', name: 'search' },
+    args: {},
+    result: 'r',
+    isError: false,
+    iteration: 0,
+    ...changes,
+  });
 
 describe('Composition', () => {
   it('has a rule for each of the twelve points', () => {
@@ -198,7 +210,10 @@ describe('Composition', () => {
       ],
     ];
     for (const [point, result, member, message] of cases) {
-      const c = new Composition(point, '{"messages":[],"args":{}}');
+      const c = new Composition(
+        point,
+        '{"messages":[],"args":{},"toolCall":{"name":"t"},"result":"r","isError":false}',
+      );
       const before = { context: c.context(), result: c.result() };
       let error: unknown;
       try {
@@ -221,9 +236,34 @@ describe('Composition', () => {
     expect(JSON.parse(c.result())).toEqual({ headers: { 'x-a': '1' }, timeoutMs: 5 });
   });
 
-  it('refuses a context that is not a JSON object, and a result after the chain ended', () => {
-    expect(() => new Composition('transformContext', '[]')).toThrow('expected a JSON object');
-    const c = new Composition('shouldStopAfterTurn', '{}');
+  it('refuses a context that is not a JSON object or lacks what its point reads', () => {
+    const cases: [ModifyPoint, string, string, string][] = [
+      ['transformContext', '[]', '', 'the context is not a JSON object (expected a JSON object)'],
+      ['transformContext', '{"messages":[]', '', 'the context is not a JSON object'],
+      ['transformContext', '{"iteration":1}', 'messages', 'transformContext needs messages'],
+      ['getSteeringMessages', '{"messages":{}}', 'messages', 'messages must be an array'],
+      ['beforeToolCall', '{"args":{}}', 'toolCall', 'beforeToolCall needs toolCall'],
+      ['beforeToolCall', '{"toolCall":{"name":"t"},"args":[]}', 'args', 'args must be an object'],
+      ['afterToolCall', ctxOf({ toolCall: { id: 'c1' } }), 'toolCall.name', 'must be a string'],
+      ['afterToolCall', ctxOf({ result: 5 }), 'result', 'result must be a string, got 5'],
+      ['beforeProviderPayload', '{"model":"m"}', 'payload', 'needs payload'],
+    ];
+    for (const [point, context, member, message] of cases) {
+      let error: unknown;
+      try {
+        new Composition(point, context);
+      } catch (e: unknown) {
+        error = e;
+      }
+      expect(error, context).toBeInstanceOf(ContextShapeError);
+      expect((error as ContextShapeError).member).toBe(member);
+      expect((error as ContextShapeError).message).toContain(message);
+    }
+    expect(new Composition('afterToolCall', ctxOf({})).toolName).toBe('search');
+  });
+
+  it('refuses a result after the chain ended', () => {
+    const c = new Composition('shouldStopAfterTurn', '{"messages":[]}');
     c.apply('{"stop":true}');
     expect(() => c.apply('{}')).toThrow('already ended');
   });

@@ -8,7 +8,7 @@ import type { Decision, HookOutcome } from "./decisions_pb.js";
 import { file_agenthooks_v1_decisions } from "./decisions_pb.js";
 import type { AfterToolCallEvent, BeforeToolCallEvent, HookEvent, OnCompleteEvent, ToolCallContext, ToolResult } from "./events_pb.js";
 import { file_agenthooks_v1_events } from "./events_pb.js";
-import type { Hook } from "./hooks_pb.js";
+import type { Hook, ModifyPoint } from "./hooks_pb.js";
 import { file_agenthooks_v1_hooks } from "./hooks_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -20,7 +20,150 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agenthooks/v1/service.proto.
  */
 export const file_agenthooks_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChthZ2VudGhvb2tzL3YxL3NlcnZpY2UucHJvdG8SDWFnZW50aG9va3MudjEiigEKFFJlZ2lzdGVySG9va3NSZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCRIgChNwYXJlbnRfb3BlcmF0aW9uX2lkGAIgASgJSACIAQESIgoFaG9va3MYAyADKAsyEy5hZ2VudGhvb2tzLnYxLkhvb2tCFgoUX3BhcmVudF9vcGVyYXRpb25faWQiKwoVUmVnaXN0ZXJIb29rc1Jlc3BvbnNlEhIKCmhvb2tfY291bnQYASABKAUiPQoWVW5yZWdpc3Rlckhvb2tzUmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkSDQoFcHVyZ2UYAiABKAgiSQoXVW5yZWdpc3Rlckhvb2tzUmVzcG9uc2USGAoQaGFuZGxlcnNfZHJvcHBlZBgBIAEoBRIUCgxob29rc19wdXJnZWQYAiABKAUiKAoQTGlzdEhvb2tzUmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkiiwEKEUxpc3RIb29rc1Jlc3BvbnNlEiIKBWhvb2tzGAEgAygLMhMuYWdlbnRob29rcy52MS5Ib29rEiAKE3BhcmVudF9vcGVyYXRpb25faWQYAiABKAlIAIgBARIYChBoYW5kbGVyX2F0dGFjaGVkGAMgASgIQhYKFF9wYXJlbnRfb3BlcmF0aW9uX2lkIjoKD0Rpc3BhdGNoUmVxdWVzdBInCgVldmVudBgBIAEoCzIYLmFnZW50aG9va3MudjEuSG9va0V2ZW50IkAKEERpc3BhdGNoUmVzcG9uc2USLAoIb3V0Y29tZXMYASADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lIlIKFURpc3BhdGNoU3RyZWFtUmVxdWVzdBIQCghldmVudF9pZBgBIAEoCRInCgVldmVudBgCIAEoCzIYLmFnZW50aG9va3MudjEuSG9va0V2ZW50IoMBChZEaXNwYXRjaFN0cmVhbVJlc3BvbnNlEhAKCGV2ZW50X2lkGAEgASgJEiwKCG91dGNvbWVzGAIgAygLMhouYWdlbnRob29rcy52MS5Ib29rT3V0Y29tZRIpCgVlcnJvchgDIAEoCzIaLmFnZW50aG9va3MudjEuU3RyZWFtRXJyb3IicQoLU3RyZWFtRXJyb3ISDAoEY29kZRgBIAEoBRIOCgZyZWFzb24YAiABKAkSDwoHbWVzc2FnZRgDIAEoCRIPCgdob29rX2lkGAQgASgJEiIKBnN0YXR1cxgFIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzImMKFURlY2lkZVRvb2xDYWxsUmVxdWVzdBIxCgVldmVudBgBIAEoCzIiLmFnZW50aG9va3MudjEuQmVmb3JlVG9vbENhbGxFdmVudBIXCg9vcGVyYXRpb25fY2hhaW4YAiADKAkijQEKFkRlY2lkZVRvb2xDYWxsUmVzcG9uc2USKQoIZGVjaXNpb24YASABKAsyFy5hZ2VudGhvb2tzLnYxLkRlY2lzaW9uEiwKCG91dGNvbWVzGAIgAygLMhouYWdlbnRob29rcy52MS5Ib29rT3V0Y29tZRIaChJ1bmtub3duX29wZXJhdGlvbnMYAyADKAkiZAoXRGVjaWRlVG9vbFJlc3VsdFJlcXVlc3QSMAoFZXZlbnQYASABKAsyIS5hZ2VudGhvb2tzLnYxLkFmdGVyVG9vbENhbGxFdmVudBIXCg9vcGVyYXRpb25fY2hhaW4YAiADKAkijwEKGERlY2lkZVRvb2xSZXN1bHRSZXNwb25zZRIpCghkZWNpc2lvbhgBIAEoCzIXLmFnZW50aG9va3MudjEuRGVjaXNpb24SLAoIb3V0Y29tZXMYAiADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lEhoKEnVua25vd25fb3BlcmF0aW9ucxgDIAMoCSLdAQoKUGFya2VkQ2FsbBIvCgdjb250ZXh0GAEgASgLMh4uYWdlbnRob29rcy52MS5Ub29sQ2FsbENvbnRleHQSFwoPb3BlcmF0aW9uX2NoYWluGAIgAygJEiUKBGtpbmQYAyABKA4yFy5hZ2VudGhvb2tzLnYxLlBhcmtLaW5kEi0KCXBhcmtlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoMZmluYWxfcmVzdWx0GAUgASgLMhkuYWdlbnRob29rcy52MS5Ub29sUmVzdWx0IoYBChNQYXJrVG9vbENhbGxSZXF1ZXN0Ei8KB2NvbnRleHQYASABKAsyHi5hZ2VudGhvb2tzLnYxLlRvb2xDYWxsQ29udGV4dBIXCg9vcGVyYXRpb25fY2hhaW4YAiADKAkSJQoEa2luZBgDIAEoDjIXLmFnZW50aG9va3MudjEuUGFya0tpbmQiUgoUUGFya1Rvb2xDYWxsUmVzcG9uc2USKQoGcmVjb3JkGAEgASgLMhkuYWdlbnRob29rcy52MS5QYXJrZWRDYWxsEg8KB2NyZWF0ZWQYAiABKAgieAocUHVibGlzaERlZmVycmVkUmVzdWx0UmVxdWVzdBIUCgx0b29sX2NhbGxfaWQYASABKAkSKQoGcmVzdWx0GAIgASgLMhkuYWdlbnRob29rcy52MS5Ub29sUmVzdWx0EhcKD29wZXJhdGlvbl9jaGFpbhgDIAMoCSJjCh1QdWJsaXNoRGVmZXJyZWRSZXN1bHRSZXNwb25zZRIvCgxmaW5hbF9yZXN1bHQYASABKAsyGS5hZ2VudGhvb2tzLnYxLlRvb2xSZXN1bHQSEQoJcHVibGlzaGVkGAIgASgIIkkKGENvbXBsZXRlT3BlcmF0aW9uUmVxdWVzdBItCgVldmVudBgBIAEoCzIeLmFnZW50aG9va3MudjEuT25Db21wbGV0ZUV2ZW50ImMKGUNvbXBsZXRlT3BlcmF0aW9uUmVzcG9uc2USLAoIb3V0Y29tZXMYASADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lEhgKEGhhbmRsZXJzX2Ryb3BwZWQYAiABKAgipgEKDUhhbmRsZVJlcXVlc3QSLQoGYXR0YWNoGAEgASgLMhsuYWdlbnRob29rcy52MS5IYW5kbGVBdHRhY2hIABItCgZkZXRhY2gYAiABKAsyGy5hZ2VudGhvb2tzLnYxLkhhbmRsZURldGFjaEgAEiwKBXJlcGx5GAMgASgLMhsuYWdlbnRob29rcy52MS5IYW5kbGVyUmVwbHlIAEIJCgdtZXNzYWdlIiUKDEhhbmRsZUF0dGFjaBIVCg1vcGVyYXRpb25faWRzGAEgAygJIiUKDEhhbmRsZURldGFjaBIVCg1vcGVyYXRpb25faWRzGAEgAygJIrABCgxIYW5kbGVyUmVwbHkSDwoHY2FsbF9pZBgBIAEoCRIqCgRkb25lGAIgASgLMhouYWdlbnRob29rcy52MS5IYW5kbGVyRG9uZUgAEioKBG1vY2sYAyABKAsyGi5hZ2VudGhvb2tzLnYxLkhhbmRsZXJNb2NrSAASLAoFZXJyb3IYBCABKAsyGy5hZ2VudGhvb2tzLnYxLkhhbmRsZXJFcnJvckgAQgkKB291dGNvbWUiDQoLSGFuZGxlckRvbmUiVgoLSGFuZGxlck1vY2sSKQoGcmVzdWx0GAEgASgLMhkuYWdlbnRob29rcy52MS5Ub29sUmVzdWx0EhIKBWVycm9yGAIgASgJSACIAQFCCAoGX2Vycm9yIh8KDEhhbmRsZXJFcnJvchIPCgdtZXNzYWdlGAEgASgJIq0BCg5IYW5kbGVSZXNwb25zZRIxCghhdHRhY2hlZBgBIAEoCzIdLmFnZW50aG9va3MudjEuSGFuZGxlQXR0YWNoZWRIABIqCgRjYWxsGAIgASgLMhouYWdlbnRob29rcy52MS5IYW5kbGVyQ2FsbEgAEjEKCHJlcGxhY2VkGAMgASgLMh0uYWdlbnRob29rcy52MS5IYW5kbGVSZXBsYWNlZEgAQgkKB21lc3NhZ2UiJwoOSGFuZGxlQXR0YWNoZWQSFQoNb3BlcmF0aW9uX2lkcxgBIAMoCSJYCgtIYW5kbGVyQ2FsbBIPCgdjYWxsX2lkGAEgASgJEg8KB2hvb2tfaWQYAiABKAkSJwoFZXZlbnQYAyABKAsyGC5hZ2VudGhvb2tzLnYxLkhvb2tFdmVudCInCg5IYW5kbGVSZXBsYWNlZBIVCg1vcGVyYXRpb25faWRzGAEgAygJKlsKCFBhcmtLaW5kEhkKFVBBUktfS0lORF9VTlNQRUNJRklFRBAAEhYKElBBUktfS0lORF9ERUZFUlJFRBABEhwKGFBBUktfS0lORF9IVU1BTl9BUFBST1ZBTBACMo8ICgtIb29rU2VydmljZRJaCg1SZWdpc3Rlckhvb2tzEiMuYWdlbnRob29rcy52MS5SZWdpc3Rlckhvb2tzUmVxdWVzdBokLmFnZW50aG9va3MudjEuUmVnaXN0ZXJIb29rc1Jlc3BvbnNlEmAKD1VucmVnaXN0ZXJIb29rcxIlLmFnZW50aG9va3MudjEuVW5yZWdpc3Rlckhvb2tzUmVxdWVzdBomLmFnZW50aG9va3MudjEuVW5yZWdpc3Rlckhvb2tzUmVzcG9uc2USTgoJTGlzdEhvb2tzEh8uYWdlbnRob29rcy52MS5MaXN0SG9va3NSZXF1ZXN0GiAuYWdlbnRob29rcy52MS5MaXN0SG9va3NSZXNwb25zZRJLCghEaXNwYXRjaBIeLmFnZW50aG9va3MudjEuRGlzcGF0Y2hSZXF1ZXN0Gh8uYWdlbnRob29rcy52MS5EaXNwYXRjaFJlc3BvbnNlEmEKDkRpc3BhdGNoU3RyZWFtEiQuYWdlbnRob29rcy52MS5EaXNwYXRjaFN0cmVhbVJlcXVlc3QaJS5hZ2VudGhvb2tzLnYxLkRpc3BhdGNoU3RyZWFtUmVzcG9uc2UoATABEl0KDkRlY2lkZVRvb2xDYWxsEiQuYWdlbnRob29rcy52MS5EZWNpZGVUb29sQ2FsbFJlcXVlc3QaJS5hZ2VudGhvb2tzLnYxLkRlY2lkZVRvb2xDYWxsUmVzcG9uc2USYwoQRGVjaWRlVG9vbFJlc3VsdBImLmFnZW50aG9va3MudjEuRGVjaWRlVG9vbFJlc3VsdFJlcXVlc3QaJy5hZ2VudGhvb2tzLnYxLkRlY2lkZVRvb2xSZXN1bHRSZXNwb25zZRJXCgxQYXJrVG9vbENhbGwSIi5hZ2VudGhvb2tzLnYxLlBhcmtUb29sQ2FsbFJlcXVlc3QaIy5hZ2VudGhvb2tzLnYxLlBhcmtUb29sQ2FsbFJlc3BvbnNlEnIKFVB1Ymxpc2hEZWZlcnJlZFJlc3VsdBIrLmFnZW50aG9va3MudjEuUHVibGlzaERlZmVycmVkUmVzdWx0UmVxdWVzdBosLmFnZW50aG9va3MudjEuUHVibGlzaERlZmVycmVkUmVzdWx0UmVzcG9uc2USZgoRQ29tcGxldGVPcGVyYXRpb24SJy5hZ2VudGhvb2tzLnYxLkNvbXBsZXRlT3BlcmF0aW9uUmVxdWVzdBooLmFnZW50aG9va3MudjEuQ29tcGxldGVPcGVyYXRpb25SZXNwb25zZRJJCgZIYW5kbGUSHC5hZ2VudGhvb2tzLnYxLkhhbmRsZVJlcXVlc3QaHS5hZ2VudGhvb2tzLnYxLkhhbmRsZVJlc3BvbnNlKAEwAWIGcHJvdG8z", [file_agenthooks_v1_decisions, file_agenthooks_v1_events, file_agenthooks_v1_hooks, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("ChthZ2VudGhvb2tzL3YxL3NlcnZpY2UucHJvdG8SDWFnZW50aG9va3MudjEiZgoNTW9kaWZ5UmVxdWVzdBIUCgxvcGVyYXRpb25faWQYASABKAkSKQoFcG9pbnQYAiABKA4yGi5hZ2VudGhvb2tzLnYxLk1vZGlmeVBvaW50EhQKDGNvbnRleHRfanNvbhgDIAEoCSKRAQoOTW9kaWZ5UmVzcG9uc2USFQoLcmVzdWx0X2pzb24YASABKAlIABIvCgdibG9ja2VkGAIgASgLMhwuYWdlbnRob29rcy52MS5Nb2RpZnlCbG9ja2VkSAASLAoIb3V0Y29tZXMYAyADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lQgkKB291dGNvbWUiRQoNTW9kaWZ5QmxvY2tlZBIPCgdob29rX2lkGAEgASgJEhIKCmVycm9yX2NvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSKKAQoUUmVnaXN0ZXJIb29rc1JlcXVlc3QSFAoMb3BlcmF0aW9uX2lkGAEgASgJEiAKE3BhcmVudF9vcGVyYXRpb25faWQYAiABKAlIAIgBARIiCgVob29rcxgDIAMoCzITLmFnZW50aG9va3MudjEuSG9va0IWChRfcGFyZW50X29wZXJhdGlvbl9pZCIrChVSZWdpc3Rlckhvb2tzUmVzcG9uc2USEgoKaG9va19jb3VudBgBIAEoBSI9ChZVbnJlZ2lzdGVySG9va3NSZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCRINCgVwdXJnZRgCIAEoCCJJChdVbnJlZ2lzdGVySG9va3NSZXNwb25zZRIYChBoYW5kbGVyc19kcm9wcGVkGAEgASgFEhQKDGhvb2tzX3B1cmdlZBgCIAEoBSIoChBMaXN0SG9va3NSZXF1ZXN0EhQKDG9wZXJhdGlvbl9pZBgBIAEoCSKLAQoRTGlzdEhvb2tzUmVzcG9uc2USIgoFaG9va3MYASADKAsyEy5hZ2VudGhvb2tzLnYxLkhvb2sSIAoTcGFyZW50X29wZXJhdGlvbl9pZBgCIAEoCUgAiAEBEhgKEGhhbmRsZXJfYXR0YWNoZWQYAyABKAhCFgoUX3BhcmVudF9vcGVyYXRpb25faWQiOgoPRGlzcGF0Y2hSZXF1ZXN0EicKBWV2ZW50GAEgASgLMhguYWdlbnRob29rcy52MS5Ib29rRXZlbnQiQAoQRGlzcGF0Y2hSZXNwb25zZRIsCghvdXRjb21lcxgBIAMoCzIaLmFnZW50aG9va3MudjEuSG9va091dGNvbWUiUgoVRGlzcGF0Y2hTdHJlYW1SZXF1ZXN0EhAKCGV2ZW50X2lkGAEgASgJEicKBWV2ZW50GAIgASgLMhguYWdlbnRob29rcy52MS5Ib29rRXZlbnQigwEKFkRpc3BhdGNoU3RyZWFtUmVzcG9uc2USEAoIZXZlbnRfaWQYASABKAkSLAoIb3V0Y29tZXMYAiADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lEikKBWVycm9yGAMgASgLMhouYWdlbnRob29rcy52MS5TdHJlYW1FcnJvciJxCgtTdHJlYW1FcnJvchIMCgRjb2RlGAEgASgFEg4KBnJlYXNvbhgCIAEoCRIPCgdtZXNzYWdlGAMgASgJEg8KB2hvb2tfaWQYBCABKAkSIgoGc3RhdHVzGAUgASgLMhIuZ29vZ2xlLnJwYy5TdGF0dXMiYwoVRGVjaWRlVG9vbENhbGxSZXF1ZXN0EjEKBWV2ZW50GAEgASgLMiIuYWdlbnRob29rcy52MS5CZWZvcmVUb29sQ2FsbEV2ZW50EhcKD29wZXJhdGlvbl9jaGFpbhgCIAMoCSKNAQoWRGVjaWRlVG9vbENhbGxSZXNwb25zZRIpCghkZWNpc2lvbhgBIAEoCzIXLmFnZW50aG9va3MudjEuRGVjaXNpb24SLAoIb3V0Y29tZXMYAiADKAsyGi5hZ2VudGhvb2tzLnYxLkhvb2tPdXRjb21lEhoKEnVua25vd25fb3BlcmF0aW9ucxgDIAMoCSJkChdEZWNpZGVUb29sUmVzdWx0UmVxdWVzdBIwCgVldmVudBgBIAEoCzIhLmFnZW50aG9va3MudjEuQWZ0ZXJUb29sQ2FsbEV2ZW50EhcKD29wZXJhdGlvbl9jaGFpbhgCIAMoCSKPAQoYRGVjaWRlVG9vbFJlc3VsdFJlc3BvbnNlEikKCGRlY2lzaW9uGAEgASgLMhcuYWdlbnRob29rcy52MS5EZWNpc2lvbhIsCghvdXRjb21lcxgCIAMoCzIaLmFnZW50aG9va3MudjEuSG9va091dGNvbWUSGgoSdW5rbm93bl9vcGVyYXRpb25zGAMgAygJIt0BCgpQYXJrZWRDYWxsEi8KB2NvbnRleHQYASABKAsyHi5hZ2VudGhvb2tzLnYxLlRvb2xDYWxsQ29udGV4dBIXCg9vcGVyYXRpb25fY2hhaW4YAiADKAkSJQoEa2luZBgDIAEoDjIXLmFnZW50aG9va3MudjEuUGFya0tpbmQSLQoJcGFya2VkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgxmaW5hbF9yZXN1bHQYBSABKAsyGS5hZ2VudGhvb2tzLnYxLlRvb2xSZXN1bHQihgEKE1BhcmtUb29sQ2FsbFJlcXVlc3QSLwoHY29udGV4dBgBIAEoCzIeLmFnZW50aG9va3MudjEuVG9vbENhbGxDb250ZXh0EhcKD29wZXJhdGlvbl9jaGFpbhgCIAMoCRIlCgRraW5kGAMgASgOMhcuYWdlbnRob29rcy52MS5QYXJrS2luZCJSChRQYXJrVG9vbENhbGxSZXNwb25zZRIpCgZyZWNvcmQYASABKAsyGS5hZ2VudGhvb2tzLnYxLlBhcmtlZENhbGwSDwoHY3JlYXRlZBgCIAEoCCJ4ChxQdWJsaXNoRGVmZXJyZWRSZXN1bHRSZXF1ZXN0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIpCgZyZXN1bHQYAiABKAsyGS5hZ2VudGhvb2tzLnYxLlRvb2xSZXN1bHQSFwoPb3BlcmF0aW9uX2NoYWluGAMgAygJImMKHVB1Ymxpc2hEZWZlcnJlZFJlc3VsdFJlc3BvbnNlEi8KDGZpbmFsX3Jlc3VsdBgBIAEoCzIZLmFnZW50aG9va3MudjEuVG9vbFJlc3VsdBIRCglwdWJsaXNoZWQYAiABKAgiSQoYQ29tcGxldGVPcGVyYXRpb25SZXF1ZXN0Ei0KBWV2ZW50GAEgASgLMh4uYWdlbnRob29rcy52MS5PbkNvbXBsZXRlRXZlbnQiYwoZQ29tcGxldGVPcGVyYXRpb25SZXNwb25zZRIsCghvdXRjb21lcxgBIAMoCzIaLmFnZW50aG9va3MudjEuSG9va091dGNvbWUSGAoQaGFuZGxlcnNfZHJvcHBlZBgCIAEoCCKmAQoNSGFuZGxlUmVxdWVzdBItCgZhdHRhY2gYASABKAsyGy5hZ2VudGhvb2tzLnYxLkhhbmRsZUF0dGFjaEgAEi0KBmRldGFjaBgCIAEoCzIbLmFnZW50aG9va3MudjEuSGFuZGxlRGV0YWNoSAASLAoFcmVwbHkYAyABKAsyGy5hZ2VudGhvb2tzLnYxLkhhbmRsZXJSZXBseUgAQgkKB21lc3NhZ2UiJQoMSGFuZGxlQXR0YWNoEhUKDW9wZXJhdGlvbl9pZHMYASADKAkiJQoMSGFuZGxlRGV0YWNoEhUKDW9wZXJhdGlvbl9pZHMYASADKAkisAEKDEhhbmRsZXJSZXBseRIPCgdjYWxsX2lkGAEgASgJEioKBGRvbmUYAiABKAsyGi5hZ2VudGhvb2tzLnYxLkhhbmRsZXJEb25lSAASKgoEbW9jaxgDIAEoCzIaLmFnZW50aG9va3MudjEuSGFuZGxlck1vY2tIABIsCgVlcnJvchgEIAEoCzIbLmFnZW50aG9va3MudjEuSGFuZGxlckVycm9ySABCCQoHb3V0Y29tZSINCgtIYW5kbGVyRG9uZSJWCgtIYW5kbGVyTW9jaxIpCgZyZXN1bHQYASABKAsyGS5hZ2VudGhvb2tzLnYxLlRvb2xSZXN1bHQSEgoFZXJyb3IYAiABKAlIAIgBAUIICgZfZXJyb3IiHwoMSGFuZGxlckVycm9yEg8KB21lc3NhZ2UYASABKAkirQEKDkhhbmRsZVJlc3BvbnNlEjEKCGF0dGFjaGVkGAEgASgLMh0uYWdlbnRob29rcy52MS5IYW5kbGVBdHRhY2hlZEgAEioKBGNhbGwYAiABKAsyGi5hZ2VudGhvb2tzLnYxLkhhbmRsZXJDYWxsSAASMQoIcmVwbGFjZWQYAyABKAsyHS5hZ2VudGhvb2tzLnYxLkhhbmRsZVJlcGxhY2VkSABCCQoHbWVzc2FnZSInCg5IYW5kbGVBdHRhY2hlZBIVCg1vcGVyYXRpb25faWRzGAEgAygJIlgKC0hhbmRsZXJDYWxsEg8KB2NhbGxfaWQYASABKAkSDwoHaG9va19pZBgCIAEoCRInCgVldmVudBgDIAEoCzIYLmFnZW50aG9va3MudjEuSG9va0V2ZW50IicKDkhhbmRsZVJlcGxhY2VkEhUKDW9wZXJhdGlvbl9pZHMYASADKAkqWwoIUGFya0tpbmQSGQoVUEFSS19LSU5EX1VOU1BFQ0lGSUVEEAASFgoSUEFSS19LSU5EX0RFRkVSUkVEEAESHAoYUEFSS19LSU5EX0hVTUFOX0FQUFJPVkFMEAIy1ggKC0hvb2tTZXJ2aWNlEloKDVJlZ2lzdGVySG9va3MSIy5hZ2VudGhvb2tzLnYxLlJlZ2lzdGVySG9va3NSZXF1ZXN0GiQuYWdlbnRob29rcy52MS5SZWdpc3Rlckhvb2tzUmVzcG9uc2USYAoPVW5yZWdpc3Rlckhvb2tzEiUuYWdlbnRob29rcy52MS5VbnJlZ2lzdGVySG9va3NSZXF1ZXN0GiYuYWdlbnRob29rcy52MS5VbnJlZ2lzdGVySG9va3NSZXNwb25zZRJOCglMaXN0SG9va3MSHy5hZ2VudGhvb2tzLnYxLkxpc3RIb29rc1JlcXVlc3QaIC5hZ2VudGhvb2tzLnYxLkxpc3RIb29rc1Jlc3BvbnNlEksKCERpc3BhdGNoEh4uYWdlbnRob29rcy52MS5EaXNwYXRjaFJlcXVlc3QaHy5hZ2VudGhvb2tzLnYxLkRpc3BhdGNoUmVzcG9uc2USYQoORGlzcGF0Y2hTdHJlYW0SJC5hZ2VudGhvb2tzLnYxLkRpc3BhdGNoU3RyZWFtUmVxdWVzdBolLmFnZW50aG9va3MudjEuRGlzcGF0Y2hTdHJlYW1SZXNwb25zZSgBMAESXQoORGVjaWRlVG9vbENhbGwSJC5hZ2VudGhvb2tzLnYxLkRlY2lkZVRvb2xDYWxsUmVxdWVzdBolLmFnZW50aG9va3MudjEuRGVjaWRlVG9vbENhbGxSZXNwb25zZRJjChBEZWNpZGVUb29sUmVzdWx0EiYuYWdlbnRob29rcy52MS5EZWNpZGVUb29sUmVzdWx0UmVxdWVzdBonLmFnZW50aG9va3MudjEuRGVjaWRlVG9vbFJlc3VsdFJlc3BvbnNlElcKDFBhcmtUb29sQ2FsbBIiLmFnZW50aG9va3MudjEuUGFya1Rvb2xDYWxsUmVxdWVzdBojLmFnZW50aG9va3MudjEuUGFya1Rvb2xDYWxsUmVzcG9uc2UScgoVUHVibGlzaERlZmVycmVkUmVzdWx0EisuYWdlbnRob29rcy52MS5QdWJsaXNoRGVmZXJyZWRSZXN1bHRSZXF1ZXN0GiwuYWdlbnRob29rcy52MS5QdWJsaXNoRGVmZXJyZWRSZXN1bHRSZXNwb25zZRJmChFDb21wbGV0ZU9wZXJhdGlvbhInLmFnZW50aG9va3MudjEuQ29tcGxldGVPcGVyYXRpb25SZXF1ZXN0GiguYWdlbnRob29rcy52MS5Db21wbGV0ZU9wZXJhdGlvblJlc3BvbnNlEkkKBkhhbmRsZRIcLmFnZW50aG9va3MudjEuSGFuZGxlUmVxdWVzdBodLmFnZW50aG9va3MudjEuSGFuZGxlUmVzcG9uc2UoATABEkUKBk1vZGlmeRIcLmFnZW50aG9va3MudjEuTW9kaWZ5UmVxdWVzdBodLmFnZW50aG9va3MudjEuTW9kaWZ5UmVzcG9uc2ViBnByb3RvMw", [file_agenthooks_v1_decisions, file_agenthooks_v1_events, file_agenthooks_v1_hooks, file_google_protobuf_timestamp, file_google_rpc_status]);
+
+/**
+ * Asks for the modifying hooks of one point occurrence to run.
+ *
+ * @generated from message agenthooks.v1.ModifyRequest
+ */
+export type ModifyRequest = Message<"agenthooks.v1.ModifyRequest"> & {
+  /**
+   * Operation whose hooks run. Required. At most 256 bytes (UTF-8).
+   *
+   * @generated from field: string operation_id = 1;
+   */
+  operationId: string;
+
+  /**
+   * Point that occurred. Required.
+   *
+   * @generated from field: agenthooks.v1.ModifyPoint point = 2;
+   */
+  point: ModifyPoint;
+
+  /**
+   * The point's context, a JSON object with the spec's member names, such as
+   * `{"messages":[...],"iteration":3}` for `transformContext`. On the tool
+   * points `toolCall` must be an object with a string `name`, which hook
+   * matchers test. Required; refused with `MODIFY_CONTEXT_INVALID` when it is
+   * not a JSON object or a member the point's rules read has the wrong type.
+   *
+   * @generated from field: string context_json = 3;
+   */
+  contextJson: string;
+};
+
+/**
+ * Describes the message agenthooks.v1.ModifyRequest.
+ * Use `create(ModifyRequestSchema)` to create a new message.
+ */
+export const ModifyRequestSchema: GenMessage<ModifyRequest> = /*@__PURE__*/
+  messageDesc(file_agenthooks_v1_service, 0);
+
+/**
+ * Answers a point occurrence: the composed result, or a block.
+ *
+ * @generated from message agenthooks.v1.ModifyResponse
+ */
+export type ModifyResponse = Message<"agenthooks.v1.ModifyResponse"> & {
+  /**
+   * What the runtime applies.
+   *
+   * @generated from oneof agenthooks.v1.ModifyResponse.outcome
+   */
+  outcome: {
+    /**
+     * The composed result as a JSON object with the spec's member names:
+     * only the members some hook set (`{}` when no hook changed anything).
+     * Composition rules:
+     * - replacing values chain: each hook sees the context as the hooks
+     *   before it left it (`messages`, `systemPrompt`, `args`, `payload`;
+     *   `afterToolCall`'s `content` and `isError` as the next hook's `result`
+     *   and `isError`), and the last value returned wins;
+     * - a `{}` result, a 204 or an empty body is "no change"; a `null` member
+     *   is absent, except inside `headers` and `metadata`; members the point
+     *   does not define are ignored;
+     * - `beforeToolCall` with `content` or `isError: true` ends the chain
+     *   (later hooks do not run and the tool must not run); `isError: false`
+     *   alone does not;
+     * - `shouldStopAfterTurn` `stop: true`, and `beforeCompact` `cancel: true`
+     *   or a `summary`, end the chain;
+     * - `afterToolCall` `terminate: true` is kept once returned, even if a
+     *   later hook overrides `content`;
+     * - `beforeProviderRequest` `headers` and `metadata` merge key by key in
+     *   order, a `null` value removing the key; its other members are
+     *   last-wins; every hook sees the runtime's context;
+     * - `getSteeringMessages` and `getFollowUpMessages`: every hook sees the
+     *   same context, and the result's `messages` concatenates theirs in order;
+     * - `afterProviderResponse` only observes: the result is always `{}`.
+     *
+     * @generated from field: string result_json = 1;
+     */
+    value: string;
+    case: "resultJson";
+  } | {
+    /**
+     * A hook with `onError: block` failed: the runtime must apply no value
+     * from this call.
+     *
+     * @generated from field: agenthooks.v1.ModifyBlocked blocked = 2;
+     */
+    value: ModifyBlocked;
+    case: "blocked";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * One outcome per hook that ran, in order. Hooks after the one that ended
+   * the chain, or after a block, do not run and are not listed.
+   *
+   * @generated from field: repeated agenthooks.v1.HookOutcome outcomes = 3;
+   */
+  outcomes: HookOutcome[];
+};
+
+/**
+ * Describes the message agenthooks.v1.ModifyResponse.
+ * Use `create(ModifyResponseSchema)` to create a new message.
+ */
+export const ModifyResponseSchema: GenMessage<ModifyResponse> = /*@__PURE__*/
+  messageDesc(file_agenthooks_v1_service, 1);
+
+/**
+ * Says which hook blocked a point occurrence, and how it failed.
+ *
+ * @generated from message agenthooks.v1.ModifyBlocked
+ */
+export type ModifyBlocked = Message<"agenthooks.v1.ModifyBlocked"> & {
+  /**
+   * Id of the hook whose failure blocked.
+   *
+   * @generated from field: string hook_id = 1;
+   */
+  hookId: string;
+
+  /**
+   * Failure code, as `HookOutcome.error_code` (for a result of the wrong
+   * shape, `invalid_response`).
+   *
+   * @generated from field: string error_code = 2;
+   */
+  errorCode: string;
+
+  /**
+   * Human-readable detail, such as `messages must be an array, got a string`.
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message agenthooks.v1.ModifyBlocked.
+ * Use `create(ModifyBlockedSchema)` to create a new message.
+ */
+export const ModifyBlockedSchema: GenMessage<ModifyBlocked> = /*@__PURE__*/
+  messageDesc(file_agenthooks_v1_service, 2);
 
 /**
  * Asks to append hooks to an operation.
@@ -63,7 +206,7 @@ export type RegisterHooksRequest = Message<"agenthooks.v1.RegisterHooksRequest">
  * Use `create(RegisterHooksRequestSchema)` to create a new message.
  */
 export const RegisterHooksRequestSchema: GenMessage<RegisterHooksRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 0);
+  messageDesc(file_agenthooks_v1_service, 3);
 
 /**
  * Answers a registration.
@@ -84,7 +227,7 @@ export type RegisterHooksResponse = Message<"agenthooks.v1.RegisterHooksResponse
  * Use `create(RegisterHooksResponseSchema)` to create a new message.
  */
 export const RegisterHooksResponseSchema: GenMessage<RegisterHooksResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 1);
+  messageDesc(file_agenthooks_v1_service, 4);
 
 /**
  * Asks to drop an operation's handlers.
@@ -112,7 +255,7 @@ export type UnregisterHooksRequest = Message<"agenthooks.v1.UnregisterHooksReque
  * Use `create(UnregisterHooksRequestSchema)` to create a new message.
  */
 export const UnregisterHooksRequestSchema: GenMessage<UnregisterHooksRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 2);
+  messageDesc(file_agenthooks_v1_service, 5);
 
 /**
  * Answers an unregistration.
@@ -140,7 +283,7 @@ export type UnregisterHooksResponse = Message<"agenthooks.v1.UnregisterHooksResp
  * Use `create(UnregisterHooksResponseSchema)` to create a new message.
  */
 export const UnregisterHooksResponseSchema: GenMessage<UnregisterHooksResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 3);
+  messageDesc(file_agenthooks_v1_service, 6);
 
 /**
  * Asks for an operation's hooks.
@@ -161,7 +304,7 @@ export type ListHooksRequest = Message<"agenthooks.v1.ListHooksRequest"> & {
  * Use `create(ListHooksRequestSchema)` to create a new message.
  */
 export const ListHooksRequestSchema: GenMessage<ListHooksRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 4);
+  messageDesc(file_agenthooks_v1_service, 7);
 
 /**
  * Lists an operation's hooks.
@@ -198,7 +341,7 @@ export type ListHooksResponse = Message<"agenthooks.v1.ListHooksResponse"> & {
  * Use `create(ListHooksResponseSchema)` to create a new message.
  */
 export const ListHooksResponseSchema: GenMessage<ListHooksResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 5);
+  messageDesc(file_agenthooks_v1_service, 8);
 
 /**
  * Asks to dispatch one notification event.
@@ -223,7 +366,7 @@ export type DispatchRequest = Message<"agenthooks.v1.DispatchRequest"> & {
  * Use `create(DispatchRequestSchema)` to create a new message.
  */
 export const DispatchRequestSchema: GenMessage<DispatchRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 6);
+  messageDesc(file_agenthooks_v1_service, 9);
 
 /**
  * Answers a dispatch.
@@ -244,7 +387,7 @@ export type DispatchResponse = Message<"agenthooks.v1.DispatchResponse"> & {
  * Use `create(DispatchResponseSchema)` to create a new message.
  */
 export const DispatchResponseSchema: GenMessage<DispatchResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 7);
+  messageDesc(file_agenthooks_v1_service, 10);
 
 /**
  * Carries one event on a dispatch stream.
@@ -272,7 +415,7 @@ export type DispatchStreamRequest = Message<"agenthooks.v1.DispatchStreamRequest
  * Use `create(DispatchStreamRequestSchema)` to create a new message.
  */
 export const DispatchStreamRequestSchema: GenMessage<DispatchStreamRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 8);
+  messageDesc(file_agenthooks_v1_service, 11);
 
 /**
  * Acknowledges one event of a dispatch stream.
@@ -308,7 +451,7 @@ export type DispatchStreamResponse = Message<"agenthooks.v1.DispatchStreamRespon
  * Use `create(DispatchStreamResponseSchema)` to create a new message.
  */
 export const DispatchStreamResponseSchema: GenMessage<DispatchStreamResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 9);
+  messageDesc(file_agenthooks_v1_service, 12);
 
 /**
  * Reports the failure of one streamed event, as a unary call would.
@@ -362,7 +505,7 @@ export type StreamError = Message<"agenthooks.v1.StreamError"> & {
  * Use `create(StreamErrorSchema)` to create a new message.
  */
 export const StreamErrorSchema: GenMessage<StreamError> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 10);
+  messageDesc(file_agenthooks_v1_service, 13);
 
 /**
  * Asks to decide a tool call before it runs.
@@ -393,7 +536,7 @@ export type DecideToolCallRequest = Message<"agenthooks.v1.DecideToolCallRequest
  * Use `create(DecideToolCallRequestSchema)` to create a new message.
  */
 export const DecideToolCallRequestSchema: GenMessage<DecideToolCallRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 11);
+  messageDesc(file_agenthooks_v1_service, 14);
 
 /**
  * Answers a tool-call decision.
@@ -432,7 +575,7 @@ export type DecideToolCallResponse = Message<"agenthooks.v1.DecideToolCallRespon
  * Use `create(DecideToolCallResponseSchema)` to create a new message.
  */
 export const DecideToolCallResponseSchema: GenMessage<DecideToolCallResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 12);
+  messageDesc(file_agenthooks_v1_service, 15);
 
 /**
  * Asks to decide a tool result before the runtime archives or shows it.
@@ -462,7 +605,7 @@ export type DecideToolResultRequest = Message<"agenthooks.v1.DecideToolResultReq
  * Use `create(DecideToolResultRequestSchema)` to create a new message.
  */
 export const DecideToolResultRequestSchema: GenMessage<DecideToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 13);
+  messageDesc(file_agenthooks_v1_service, 16);
 
 /**
  * Answers a tool-result decision.
@@ -498,7 +641,7 @@ export type DecideToolResultResponse = Message<"agenthooks.v1.DecideToolResultRe
  * Use `create(DecideToolResultResponseSchema)` to create a new message.
  */
 export const DecideToolResultResponseSchema: GenMessage<DecideToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 14);
+  messageDesc(file_agenthooks_v1_service, 17);
 
 /**
  * ParkedCall is the durable record of a parked tool call.
@@ -549,7 +692,7 @@ export type ParkedCall = Message<"agenthooks.v1.ParkedCall"> & {
  * Use `create(ParkedCallSchema)` to create a new message.
  */
 export const ParkedCallSchema: GenMessage<ParkedCall> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 15);
+  messageDesc(file_agenthooks_v1_service, 18);
 
 /**
  * Asks to park a tool call.
@@ -586,7 +729,7 @@ export type ParkToolCallRequest = Message<"agenthooks.v1.ParkToolCallRequest"> &
  * Use `create(ParkToolCallRequestSchema)` to create a new message.
  */
 export const ParkToolCallRequestSchema: GenMessage<ParkToolCallRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 16);
+  messageDesc(file_agenthooks_v1_service, 19);
 
 /**
  * Answers a park.
@@ -614,7 +757,7 @@ export type ParkToolCallResponse = Message<"agenthooks.v1.ParkToolCallResponse">
  * Use `create(ParkToolCallResponseSchema)` to create a new message.
  */
 export const ParkToolCallResponseSchema: GenMessage<ParkToolCallResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 17);
+  messageDesc(file_agenthooks_v1_service, 20);
 
 /**
  * Asks to publish the result of a parked call.
@@ -653,7 +796,7 @@ export type PublishDeferredResultRequest = Message<"agenthooks.v1.PublishDeferre
  * Use `create(PublishDeferredResultRequestSchema)` to create a new message.
  */
 export const PublishDeferredResultRequestSchema: GenMessage<PublishDeferredResultRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 18);
+  messageDesc(file_agenthooks_v1_service, 21);
 
 /**
  * Answers a publication.
@@ -682,7 +825,7 @@ export type PublishDeferredResultResponse = Message<"agenthooks.v1.PublishDeferr
  * Use `create(PublishDeferredResultResponseSchema)` to create a new message.
  */
 export const PublishDeferredResultResponseSchema: GenMessage<PublishDeferredResultResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 19);
+  messageDesc(file_agenthooks_v1_service, 22);
 
 /**
  * Asks to move an operation to a terminal or parked state.
@@ -705,7 +848,7 @@ export type CompleteOperationRequest = Message<"agenthooks.v1.CompleteOperationR
  * Use `create(CompleteOperationRequestSchema)` to create a new message.
  */
 export const CompleteOperationRequestSchema: GenMessage<CompleteOperationRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 20);
+  messageDesc(file_agenthooks_v1_service, 23);
 
 /**
  * Answers a completion.
@@ -733,7 +876,7 @@ export type CompleteOperationResponse = Message<"agenthooks.v1.CompleteOperation
  * Use `create(CompleteOperationResponseSchema)` to create a new message.
  */
 export const CompleteOperationResponseSchema: GenMessage<CompleteOperationResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 21);
+  messageDesc(file_agenthooks_v1_service, 24);
 
 /**
  * Carries one message from the runtime on the `Handle` stream.
@@ -778,7 +921,7 @@ export type HandleRequest = Message<"agenthooks.v1.HandleRequest"> & {
  * Use `create(HandleRequestSchema)` to create a new message.
  */
 export const HandleRequestSchema: GenMessage<HandleRequest> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 22);
+  messageDesc(file_agenthooks_v1_service, 25);
 
 /**
  * Attaches a `Handle` stream to operations.
@@ -799,7 +942,7 @@ export type HandleAttach = Message<"agenthooks.v1.HandleAttach"> & {
  * Use `create(HandleAttachSchema)` to create a new message.
  */
 export const HandleAttachSchema: GenMessage<HandleAttach> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 23);
+  messageDesc(file_agenthooks_v1_service, 26);
 
 /**
  * Detaches a `Handle` stream from operations.
@@ -820,7 +963,7 @@ export type HandleDetach = Message<"agenthooks.v1.HandleDetach"> & {
  * Use `create(HandleDetachSchema)` to create a new message.
  */
 export const HandleDetachSchema: GenMessage<HandleDetach> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 24);
+  messageDesc(file_agenthooks_v1_service, 27);
 
 /**
  * Replies to one handler call.
@@ -872,7 +1015,7 @@ export type HandlerReply = Message<"agenthooks.v1.HandlerReply"> & {
  * Use `create(HandlerReplySchema)` to create a new message.
  */
 export const HandlerReplySchema: GenMessage<HandlerReply> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 25);
+  messageDesc(file_agenthooks_v1_service, 28);
 
 /**
  * Says a handler finished without a mock.
@@ -887,7 +1030,7 @@ export type HandlerDone = Message<"agenthooks.v1.HandlerDone"> & {
  * Use `create(HandlerDoneSchema)` to create a new message.
  */
 export const HandlerDoneSchema: GenMessage<HandlerDone> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 26);
+  messageDesc(file_agenthooks_v1_service, 29);
 
 /**
  * Carries a handler's mock for a `beforeToolCall` call.
@@ -915,7 +1058,7 @@ export type HandlerMock = Message<"agenthooks.v1.HandlerMock"> & {
  * Use `create(HandlerMockSchema)` to create a new message.
  */
 export const HandlerMockSchema: GenMessage<HandlerMock> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 27);
+  messageDesc(file_agenthooks_v1_service, 30);
 
 /**
  * Says a handler failed.
@@ -936,7 +1079,7 @@ export type HandlerError = Message<"agenthooks.v1.HandlerError"> & {
  * Use `create(HandlerErrorSchema)` to create a new message.
  */
 export const HandlerErrorSchema: GenMessage<HandlerError> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 28);
+  messageDesc(file_agenthooks_v1_service, 31);
 
 /**
  * Carries one message from agenthooks on the `Handle` stream.
@@ -981,7 +1124,7 @@ export type HandleResponse = Message<"agenthooks.v1.HandleResponse"> & {
  * Use `create(HandleResponseSchema)` to create a new message.
  */
 export const HandleResponseSchema: GenMessage<HandleResponse> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 29);
+  messageDesc(file_agenthooks_v1_service, 32);
 
 /**
  * Confirms that a stream serves operations.
@@ -1002,7 +1145,7 @@ export type HandleAttached = Message<"agenthooks.v1.HandleAttached"> & {
  * Use `create(HandleAttachedSchema)` to create a new message.
  */
 export const HandleAttachedSchema: GenMessage<HandleAttached> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 30);
+  messageDesc(file_agenthooks_v1_service, 33);
 
 /**
  * Asks the runtime to run one handler.
@@ -1037,7 +1180,7 @@ export type HandlerCall = Message<"agenthooks.v1.HandlerCall"> & {
  * Use `create(HandlerCallSchema)` to create a new message.
  */
 export const HandlerCallSchema: GenMessage<HandlerCall> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 31);
+  messageDesc(file_agenthooks_v1_service, 34);
 
 /**
  * Tells the runtime that a newer stream serves operations now.
@@ -1058,7 +1201,7 @@ export type HandleReplaced = Message<"agenthooks.v1.HandleReplaced"> & {
  * Use `create(HandleReplacedSchema)` to create a new message.
  */
 export const HandleReplacedSchema: GenMessage<HandleReplaced> = /*@__PURE__*/
-  messageDesc(file_agenthooks_v1_service, 32);
+  messageDesc(file_agenthooks_v1_service, 35);
 
 /**
  * ParkKind names why a tool call is parked.
@@ -1279,6 +1422,28 @@ export const HookService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof HandleRequestSchema;
     output: typeof HandleResponseSchema;
+  },
+  /**
+   * Runs the modifying hooks of one occurrence of a HookBus point
+   * (`hookbus-hooks.md`): the operation's hooks registered with this `point`,
+   * in registration order, and answers their composed result. The runtime
+   * applies the result, or nothing of it when the answer is `blocked`.
+   *
+   * One RPC for the twelve points, with the context and the result as JSON
+   * objects named as the spec names them (camelCase): most of what they hold
+   * (messages, arguments, provider payloads, task state) is JSON the runtime
+   * already has and the sidecar never reads into, so it is carried as text,
+   * large integers unchanged, with no tree of `google.protobuf.Value` to build
+   * and collect; receivers get the same object the runtime sent; and a point
+   * added later needs no new message. The sidecar checks the context's shape
+   * and every hook's result against the point's rules before answering.
+   *
+   * @generated from rpc agenthooks.v1.HookService.Modify
+   */
+  modify: {
+    methodKind: "unary";
+    input: typeof ModifyRequestSchema;
+    output: typeof ModifyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agenthooks_v1_service, 0);

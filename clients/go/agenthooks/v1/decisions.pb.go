@@ -529,7 +529,12 @@ type HookOutcome struct {
 	// Time the hook took.
 	Duration *durationpb.Duration `protobuf:"bytes,9,opt,name=duration,proto3" json:"duration,omitempty"`
 	// True when the hook's delivery is critical (`fallback: none`) and failed.
-	Critical      bool `protobuf:"varint,10,opt,name=critical,proto3" json:"critical,omitempty"`
+	Critical bool `protobuf:"varint,10,opt,name=critical,proto3" json:"critical,omitempty"`
+	// Modifying point the hook ran at, for a modifying hook (`hook_type` is
+	// then unspecified).
+	Point ModifyPoint `protobuf:"varint,11,opt,name=point,proto3,enum=agenthooks.v1.ModifyPoint" json:"point,omitempty"`
+	// Plugin of the hook, if it has one.
+	Plugin        string `protobuf:"bytes,12,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,11 +639,25 @@ func (x *HookOutcome) GetCritical() bool {
 	return false
 }
 
+func (x *HookOutcome) GetPoint() ModifyPoint {
+	if x != nil {
+		return x.Point
+	}
+	return ModifyPoint_MODIFY_POINT_UNSPECIFIED
+}
+
+func (x *HookOutcome) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
 var File_agenthooks_v1_decisions_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_decisions_proto_rawDesc = "" +
 	"\n" +
-	"\x1dagenthooks/v1/decisions.proto\x12\ragenthooks.v1\x1a\x1aagenthooks/v1/events.proto\x1a\x1egoogle/protobuf/duration.proto\"\x99\x01\n" +
+	"\x1dagenthooks/v1/decisions.proto\x12\ragenthooks.v1\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1egoogle/protobuf/duration.proto\"\x99\x01\n" +
 	"\bDecision\x12,\n" +
 	"\x05allow\x18\x01 \x01(\v2\x14.agenthooks.v1.AllowH\x00R\x05allow\x12)\n" +
 	"\x04deny\x18\x02 \x01(\v2\x13.agenthooks.v1.DenyH\x00R\x04deny\x12)\n" +
@@ -654,7 +673,7 @@ const file_agenthooks_v1_decisions_proto_rawDesc = "" +
 	"\x0eblocked_result\x18\x05 \x01(\v2\x19.agenthooks.v1.ToolResultR\rblockedResult\"R\n" +
 	"\x04Mock\x121\n" +
 	"\x06result\x18\x01 \x01(\v2\x19.agenthooks.v1.ToolResultR\x06result\x12\x17\n" +
-	"\ahook_id\x18\x02 \x01(\tR\x06hookId\"\x99\x03\n" +
+	"\ahook_id\x18\x02 \x01(\tR\x06hookId\"\xe3\x03\n" +
 	"\vHookOutcome\x12\x17\n" +
 	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x124\n" +
 	"\thook_type\x18\x02 \x01(\x0e2\x17.agenthooks.v1.HookTypeR\bhookType\x12!\n" +
@@ -668,7 +687,9 @@ const file_agenthooks_v1_decisions_proto_rawDesc = "" +
 	"httpStatus\x125\n" +
 	"\bduration\x18\t \x01(\v2\x19.google.protobuf.DurationR\bduration\x12\x1a\n" +
 	"\bcritical\x18\n" +
-	" \x01(\bR\bcritical*\x8a\x01\n" +
+	" \x01(\bR\bcritical\x120\n" +
+	"\x05point\x18\v \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12\x16\n" +
+	"\x06plugin\x18\f \x01(\tR\x06plugin*\x8a\x01\n" +
 	"\x12DenyClassification\x12#\n" +
 	"\x1fDENY_CLASSIFICATION_UNSPECIFIED\x10\x00\x12#\n" +
 	"\x1fDENY_CLASSIFICATION_HOOK_DENIED\x10\x01\x12*\n" +
@@ -716,6 +737,7 @@ var file_agenthooks_v1_decisions_proto_goTypes = []any{
 	(*ToolResult)(nil),          // 8: agenthooks.v1.ToolResult
 	(HookType)(0),               // 9: agenthooks.v1.HookType
 	(*durationpb.Duration)(nil), // 10: google.protobuf.Duration
+	(ModifyPoint)(0),            // 11: agenthooks.v1.ModifyPoint
 }
 var file_agenthooks_v1_decisions_proto_depIdxs = []int32{
 	4,  // 0: agenthooks.v1.Decision.allow:type_name -> agenthooks.v1.Allow
@@ -728,11 +750,12 @@ var file_agenthooks_v1_decisions_proto_depIdxs = []int32{
 	2,  // 7: agenthooks.v1.HookOutcome.source:type_name -> agenthooks.v1.HookSource
 	1,  // 8: agenthooks.v1.HookOutcome.status:type_name -> agenthooks.v1.HookOutcomeStatus
 	10, // 9: agenthooks.v1.HookOutcome.duration:type_name -> google.protobuf.Duration
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 10: agenthooks.v1.HookOutcome.point:type_name -> agenthooks.v1.ModifyPoint
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_agenthooks_v1_decisions_proto_init() }
@@ -741,6 +764,7 @@ func file_agenthooks_v1_decisions_proto_init() {
 		return
 	}
 	file_agenthooks_v1_events_proto_init()
+	file_agenthooks_v1_hooks_proto_init()
 	file_agenthooks_v1_decisions_proto_msgTypes[0].OneofWrappers = []any{
 		(*Decision_Allow)(nil),
 		(*Decision_Deny)(nil),

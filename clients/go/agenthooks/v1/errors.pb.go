@@ -293,6 +293,14 @@ const (
 	ErrorReason_BLOCK_REQUIRES_RESULT ErrorReason = 89
 	// INVALID_ARGUMENT: a hook's `plugin` is longer than 256 bytes (UTF-8).
 	ErrorReason_PLUGIN_NAME_TOO_LONG ErrorReason = 90
+	// INVALID_ARGUMENT: a `Modify` request's `context_json` is not a JSON
+	// object, or a member the point's rules read has the wrong type (such as
+	// `messages` that is not an array, or a tool point's `toolCall` without a
+	// string `name`); the `BadRequest` names `context_json` and the message the
+	// member.
+	ErrorReason_MODIFY_CONTEXT_INVALID ErrorReason = 91
+	// INVALID_ARGUMENT: a `Modify` request's `point` is unspecified.
+	ErrorReason_MODIFY_POINT_REQUIRED ErrorReason = 92
 )
 
 // Enum value maps for ErrorReason.
@@ -389,6 +397,8 @@ var (
 		88: "MODIFY_DELIVERY_NOT_ALLOWED",
 		89: "BLOCK_REQUIRES_RESULT",
 		90: "PLUGIN_NAME_TOO_LONG",
+		91: "MODIFY_CONTEXT_INVALID",
+		92: "MODIFY_POINT_REQUIRED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -482,6 +492,8 @@ var (
 		"MODIFY_DELIVERY_NOT_ALLOWED":       88,
 		"BLOCK_REQUIRES_RESULT":             89,
 		"PLUGIN_NAME_TOO_LONG":              90,
+		"MODIFY_CONTEXT_INVALID":            91,
+		"MODIFY_POINT_REQUIRED":             92,
 	}
 )
 
@@ -516,7 +528,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xfe\x11\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xb5\x12\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -610,7 +622,9 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"!MODIFY_WEBHOOK_OPTION_NOT_ALLOWED\x10W\x12\x1f\n" +
 	"\x1bMODIFY_DELIVERY_NOT_ALLOWED\x10X\x12\x19\n" +
 	"\x15BLOCK_REQUIRES_RESULT\x10Y\x12\x18\n" +
-	"\x14PLUGIN_NAME_TOO_LONG\x10ZB\xa9\x01\n" +
+	"\x14PLUGIN_NAME_TOO_LONG\x10Z\x12\x1a\n" +
+	"\x16MODIFY_CONTEXT_INVALID\x10[\x12\x19\n" +
+	"\x15MODIFY_POINT_REQUIRED\x10\\B\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -76,6 +76,259 @@ func (ParkKind) EnumDescriptor() ([]byte, []int) {
 	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{0}
 }
 
+// Asks for the modifying hooks of one point occurrence to run.
+type ModifyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Operation whose hooks run. Required. At most 256 bytes (UTF-8).
+	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// Point that occurred. Required.
+	Point ModifyPoint `protobuf:"varint,2,opt,name=point,proto3,enum=agenthooks.v1.ModifyPoint" json:"point,omitempty"`
+	// The point's context, a JSON object with the spec's member names, such as
+	// `{"messages":[...],"iteration":3}` for `transformContext`. On the tool
+	// points `toolCall` must be an object with a string `name`, which hook
+	// matchers test. Required; refused with `MODIFY_CONTEXT_INVALID` when it is
+	// not a JSON object or a member the point's rules read has the wrong type.
+	ContextJson   string `protobuf:"bytes,3,opt,name=context_json,json=contextJson,proto3" json:"context_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModifyRequest) Reset() {
+	*x = ModifyRequest{}
+	mi := &file_agenthooks_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModifyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModifyRequest) ProtoMessage() {}
+
+func (x *ModifyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthooks_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModifyRequest.ProtoReflect.Descriptor instead.
+func (*ModifyRequest) Descriptor() ([]byte, []int) {
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ModifyRequest) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
+	}
+	return ""
+}
+
+func (x *ModifyRequest) GetPoint() ModifyPoint {
+	if x != nil {
+		return x.Point
+	}
+	return ModifyPoint_MODIFY_POINT_UNSPECIFIED
+}
+
+func (x *ModifyRequest) GetContextJson() string {
+	if x != nil {
+		return x.ContextJson
+	}
+	return ""
+}
+
+// Answers a point occurrence: the composed result, or a block.
+type ModifyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the runtime applies.
+	//
+	// Types that are valid to be assigned to Outcome:
+	//
+	//	*ModifyResponse_ResultJson
+	//	*ModifyResponse_Blocked
+	Outcome isModifyResponse_Outcome `protobuf_oneof:"outcome"`
+	// One outcome per hook that ran, in order. Hooks after the one that ended
+	// the chain, or after a block, do not run and are not listed.
+	Outcomes      []*HookOutcome `protobuf:"bytes,3,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModifyResponse) Reset() {
+	*x = ModifyResponse{}
+	mi := &file_agenthooks_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModifyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModifyResponse) ProtoMessage() {}
+
+func (x *ModifyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthooks_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModifyResponse.ProtoReflect.Descriptor instead.
+func (*ModifyResponse) Descriptor() ([]byte, []int) {
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ModifyResponse) GetOutcome() isModifyResponse_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return nil
+}
+
+func (x *ModifyResponse) GetResultJson() string {
+	if x != nil {
+		if x, ok := x.Outcome.(*ModifyResponse_ResultJson); ok {
+			return x.ResultJson
+		}
+	}
+	return ""
+}
+
+func (x *ModifyResponse) GetBlocked() *ModifyBlocked {
+	if x != nil {
+		if x, ok := x.Outcome.(*ModifyResponse_Blocked); ok {
+			return x.Blocked
+		}
+	}
+	return nil
+}
+
+func (x *ModifyResponse) GetOutcomes() []*HookOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+type isModifyResponse_Outcome interface {
+	isModifyResponse_Outcome()
+}
+
+type ModifyResponse_ResultJson struct {
+	// The composed result as a JSON object with the spec's member names:
+	// only the members some hook set (`{}` when no hook changed anything).
+	// Composition rules:
+	//   - replacing values chain: each hook sees the context as the hooks
+	//     before it left it (`messages`, `systemPrompt`, `args`, `payload`;
+	//     `afterToolCall`'s `content` and `isError` as the next hook's `result`
+	//     and `isError`), and the last value returned wins;
+	//   - a `{}` result, a 204 or an empty body is "no change"; a `null` member
+	//     is absent, except inside `headers` and `metadata`; members the point
+	//     does not define are ignored;
+	//   - `beforeToolCall` with `content` or `isError: true` ends the chain
+	//     (later hooks do not run and the tool must not run); `isError: false`
+	//     alone does not;
+	//   - `shouldStopAfterTurn` `stop: true`, and `beforeCompact` `cancel: true`
+	//     or a `summary`, end the chain;
+	//   - `afterToolCall` `terminate: true` is kept once returned, even if a
+	//     later hook overrides `content`;
+	//   - `beforeProviderRequest` `headers` and `metadata` merge key by key in
+	//     order, a `null` value removing the key; its other members are
+	//     last-wins; every hook sees the runtime's context;
+	//   - `getSteeringMessages` and `getFollowUpMessages`: every hook sees the
+	//     same context, and the result's `messages` concatenates theirs in order;
+	//   - `afterProviderResponse` only observes: the result is always `{}`.
+	ResultJson string `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3,oneof"`
+}
+
+type ModifyResponse_Blocked struct {
+	// A hook with `onError: block` failed: the runtime must apply no value
+	// from this call.
+	Blocked *ModifyBlocked `protobuf:"bytes,2,opt,name=blocked,proto3,oneof"`
+}
+
+func (*ModifyResponse_ResultJson) isModifyResponse_Outcome() {}
+
+func (*ModifyResponse_Blocked) isModifyResponse_Outcome() {}
+
+// Says which hook blocked a point occurrence, and how it failed.
+type ModifyBlocked struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Id of the hook whose failure blocked.
+	HookId string `protobuf:"bytes,1,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
+	// Failure code, as `HookOutcome.error_code` (for a result of the wrong
+	// shape, `invalid_response`).
+	ErrorCode string `protobuf:"bytes,2,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	// Human-readable detail, such as `messages must be an array, got a string`.
+	Message       string `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModifyBlocked) Reset() {
+	*x = ModifyBlocked{}
+	mi := &file_agenthooks_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModifyBlocked) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModifyBlocked) ProtoMessage() {}
+
+func (x *ModifyBlocked) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthooks_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModifyBlocked.ProtoReflect.Descriptor instead.
+func (*ModifyBlocked) Descriptor() ([]byte, []int) {
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ModifyBlocked) GetHookId() string {
+	if x != nil {
+		return x.HookId
+	}
+	return ""
+}
+
+func (x *ModifyBlocked) GetErrorCode() string {
+	if x != nil {
+		return x.ErrorCode
+	}
+	return ""
+}
+
+func (x *ModifyBlocked) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // Asks to append hooks to an operation.
 type RegisterHooksRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +352,7 @@ type RegisterHooksRequest struct {
 
 func (x *RegisterHooksRequest) Reset() {
 	*x = RegisterHooksRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[0]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +364,7 @@ func (x *RegisterHooksRequest) String() string {
 func (*RegisterHooksRequest) ProtoMessage() {}
 
 func (x *RegisterHooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[0]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +377,7 @@ func (x *RegisterHooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterHooksRequest.ProtoReflect.Descriptor instead.
 func (*RegisterHooksRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterHooksRequest) GetOperationId() string {
@@ -159,7 +412,7 @@ type RegisterHooksResponse struct {
 
 func (x *RegisterHooksResponse) Reset() {
 	*x = RegisterHooksResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[1]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +424,7 @@ func (x *RegisterHooksResponse) String() string {
 func (*RegisterHooksResponse) ProtoMessage() {}
 
 func (x *RegisterHooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[1]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +437,7 @@ func (x *RegisterHooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterHooksResponse.ProtoReflect.Descriptor instead.
 func (*RegisterHooksResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegisterHooksResponse) GetHookCount() int32 {
@@ -207,7 +460,7 @@ type UnregisterHooksRequest struct {
 
 func (x *UnregisterHooksRequest) Reset() {
 	*x = UnregisterHooksRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[2]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +472,7 @@ func (x *UnregisterHooksRequest) String() string {
 func (*UnregisterHooksRequest) ProtoMessage() {}
 
 func (x *UnregisterHooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[2]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +485,7 @@ func (x *UnregisterHooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterHooksRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterHooksRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *UnregisterHooksRequest) GetOperationId() string {
@@ -262,7 +515,7 @@ type UnregisterHooksResponse struct {
 
 func (x *UnregisterHooksResponse) Reset() {
 	*x = UnregisterHooksResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[3]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -274,7 +527,7 @@ func (x *UnregisterHooksResponse) String() string {
 func (*UnregisterHooksResponse) ProtoMessage() {}
 
 func (x *UnregisterHooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[3]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -287,7 +540,7 @@ func (x *UnregisterHooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterHooksResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterHooksResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UnregisterHooksResponse) GetHandlersDropped() int32 {
@@ -315,7 +568,7 @@ type ListHooksRequest struct {
 
 func (x *ListHooksRequest) Reset() {
 	*x = ListHooksRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[4]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -327,7 +580,7 @@ func (x *ListHooksRequest) String() string {
 func (*ListHooksRequest) ProtoMessage() {}
 
 func (x *ListHooksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[4]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +593,7 @@ func (x *ListHooksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHooksRequest.ProtoReflect.Descriptor instead.
 func (*ListHooksRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListHooksRequest) GetOperationId() string {
@@ -367,7 +620,7 @@ type ListHooksResponse struct {
 
 func (x *ListHooksResponse) Reset() {
 	*x = ListHooksResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[5]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +632,7 @@ func (x *ListHooksResponse) String() string {
 func (*ListHooksResponse) ProtoMessage() {}
 
 func (x *ListHooksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[5]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +645,7 @@ func (x *ListHooksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListHooksResponse.ProtoReflect.Descriptor instead.
 func (*ListHooksResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListHooksResponse) GetHooks() []*Hook {
@@ -431,7 +684,7 @@ type DispatchRequest struct {
 
 func (x *DispatchRequest) Reset() {
 	*x = DispatchRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[6]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -443,7 +696,7 @@ func (x *DispatchRequest) String() string {
 func (*DispatchRequest) ProtoMessage() {}
 
 func (x *DispatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[6]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -456,7 +709,7 @@ func (x *DispatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchRequest.ProtoReflect.Descriptor instead.
 func (*DispatchRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DispatchRequest) GetEvent() *HookEvent {
@@ -477,7 +730,7 @@ type DispatchResponse struct {
 
 func (x *DispatchResponse) Reset() {
 	*x = DispatchResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[7]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +742,7 @@ func (x *DispatchResponse) String() string {
 func (*DispatchResponse) ProtoMessage() {}
 
 func (x *DispatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[7]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +755,7 @@ func (x *DispatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchResponse.ProtoReflect.Descriptor instead.
 func (*DispatchResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DispatchResponse) GetOutcomes() []*HookOutcome {
@@ -525,7 +778,7 @@ type DispatchStreamRequest struct {
 
 func (x *DispatchStreamRequest) Reset() {
 	*x = DispatchStreamRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[8]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +790,7 @@ func (x *DispatchStreamRequest) String() string {
 func (*DispatchStreamRequest) ProtoMessage() {}
 
 func (x *DispatchStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[8]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +803,7 @@ func (x *DispatchStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchStreamRequest.ProtoReflect.Descriptor instead.
 func (*DispatchStreamRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DispatchStreamRequest) GetEventId() string {
@@ -583,7 +836,7 @@ type DispatchStreamResponse struct {
 
 func (x *DispatchStreamResponse) Reset() {
 	*x = DispatchStreamResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[9]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +848,7 @@ func (x *DispatchStreamResponse) String() string {
 func (*DispatchStreamResponse) ProtoMessage() {}
 
 func (x *DispatchStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[9]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +861,7 @@ func (x *DispatchStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DispatchStreamResponse.ProtoReflect.Descriptor instead.
 func (*DispatchStreamResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DispatchStreamResponse) GetEventId() string {
@@ -656,7 +909,7 @@ type StreamError struct {
 
 func (x *StreamError) Reset() {
 	*x = StreamError{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[10]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +921,7 @@ func (x *StreamError) String() string {
 func (*StreamError) ProtoMessage() {}
 
 func (x *StreamError) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[10]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +934,7 @@ func (x *StreamError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamError.ProtoReflect.Descriptor instead.
 func (*StreamError) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StreamError) GetCode() int32 {
@@ -735,7 +988,7 @@ type DecideToolCallRequest struct {
 
 func (x *DecideToolCallRequest) Reset() {
 	*x = DecideToolCallRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[11]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +1000,7 @@ func (x *DecideToolCallRequest) String() string {
 func (*DecideToolCallRequest) ProtoMessage() {}
 
 func (x *DecideToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[11]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +1013,7 @@ func (x *DecideToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideToolCallRequest.ProtoReflect.Descriptor instead.
 func (*DecideToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DecideToolCallRequest) GetEvent() *BeforeToolCallEvent {
@@ -796,7 +1049,7 @@ type DecideToolCallResponse struct {
 
 func (x *DecideToolCallResponse) Reset() {
 	*x = DecideToolCallResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[12]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +1061,7 @@ func (x *DecideToolCallResponse) String() string {
 func (*DecideToolCallResponse) ProtoMessage() {}
 
 func (x *DecideToolCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[12]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +1074,7 @@ func (x *DecideToolCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideToolCallResponse.ProtoReflect.Descriptor instead.
 func (*DecideToolCallResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DecideToolCallResponse) GetDecision() *Decision {
@@ -860,7 +1113,7 @@ type DecideToolResultRequest struct {
 
 func (x *DecideToolResultRequest) Reset() {
 	*x = DecideToolResultRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[13]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1125,7 @@ func (x *DecideToolResultRequest) String() string {
 func (*DecideToolResultRequest) ProtoMessage() {}
 
 func (x *DecideToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[13]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1138,7 @@ func (x *DecideToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideToolResultRequest.ProtoReflect.Descriptor instead.
 func (*DecideToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DecideToolResultRequest) GetEvent() *AfterToolCallEvent {
@@ -918,7 +1171,7 @@ type DecideToolResultResponse struct {
 
 func (x *DecideToolResultResponse) Reset() {
 	*x = DecideToolResultResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[14]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1183,7 @@ func (x *DecideToolResultResponse) String() string {
 func (*DecideToolResultResponse) ProtoMessage() {}
 
 func (x *DecideToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[14]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1196,7 @@ func (x *DecideToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideToolResultResponse.ProtoReflect.Descriptor instead.
 func (*DecideToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DecideToolResultResponse) GetDecision() *Decision {
@@ -988,7 +1241,7 @@ type ParkedCall struct {
 
 func (x *ParkedCall) Reset() {
 	*x = ParkedCall{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[15]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1253,7 @@ func (x *ParkedCall) String() string {
 func (*ParkedCall) ProtoMessage() {}
 
 func (x *ParkedCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[15]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1266,7 @@ func (x *ParkedCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedCall.ProtoReflect.Descriptor instead.
 func (*ParkedCall) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ParkedCall) GetContext() *ToolCallContext {
@@ -1068,7 +1321,7 @@ type ParkToolCallRequest struct {
 
 func (x *ParkToolCallRequest) Reset() {
 	*x = ParkToolCallRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[16]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1333,7 @@ func (x *ParkToolCallRequest) String() string {
 func (*ParkToolCallRequest) ProtoMessage() {}
 
 func (x *ParkToolCallRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[16]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1346,7 @@ func (x *ParkToolCallRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkToolCallRequest.ProtoReflect.Descriptor instead.
 func (*ParkToolCallRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ParkToolCallRequest) GetContext() *ToolCallContext {
@@ -1130,7 +1383,7 @@ type ParkToolCallResponse struct {
 
 func (x *ParkToolCallResponse) Reset() {
 	*x = ParkToolCallResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[17]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1395,7 @@ func (x *ParkToolCallResponse) String() string {
 func (*ParkToolCallResponse) ProtoMessage() {}
 
 func (x *ParkToolCallResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[17]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1408,7 @@ func (x *ParkToolCallResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkToolCallResponse.ProtoReflect.Descriptor instead.
 func (*ParkToolCallResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ParkToolCallResponse) GetRecord() *ParkedCall {
@@ -1191,7 +1444,7 @@ type PublishDeferredResultRequest struct {
 
 func (x *PublishDeferredResultRequest) Reset() {
 	*x = PublishDeferredResultRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[18]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1456,7 @@ func (x *PublishDeferredResultRequest) String() string {
 func (*PublishDeferredResultRequest) ProtoMessage() {}
 
 func (x *PublishDeferredResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[18]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1469,7 @@ func (x *PublishDeferredResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDeferredResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishDeferredResultRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishDeferredResultRequest) GetToolCallId() string {
@@ -1254,7 +1507,7 @@ type PublishDeferredResultResponse struct {
 
 func (x *PublishDeferredResultResponse) Reset() {
 	*x = PublishDeferredResultResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[19]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1519,7 @@ func (x *PublishDeferredResultResponse) String() string {
 func (*PublishDeferredResultResponse) ProtoMessage() {}
 
 func (x *PublishDeferredResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[19]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1532,7 @@ func (x *PublishDeferredResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishDeferredResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishDeferredResultResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishDeferredResultResponse) GetFinalResult() *ToolResult {
@@ -1309,7 +1562,7 @@ type CompleteOperationRequest struct {
 
 func (x *CompleteOperationRequest) Reset() {
 	*x = CompleteOperationRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[20]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1321,7 +1574,7 @@ func (x *CompleteOperationRequest) String() string {
 func (*CompleteOperationRequest) ProtoMessage() {}
 
 func (x *CompleteOperationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[20]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1334,7 +1587,7 @@ func (x *CompleteOperationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteOperationRequest.ProtoReflect.Descriptor instead.
 func (*CompleteOperationRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CompleteOperationRequest) GetEvent() *OnCompleteEvent {
@@ -1357,7 +1610,7 @@ type CompleteOperationResponse struct {
 
 func (x *CompleteOperationResponse) Reset() {
 	*x = CompleteOperationResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[21]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1622,7 @@ func (x *CompleteOperationResponse) String() string {
 func (*CompleteOperationResponse) ProtoMessage() {}
 
 func (x *CompleteOperationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[21]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1635,7 @@ func (x *CompleteOperationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteOperationResponse.ProtoReflect.Descriptor instead.
 func (*CompleteOperationResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CompleteOperationResponse) GetOutcomes() []*HookOutcome {
@@ -1416,7 +1669,7 @@ type HandleRequest struct {
 
 func (x *HandleRequest) Reset() {
 	*x = HandleRequest{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[22]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1681,7 @@ func (x *HandleRequest) String() string {
 func (*HandleRequest) ProtoMessage() {}
 
 func (x *HandleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[22]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1694,7 @@ func (x *HandleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
 func (*HandleRequest) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HandleRequest) GetMessage() isHandleRequest_Message {
@@ -1514,7 +1767,7 @@ type HandleAttach struct {
 
 func (x *HandleAttach) Reset() {
 	*x = HandleAttach{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[23]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1779,7 @@ func (x *HandleAttach) String() string {
 func (*HandleAttach) ProtoMessage() {}
 
 func (x *HandleAttach) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[23]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1792,7 @@ func (x *HandleAttach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleAttach.ProtoReflect.Descriptor instead.
 func (*HandleAttach) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HandleAttach) GetOperationIds() []string {
@@ -1560,7 +1813,7 @@ type HandleDetach struct {
 
 func (x *HandleDetach) Reset() {
 	*x = HandleDetach{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[24]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1825,7 @@ func (x *HandleDetach) String() string {
 func (*HandleDetach) ProtoMessage() {}
 
 func (x *HandleDetach) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[24]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1838,7 @@ func (x *HandleDetach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleDetach.ProtoReflect.Descriptor instead.
 func (*HandleDetach) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HandleDetach) GetOperationIds() []string {
@@ -1614,7 +1867,7 @@ type HandlerReply struct {
 
 func (x *HandlerReply) Reset() {
 	*x = HandlerReply{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[25]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1879,7 @@ func (x *HandlerReply) String() string {
 func (*HandlerReply) ProtoMessage() {}
 
 func (x *HandlerReply) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[25]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1892,7 @@ func (x *HandlerReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerReply.ProtoReflect.Descriptor instead.
 func (*HandlerReply) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HandlerReply) GetCallId() string {
@@ -1717,7 +1970,7 @@ type HandlerDone struct {
 
 func (x *HandlerDone) Reset() {
 	*x = HandlerDone{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[26]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1982,7 @@ func (x *HandlerDone) String() string {
 func (*HandlerDone) ProtoMessage() {}
 
 func (x *HandlerDone) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[26]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1995,7 @@ func (x *HandlerDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerDone.ProtoReflect.Descriptor instead.
 func (*HandlerDone) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 // Carries a handler's mock for a `beforeToolCall` call.
@@ -1758,7 +2011,7 @@ type HandlerMock struct {
 
 func (x *HandlerMock) Reset() {
 	*x = HandlerMock{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[27]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1770,7 +2023,7 @@ func (x *HandlerMock) String() string {
 func (*HandlerMock) ProtoMessage() {}
 
 func (x *HandlerMock) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[27]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1783,7 +2036,7 @@ func (x *HandlerMock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerMock.ProtoReflect.Descriptor instead.
 func (*HandlerMock) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HandlerMock) GetResult() *ToolResult {
@@ -1811,7 +2064,7 @@ type HandlerError struct {
 
 func (x *HandlerError) Reset() {
 	*x = HandlerError{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[28]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2076,7 @@ func (x *HandlerError) String() string {
 func (*HandlerError) ProtoMessage() {}
 
 func (x *HandlerError) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[28]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2089,7 @@ func (x *HandlerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerError.ProtoReflect.Descriptor instead.
 func (*HandlerError) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HandlerError) GetMessage() string {
@@ -1863,7 +2116,7 @@ type HandleResponse struct {
 
 func (x *HandleResponse) Reset() {
 	*x = HandleResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1875,7 +2128,7 @@ func (x *HandleResponse) String() string {
 func (*HandleResponse) ProtoMessage() {}
 
 func (x *HandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1888,7 +2141,7 @@ func (x *HandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleResponse.ProtoReflect.Descriptor instead.
 func (*HandleResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HandleResponse) GetMessage() isHandleResponse_Message {
@@ -1961,7 +2214,7 @@ type HandleAttached struct {
 
 func (x *HandleAttached) Reset() {
 	*x = HandleAttached{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2226,7 @@ func (x *HandleAttached) String() string {
 func (*HandleAttached) ProtoMessage() {}
 
 func (x *HandleAttached) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2239,7 @@ func (x *HandleAttached) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleAttached.ProtoReflect.Descriptor instead.
 func (*HandleAttached) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HandleAttached) GetOperationIds() []string {
@@ -2011,7 +2264,7 @@ type HandlerCall struct {
 
 func (x *HandlerCall) Reset() {
 	*x = HandlerCall{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2276,7 @@ func (x *HandlerCall) String() string {
 func (*HandlerCall) ProtoMessage() {}
 
 func (x *HandlerCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2289,7 @@ func (x *HandlerCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerCall.ProtoReflect.Descriptor instead.
 func (*HandlerCall) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HandlerCall) GetCallId() string {
@@ -2071,7 +2324,7 @@ type HandleReplaced struct {
 
 func (x *HandleReplaced) Reset() {
 	*x = HandleReplaced{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2336,7 @@ func (x *HandleReplaced) String() string {
 func (*HandleReplaced) ProtoMessage() {}
 
 func (x *HandleReplaced) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2349,7 @@ func (x *HandleReplaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleReplaced.ProtoReflect.Descriptor instead.
 func (*HandleReplaced) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HandleReplaced) GetOperationIds() []string {
@@ -2110,7 +2363,22 @@ var File_agenthooks_v1_service_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\xb1\x01\n" +
+	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x87\x01\n" +
+	"\rModifyRequest\x12!\n" +
+	"\foperation_id\x18\x01 \x01(\tR\voperationId\x120\n" +
+	"\x05point\x18\x02 \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12!\n" +
+	"\fcontext_json\x18\x03 \x01(\tR\vcontextJson\"\xb0\x01\n" +
+	"\x0eModifyResponse\x12!\n" +
+	"\vresult_json\x18\x01 \x01(\tH\x00R\n" +
+	"resultJson\x128\n" +
+	"\ablocked\x18\x02 \x01(\v2\x1c.agenthooks.v1.ModifyBlockedH\x00R\ablocked\x126\n" +
+	"\boutcomes\x18\x03 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomesB\t\n" +
+	"\aoutcome\"a\n" +
+	"\rModifyBlocked\x12\x17\n" +
+	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x12\x1d\n" +
+	"\n" +
+	"error_code\x18\x02 \x01(\tR\terrorCode\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"\xb1\x01\n" +
 	"\x14RegisterHooksRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x123\n" +
 	"\x13parent_operation_id\x18\x02 \x01(\tH\x00R\x11parentOperationId\x88\x01\x01\x12)\n" +
@@ -2228,7 +2496,7 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\bParkKind\x12\x19\n" +
 	"\x15PARK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PARK_KIND_DEFERRED\x10\x01\x12\x1c\n" +
-	"\x18PARK_KIND_HUMAN_APPROVAL\x10\x022\x8f\b\n" +
+	"\x18PARK_KIND_HUMAN_APPROVAL\x10\x022\xd6\b\n" +
 	"\vHookService\x12Z\n" +
 	"\rRegisterHooks\x12#.agenthooks.v1.RegisterHooksRequest\x1a$.agenthooks.v1.RegisterHooksResponse\x12`\n" +
 	"\x0fUnregisterHooks\x12%.agenthooks.v1.UnregisterHooksRequest\x1a&.agenthooks.v1.UnregisterHooksResponse\x12N\n" +
@@ -2240,7 +2508,8 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\fParkToolCall\x12\".agenthooks.v1.ParkToolCallRequest\x1a#.agenthooks.v1.ParkToolCallResponse\x12r\n" +
 	"\x15PublishDeferredResult\x12+.agenthooks.v1.PublishDeferredResultRequest\x1a,.agenthooks.v1.PublishDeferredResultResponse\x12f\n" +
 	"\x11CompleteOperation\x12'.agenthooks.v1.CompleteOperationRequest\x1a(.agenthooks.v1.CompleteOperationResponse\x12I\n" +
-	"\x06Handle\x12\x1c.agenthooks.v1.HandleRequest\x1a\x1d.agenthooks.v1.HandleResponse(\x010\x01B\xaa\x01\n" +
+	"\x06Handle\x12\x1c.agenthooks.v1.HandleRequest\x1a\x1d.agenthooks.v1.HandleResponse(\x010\x01\x12E\n" +
+	"\x06Modify\x12\x1c.agenthooks.v1.ModifyRequest\x1a\x1d.agenthooks.v1.ModifyResponseB\xaa\x01\n" +
 	"\x11com.agenthooks.v1B\fServiceProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (
@@ -2256,118 +2525,127 @@ func file_agenthooks_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthooks_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agenthooks_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_agenthooks_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_agenthooks_v1_service_proto_goTypes = []any{
 	(ParkKind)(0),                         // 0: agenthooks.v1.ParkKind
-	(*RegisterHooksRequest)(nil),          // 1: agenthooks.v1.RegisterHooksRequest
-	(*RegisterHooksResponse)(nil),         // 2: agenthooks.v1.RegisterHooksResponse
-	(*UnregisterHooksRequest)(nil),        // 3: agenthooks.v1.UnregisterHooksRequest
-	(*UnregisterHooksResponse)(nil),       // 4: agenthooks.v1.UnregisterHooksResponse
-	(*ListHooksRequest)(nil),              // 5: agenthooks.v1.ListHooksRequest
-	(*ListHooksResponse)(nil),             // 6: agenthooks.v1.ListHooksResponse
-	(*DispatchRequest)(nil),               // 7: agenthooks.v1.DispatchRequest
-	(*DispatchResponse)(nil),              // 8: agenthooks.v1.DispatchResponse
-	(*DispatchStreamRequest)(nil),         // 9: agenthooks.v1.DispatchStreamRequest
-	(*DispatchStreamResponse)(nil),        // 10: agenthooks.v1.DispatchStreamResponse
-	(*StreamError)(nil),                   // 11: agenthooks.v1.StreamError
-	(*DecideToolCallRequest)(nil),         // 12: agenthooks.v1.DecideToolCallRequest
-	(*DecideToolCallResponse)(nil),        // 13: agenthooks.v1.DecideToolCallResponse
-	(*DecideToolResultRequest)(nil),       // 14: agenthooks.v1.DecideToolResultRequest
-	(*DecideToolResultResponse)(nil),      // 15: agenthooks.v1.DecideToolResultResponse
-	(*ParkedCall)(nil),                    // 16: agenthooks.v1.ParkedCall
-	(*ParkToolCallRequest)(nil),           // 17: agenthooks.v1.ParkToolCallRequest
-	(*ParkToolCallResponse)(nil),          // 18: agenthooks.v1.ParkToolCallResponse
-	(*PublishDeferredResultRequest)(nil),  // 19: agenthooks.v1.PublishDeferredResultRequest
-	(*PublishDeferredResultResponse)(nil), // 20: agenthooks.v1.PublishDeferredResultResponse
-	(*CompleteOperationRequest)(nil),      // 21: agenthooks.v1.CompleteOperationRequest
-	(*CompleteOperationResponse)(nil),     // 22: agenthooks.v1.CompleteOperationResponse
-	(*HandleRequest)(nil),                 // 23: agenthooks.v1.HandleRequest
-	(*HandleAttach)(nil),                  // 24: agenthooks.v1.HandleAttach
-	(*HandleDetach)(nil),                  // 25: agenthooks.v1.HandleDetach
-	(*HandlerReply)(nil),                  // 26: agenthooks.v1.HandlerReply
-	(*HandlerDone)(nil),                   // 27: agenthooks.v1.HandlerDone
-	(*HandlerMock)(nil),                   // 28: agenthooks.v1.HandlerMock
-	(*HandlerError)(nil),                  // 29: agenthooks.v1.HandlerError
-	(*HandleResponse)(nil),                // 30: agenthooks.v1.HandleResponse
-	(*HandleAttached)(nil),                // 31: agenthooks.v1.HandleAttached
-	(*HandlerCall)(nil),                   // 32: agenthooks.v1.HandlerCall
-	(*HandleReplaced)(nil),                // 33: agenthooks.v1.HandleReplaced
-	(*Hook)(nil),                          // 34: agenthooks.v1.Hook
-	(*HookEvent)(nil),                     // 35: agenthooks.v1.HookEvent
-	(*HookOutcome)(nil),                   // 36: agenthooks.v1.HookOutcome
-	(*status.Status)(nil),                 // 37: google.rpc.Status
-	(*BeforeToolCallEvent)(nil),           // 38: agenthooks.v1.BeforeToolCallEvent
-	(*Decision)(nil),                      // 39: agenthooks.v1.Decision
-	(*AfterToolCallEvent)(nil),            // 40: agenthooks.v1.AfterToolCallEvent
-	(*ToolCallContext)(nil),               // 41: agenthooks.v1.ToolCallContext
-	(*timestamppb.Timestamp)(nil),         // 42: google.protobuf.Timestamp
-	(*ToolResult)(nil),                    // 43: agenthooks.v1.ToolResult
-	(*OnCompleteEvent)(nil),               // 44: agenthooks.v1.OnCompleteEvent
+	(*ModifyRequest)(nil),                 // 1: agenthooks.v1.ModifyRequest
+	(*ModifyResponse)(nil),                // 2: agenthooks.v1.ModifyResponse
+	(*ModifyBlocked)(nil),                 // 3: agenthooks.v1.ModifyBlocked
+	(*RegisterHooksRequest)(nil),          // 4: agenthooks.v1.RegisterHooksRequest
+	(*RegisterHooksResponse)(nil),         // 5: agenthooks.v1.RegisterHooksResponse
+	(*UnregisterHooksRequest)(nil),        // 6: agenthooks.v1.UnregisterHooksRequest
+	(*UnregisterHooksResponse)(nil),       // 7: agenthooks.v1.UnregisterHooksResponse
+	(*ListHooksRequest)(nil),              // 8: agenthooks.v1.ListHooksRequest
+	(*ListHooksResponse)(nil),             // 9: agenthooks.v1.ListHooksResponse
+	(*DispatchRequest)(nil),               // 10: agenthooks.v1.DispatchRequest
+	(*DispatchResponse)(nil),              // 11: agenthooks.v1.DispatchResponse
+	(*DispatchStreamRequest)(nil),         // 12: agenthooks.v1.DispatchStreamRequest
+	(*DispatchStreamResponse)(nil),        // 13: agenthooks.v1.DispatchStreamResponse
+	(*StreamError)(nil),                   // 14: agenthooks.v1.StreamError
+	(*DecideToolCallRequest)(nil),         // 15: agenthooks.v1.DecideToolCallRequest
+	(*DecideToolCallResponse)(nil),        // 16: agenthooks.v1.DecideToolCallResponse
+	(*DecideToolResultRequest)(nil),       // 17: agenthooks.v1.DecideToolResultRequest
+	(*DecideToolResultResponse)(nil),      // 18: agenthooks.v1.DecideToolResultResponse
+	(*ParkedCall)(nil),                    // 19: agenthooks.v1.ParkedCall
+	(*ParkToolCallRequest)(nil),           // 20: agenthooks.v1.ParkToolCallRequest
+	(*ParkToolCallResponse)(nil),          // 21: agenthooks.v1.ParkToolCallResponse
+	(*PublishDeferredResultRequest)(nil),  // 22: agenthooks.v1.PublishDeferredResultRequest
+	(*PublishDeferredResultResponse)(nil), // 23: agenthooks.v1.PublishDeferredResultResponse
+	(*CompleteOperationRequest)(nil),      // 24: agenthooks.v1.CompleteOperationRequest
+	(*CompleteOperationResponse)(nil),     // 25: agenthooks.v1.CompleteOperationResponse
+	(*HandleRequest)(nil),                 // 26: agenthooks.v1.HandleRequest
+	(*HandleAttach)(nil),                  // 27: agenthooks.v1.HandleAttach
+	(*HandleDetach)(nil),                  // 28: agenthooks.v1.HandleDetach
+	(*HandlerReply)(nil),                  // 29: agenthooks.v1.HandlerReply
+	(*HandlerDone)(nil),                   // 30: agenthooks.v1.HandlerDone
+	(*HandlerMock)(nil),                   // 31: agenthooks.v1.HandlerMock
+	(*HandlerError)(nil),                  // 32: agenthooks.v1.HandlerError
+	(*HandleResponse)(nil),                // 33: agenthooks.v1.HandleResponse
+	(*HandleAttached)(nil),                // 34: agenthooks.v1.HandleAttached
+	(*HandlerCall)(nil),                   // 35: agenthooks.v1.HandlerCall
+	(*HandleReplaced)(nil),                // 36: agenthooks.v1.HandleReplaced
+	(ModifyPoint)(0),                      // 37: agenthooks.v1.ModifyPoint
+	(*HookOutcome)(nil),                   // 38: agenthooks.v1.HookOutcome
+	(*Hook)(nil),                          // 39: agenthooks.v1.Hook
+	(*HookEvent)(nil),                     // 40: agenthooks.v1.HookEvent
+	(*status.Status)(nil),                 // 41: google.rpc.Status
+	(*BeforeToolCallEvent)(nil),           // 42: agenthooks.v1.BeforeToolCallEvent
+	(*Decision)(nil),                      // 43: agenthooks.v1.Decision
+	(*AfterToolCallEvent)(nil),            // 44: agenthooks.v1.AfterToolCallEvent
+	(*ToolCallContext)(nil),               // 45: agenthooks.v1.ToolCallContext
+	(*timestamppb.Timestamp)(nil),         // 46: google.protobuf.Timestamp
+	(*ToolResult)(nil),                    // 47: agenthooks.v1.ToolResult
+	(*OnCompleteEvent)(nil),               // 48: agenthooks.v1.OnCompleteEvent
 }
 var file_agenthooks_v1_service_proto_depIdxs = []int32{
-	34, // 0: agenthooks.v1.RegisterHooksRequest.hooks:type_name -> agenthooks.v1.Hook
-	34, // 1: agenthooks.v1.ListHooksResponse.hooks:type_name -> agenthooks.v1.Hook
-	35, // 2: agenthooks.v1.DispatchRequest.event:type_name -> agenthooks.v1.HookEvent
-	36, // 3: agenthooks.v1.DispatchResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	35, // 4: agenthooks.v1.DispatchStreamRequest.event:type_name -> agenthooks.v1.HookEvent
-	36, // 5: agenthooks.v1.DispatchStreamResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	11, // 6: agenthooks.v1.DispatchStreamResponse.error:type_name -> agenthooks.v1.StreamError
-	37, // 7: agenthooks.v1.StreamError.status:type_name -> google.rpc.Status
-	38, // 8: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
-	39, // 9: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
-	36, // 10: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	40, // 11: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
-	39, // 12: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
-	36, // 13: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	41, // 14: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
-	0,  // 15: agenthooks.v1.ParkedCall.kind:type_name -> agenthooks.v1.ParkKind
-	42, // 16: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
-	43, // 17: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
-	41, // 18: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
-	0,  // 19: agenthooks.v1.ParkToolCallRequest.kind:type_name -> agenthooks.v1.ParkKind
-	16, // 20: agenthooks.v1.ParkToolCallResponse.record:type_name -> agenthooks.v1.ParkedCall
-	43, // 21: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
-	43, // 22: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
-	44, // 23: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
-	36, // 24: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	24, // 25: agenthooks.v1.HandleRequest.attach:type_name -> agenthooks.v1.HandleAttach
-	25, // 26: agenthooks.v1.HandleRequest.detach:type_name -> agenthooks.v1.HandleDetach
-	26, // 27: agenthooks.v1.HandleRequest.reply:type_name -> agenthooks.v1.HandlerReply
-	27, // 28: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
-	28, // 29: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
-	29, // 30: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
-	43, // 31: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
-	31, // 32: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
-	32, // 33: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
-	33, // 34: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
-	35, // 35: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
-	1,  // 36: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
-	3,  // 37: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
-	5,  // 38: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
-	7,  // 39: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
-	9,  // 40: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
-	12, // 41: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
-	14, // 42: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
-	17, // 43: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
-	19, // 44: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
-	21, // 45: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
-	23, // 46: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
-	2,  // 47: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
-	4,  // 48: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
-	6,  // 49: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
-	8,  // 50: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
-	10, // 51: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
-	13, // 52: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
-	15, // 53: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
-	18, // 54: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
-	20, // 55: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
-	22, // 56: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
-	30, // 57: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
-	47, // [47:58] is the sub-list for method output_type
-	36, // [36:47] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	37, // 0: agenthooks.v1.ModifyRequest.point:type_name -> agenthooks.v1.ModifyPoint
+	3,  // 1: agenthooks.v1.ModifyResponse.blocked:type_name -> agenthooks.v1.ModifyBlocked
+	38, // 2: agenthooks.v1.ModifyResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	39, // 3: agenthooks.v1.RegisterHooksRequest.hooks:type_name -> agenthooks.v1.Hook
+	39, // 4: agenthooks.v1.ListHooksResponse.hooks:type_name -> agenthooks.v1.Hook
+	40, // 5: agenthooks.v1.DispatchRequest.event:type_name -> agenthooks.v1.HookEvent
+	38, // 6: agenthooks.v1.DispatchResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	40, // 7: agenthooks.v1.DispatchStreamRequest.event:type_name -> agenthooks.v1.HookEvent
+	38, // 8: agenthooks.v1.DispatchStreamResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	14, // 9: agenthooks.v1.DispatchStreamResponse.error:type_name -> agenthooks.v1.StreamError
+	41, // 10: agenthooks.v1.StreamError.status:type_name -> google.rpc.Status
+	42, // 11: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
+	43, // 12: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
+	38, // 13: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	44, // 14: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
+	43, // 15: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
+	38, // 16: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	45, // 17: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
+	0,  // 18: agenthooks.v1.ParkedCall.kind:type_name -> agenthooks.v1.ParkKind
+	46, // 19: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
+	47, // 20: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
+	45, // 21: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
+	0,  // 22: agenthooks.v1.ParkToolCallRequest.kind:type_name -> agenthooks.v1.ParkKind
+	19, // 23: agenthooks.v1.ParkToolCallResponse.record:type_name -> agenthooks.v1.ParkedCall
+	47, // 24: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
+	47, // 25: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
+	48, // 26: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
+	38, // 27: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	27, // 28: agenthooks.v1.HandleRequest.attach:type_name -> agenthooks.v1.HandleAttach
+	28, // 29: agenthooks.v1.HandleRequest.detach:type_name -> agenthooks.v1.HandleDetach
+	29, // 30: agenthooks.v1.HandleRequest.reply:type_name -> agenthooks.v1.HandlerReply
+	30, // 31: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
+	31, // 32: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
+	32, // 33: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
+	47, // 34: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
+	34, // 35: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
+	35, // 36: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
+	36, // 37: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
+	40, // 38: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
+	4,  // 39: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
+	6,  // 40: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
+	8,  // 41: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
+	10, // 42: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
+	12, // 43: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
+	15, // 44: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
+	17, // 45: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
+	20, // 46: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
+	22, // 47: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
+	24, // 48: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
+	26, // 49: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
+	1,  // 50: agenthooks.v1.HookService.Modify:input_type -> agenthooks.v1.ModifyRequest
+	5,  // 51: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
+	7,  // 52: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
+	9,  // 53: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
+	11, // 54: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
+	13, // 55: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
+	16, // 56: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
+	18, // 57: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
+	21, // 58: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
+	23, // 59: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
+	25, // 60: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
+	33, // 61: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
+	2,  // 62: agenthooks.v1.HookService.Modify:output_type -> agenthooks.v1.ModifyResponse
+	51, // [51:63] is the sub-list for method output_type
+	39, // [39:51] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_agenthooks_v1_service_proto_init() }
@@ -2378,20 +2656,24 @@ func file_agenthooks_v1_service_proto_init() {
 	file_agenthooks_v1_decisions_proto_init()
 	file_agenthooks_v1_events_proto_init()
 	file_agenthooks_v1_hooks_proto_init()
-	file_agenthooks_v1_service_proto_msgTypes[0].OneofWrappers = []any{}
-	file_agenthooks_v1_service_proto_msgTypes[5].OneofWrappers = []any{}
-	file_agenthooks_v1_service_proto_msgTypes[22].OneofWrappers = []any{
+	file_agenthooks_v1_service_proto_msgTypes[1].OneofWrappers = []any{
+		(*ModifyResponse_ResultJson)(nil),
+		(*ModifyResponse_Blocked)(nil),
+	}
+	file_agenthooks_v1_service_proto_msgTypes[3].OneofWrappers = []any{}
+	file_agenthooks_v1_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_agenthooks_v1_service_proto_msgTypes[25].OneofWrappers = []any{
 		(*HandleRequest_Attach)(nil),
 		(*HandleRequest_Detach)(nil),
 		(*HandleRequest_Reply)(nil),
 	}
-	file_agenthooks_v1_service_proto_msgTypes[25].OneofWrappers = []any{
+	file_agenthooks_v1_service_proto_msgTypes[28].OneofWrappers = []any{
 		(*HandlerReply_Done)(nil),
 		(*HandlerReply_Mock)(nil),
 		(*HandlerReply_Error)(nil),
 	}
-	file_agenthooks_v1_service_proto_msgTypes[27].OneofWrappers = []any{}
-	file_agenthooks_v1_service_proto_msgTypes[29].OneofWrappers = []any{
+	file_agenthooks_v1_service_proto_msgTypes[30].OneofWrappers = []any{}
+	file_agenthooks_v1_service_proto_msgTypes[32].OneofWrappers = []any{
 		(*HandleResponse_Attached)(nil),
 		(*HandleResponse_Call)(nil),
 		(*HandleResponse_Replaced)(nil),
@@ -2402,7 +2684,7 @@ func file_agenthooks_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthooks_v1_service_proto_rawDesc), len(file_agenthooks_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

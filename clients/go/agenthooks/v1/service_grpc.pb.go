@@ -30,6 +30,7 @@ const (
 	HookService_PublishDeferredResult_FullMethodName = "/agenthooks.v1.HookService/PublishDeferredResult"
 	HookService_CompleteOperation_FullMethodName     = "/agenthooks.v1.HookService/CompleteOperation"
 	HookService_Handle_FullMethodName                = "/agenthooks.v1.HookService/Handle"
+	HookService_Modify_FullMethodName                = "/agenthooks.v1.HookService/Modify"
 )
 
 // HookServiceClient is the client API for HookService service.
@@ -130,6 +131,20 @@ type HookServiceClient interface {
 	// newer attachment for an operation replaces the older one, which is told.
 	// The runtime must serve this stream apart from the calls it makes.
 	Handle(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HandleRequest, HandleResponse], error)
+	// Runs the modifying hooks of one occurrence of a HookBus point
+	// (`hookbus-hooks.md`): the operation's hooks registered with this `point`,
+	// in registration order, and answers their composed result. The runtime
+	// applies the result, or nothing of it when the answer is `blocked`.
+	//
+	// One RPC for the twelve points, with the context and the result as JSON
+	// objects named as the spec names them (camelCase): most of what they hold
+	// (messages, arguments, provider payloads, task state) is JSON the runtime
+	// already has and the sidecar never reads into, so it is carried as text,
+	// large integers unchanged, with no tree of `google.protobuf.Value` to build
+	// and collect; receivers get the same object the runtime sent; and a point
+	// added later needs no new message. The sidecar checks the context's shape
+	// and every hook's result against the point's rules before answering.
+	Modify(ctx context.Context, in *ModifyRequest, opts ...grpc.CallOption) (*ModifyResponse, error)
 }
 
 type hookServiceClient struct {
@@ -256,6 +271,16 @@ func (c *hookServiceClient) Handle(ctx context.Context, opts ...grpc.CallOption)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HookService_HandleClient = grpc.BidiStreamingClient[HandleRequest, HandleResponse]
 
+func (c *hookServiceClient) Modify(ctx context.Context, in *ModifyRequest, opts ...grpc.CallOption) (*ModifyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ModifyResponse)
+	err := c.cc.Invoke(ctx, HookService_Modify_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HookServiceServer is the server API for HookService service.
 // All implementations must embed UnimplementedHookServiceServer
 // for forward compatibility.
@@ -354,6 +379,20 @@ type HookServiceServer interface {
 	// newer attachment for an operation replaces the older one, which is told.
 	// The runtime must serve this stream apart from the calls it makes.
 	Handle(grpc.BidiStreamingServer[HandleRequest, HandleResponse]) error
+	// Runs the modifying hooks of one occurrence of a HookBus point
+	// (`hookbus-hooks.md`): the operation's hooks registered with this `point`,
+	// in registration order, and answers their composed result. The runtime
+	// applies the result, or nothing of it when the answer is `blocked`.
+	//
+	// One RPC for the twelve points, with the context and the result as JSON
+	// objects named as the spec names them (camelCase): most of what they hold
+	// (messages, arguments, provider payloads, task state) is JSON the runtime
+	// already has and the sidecar never reads into, so it is carried as text,
+	// large integers unchanged, with no tree of `google.protobuf.Value` to build
+	// and collect; receivers get the same object the runtime sent; and a point
+	// added later needs no new message. The sidecar checks the context's shape
+	// and every hook's result against the point's rules before answering.
+	Modify(context.Context, *ModifyRequest) (*ModifyResponse, error)
 	mustEmbedUnimplementedHookServiceServer()
 }
 
@@ -396,6 +435,9 @@ func (UnimplementedHookServiceServer) CompleteOperation(context.Context, *Comple
 }
 func (UnimplementedHookServiceServer) Handle(grpc.BidiStreamingServer[HandleRequest, HandleResponse]) error {
 	return status.Error(codes.Unimplemented, "method Handle not implemented")
+}
+func (UnimplementedHookServiceServer) Modify(context.Context, *ModifyRequest) (*ModifyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Modify not implemented")
 }
 func (UnimplementedHookServiceServer) mustEmbedUnimplementedHookServiceServer() {}
 func (UnimplementedHookServiceServer) testEmbeddedByValue()                     {}
@@ -594,6 +636,24 @@ func _HookService_Handle_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type HookService_HandleServer = grpc.BidiStreamingServer[HandleRequest, HandleResponse]
 
+func _HookService_Modify_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ModifyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookServiceServer).Modify(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookService_Modify_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookServiceServer).Modify(ctx, req.(*ModifyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HookService_ServiceDesc is the grpc.ServiceDesc for HookService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -636,6 +696,10 @@ var HookService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CompleteOperation",
 			Handler:    _HookService_CompleteOperation_Handler,
+		},
+		{
+			MethodName: "Modify",
+			Handler:    _HookService_Modify_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -23,30 +23,31 @@ _sym_db = _symbol_database.Default()
 
 
 from agenthooks_client.v1 import events_pb2 as agenthooks_dot_v1_dot_events__pb2
+from agenthooks_client.v1 import hooks_pb2 as agenthooks_dot_v1_dot_hooks__pb2
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61genthooks/v1/decisions.proto\x12\ragenthooks.v1\x1a\x1a\x61genthooks/v1/events.proto\x1a\x1egoogle/protobuf/duration.proto\"\x86\x01\n\x08\x44\x65\x63ision\x12%\n\x05\x61llow\x18\x01 \x01(\x0b\x32\x14.agenthooks.v1.AllowH\x00\x12#\n\x04\x64\x65ny\x18\x02 \x01(\x0b\x32\x13.agenthooks.v1.DenyH\x00\x12#\n\x04mock\x18\x03 \x01(\x0b\x32\x13.agenthooks.v1.MockH\x00\x42\t\n\x07outcome\"#\n\x05\x41llow\x12\x1a\n\x12\x63ontrols_consulted\x18\x01 \x01(\x05\"\xab\x01\n\x04\x44\x65ny\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x39\n\x0e\x63lassification\x18\x02 \x01(\x0e\x32!.agenthooks.v1.DenyClassification\x12\x0f\n\x07hook_id\x18\x03 \x01(\t\x12\x14\n\x0coperation_id\x18\x04 \x01(\t\x12\x31\n\x0e\x62locked_result\x18\x05 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\"B\n\x04Mock\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x0f\n\x07hook_id\x18\x02 \x01(\t\"\xb6\x02\n\x0bHookOutcome\x12\x0f\n\x07hook_id\x18\x01 \x01(\t\x12*\n\thook_type\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.HookType\x12\x14\n\x0coperation_id\x18\x03 \x01(\t\x12)\n\x06source\x18\x04 \x01(\x0e\x32\x19.agenthooks.v1.HookSource\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .agenthooks.v1.HookOutcomeStatus\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x13\n\x0bhttp_status\x18\x08 \x01(\x05\x12+\n\x08\x64uration\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x63ritical\x18\n \x01(\x08*\x8a\x01\n\x12\x44\x65nyClassification\x12#\n\x1f\x44\x45NY_CLASSIFICATION_UNSPECIFIED\x10\x00\x12#\n\x1f\x44\x45NY_CLASSIFICATION_HOOK_DENIED\x10\x01\x12*\n&DENY_CLASSIFICATION_HOOK_CONTROL_ERROR\x10\x02*\xc2\x02\n\x11HookOutcomeStatus\x12#\n\x1fHOOK_OUTCOME_STATUS_UNSPECIFIED\x10\x00\x12!\n\x1dHOOK_OUTCOME_STATUS_DELIVERED\x10\x01\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_HANDLED\x10\x02\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_SKIPPED\x10\x03\x12\x1e\n\x1aHOOK_OUTCOME_STATUS_FAILED\x10\x04\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_ALLOWED\x10\x05\x12\x1e\n\x1aHOOK_OUTCOME_STATUS_DENIED\x10\x06\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_IGNORED\x10\x07\x12!\n\x1dHOOK_OUTCOME_STATUS_CANCELLED\x10\x08*^\n\nHookSource\x12\x1b\n\x17HOOK_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12HOOK_SOURCE_CALLER\x10\x01\x12\x1b\n\x17HOOK_SOURCE_ENVIRONMENT\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61genthooks/v1/decisions.proto\x12\ragenthooks.v1\x1a\x1a\x61genthooks/v1/events.proto\x1a\x19\x61genthooks/v1/hooks.proto\x1a\x1egoogle/protobuf/duration.proto\"\x86\x01\n\x08\x44\x65\x63ision\x12%\n\x05\x61llow\x18\x01 \x01(\x0b\x32\x14.agenthooks.v1.AllowH\x00\x12#\n\x04\x64\x65ny\x18\x02 \x01(\x0b\x32\x13.agenthooks.v1.DenyH\x00\x12#\n\x04mock\x18\x03 \x01(\x0b\x32\x13.agenthooks.v1.MockH\x00\x42\t\n\x07outcome\"#\n\x05\x41llow\x12\x1a\n\x12\x63ontrols_consulted\x18\x01 \x01(\x05\"\xab\x01\n\x04\x44\x65ny\x12\x0e\n\x06reason\x18\x01 \x01(\t\x12\x39\n\x0e\x63lassification\x18\x02 \x01(\x0e\x32!.agenthooks.v1.DenyClassification\x12\x0f\n\x07hook_id\x18\x03 \x01(\t\x12\x14\n\x0coperation_id\x18\x04 \x01(\t\x12\x31\n\x0e\x62locked_result\x18\x05 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\"B\n\x04Mock\x12)\n\x06result\x18\x01 \x01(\x0b\x32\x19.agenthooks.v1.ToolResult\x12\x0f\n\x07hook_id\x18\x02 \x01(\t\"\xf1\x02\n\x0bHookOutcome\x12\x0f\n\x07hook_id\x18\x01 \x01(\t\x12*\n\thook_type\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.HookType\x12\x14\n\x0coperation_id\x18\x03 \x01(\t\x12)\n\x06source\x18\x04 \x01(\x0e\x32\x19.agenthooks.v1.HookSource\x12\x30\n\x06status\x18\x05 \x01(\x0e\x32 .agenthooks.v1.HookOutcomeStatus\x12\x12\n\nerror_code\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x13\n\x0bhttp_status\x18\x08 \x01(\x05\x12+\n\x08\x64uration\x18\t \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x10\n\x08\x63ritical\x18\n \x01(\x08\x12)\n\x05point\x18\x0b \x01(\x0e\x32\x1a.agenthooks.v1.ModifyPoint\x12\x0e\n\x06plugin\x18\x0c \x01(\t*\x8a\x01\n\x12\x44\x65nyClassification\x12#\n\x1f\x44\x45NY_CLASSIFICATION_UNSPECIFIED\x10\x00\x12#\n\x1f\x44\x45NY_CLASSIFICATION_HOOK_DENIED\x10\x01\x12*\n&DENY_CLASSIFICATION_HOOK_CONTROL_ERROR\x10\x02*\xc2\x02\n\x11HookOutcomeStatus\x12#\n\x1fHOOK_OUTCOME_STATUS_UNSPECIFIED\x10\x00\x12!\n\x1dHOOK_OUTCOME_STATUS_DELIVERED\x10\x01\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_HANDLED\x10\x02\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_SKIPPED\x10\x03\x12\x1e\n\x1aHOOK_OUTCOME_STATUS_FAILED\x10\x04\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_ALLOWED\x10\x05\x12\x1e\n\x1aHOOK_OUTCOME_STATUS_DENIED\x10\x06\x12\x1f\n\x1bHOOK_OUTCOME_STATUS_IGNORED\x10\x07\x12!\n\x1dHOOK_OUTCOME_STATUS_CANCELLED\x10\x08*^\n\nHookSource\x12\x1b\n\x17HOOK_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n\x12HOOK_SOURCE_CALLER\x10\x01\x12\x1b\n\x17HOOK_SOURCE_ENVIRONMENT\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agenthooks_client.v1.decisions_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DENYCLASSIFICATION']._serialized_start=838
-  _globals['_DENYCLASSIFICATION']._serialized_end=976
-  _globals['_HOOKOUTCOMESTATUS']._serialized_start=979
-  _globals['_HOOKOUTCOMESTATUS']._serialized_end=1301
-  _globals['_HOOKSOURCE']._serialized_start=1303
-  _globals['_HOOKSOURCE']._serialized_end=1397
-  _globals['_DECISION']._serialized_start=109
-  _globals['_DECISION']._serialized_end=243
-  _globals['_ALLOW']._serialized_start=245
-  _globals['_ALLOW']._serialized_end=280
-  _globals['_DENY']._serialized_start=283
-  _globals['_DENY']._serialized_end=454
-  _globals['_MOCK']._serialized_start=456
-  _globals['_MOCK']._serialized_end=522
-  _globals['_HOOKOUTCOME']._serialized_start=525
-  _globals['_HOOKOUTCOME']._serialized_end=835
+  _globals['_DENYCLASSIFICATION']._serialized_start=924
+  _globals['_DENYCLASSIFICATION']._serialized_end=1062
+  _globals['_HOOKOUTCOMESTATUS']._serialized_start=1065
+  _globals['_HOOKOUTCOMESTATUS']._serialized_end=1387
+  _globals['_HOOKSOURCE']._serialized_start=1389
+  _globals['_HOOKSOURCE']._serialized_end=1483
+  _globals['_DECISION']._serialized_start=136
+  _globals['_DECISION']._serialized_end=270
+  _globals['_ALLOW']._serialized_start=272
+  _globals['_ALLOW']._serialized_end=307
+  _globals['_DENY']._serialized_start=310
+  _globals['_DENY']._serialized_end=481
+  _globals['_MOCK']._serialized_start=483
+  _globals['_MOCK']._serialized_end=549
+  _globals['_HOOKOUTCOME']._serialized_start=552
+  _globals['_HOOKOUTCOME']._serialized_end=921
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from agenthooks_client.v1 import events_pb2 as _events_pb2
+from agenthooks_client.v1 import hooks_pb2 as _hooks_pb2
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -88,7 +89,7 @@ class Mock(_message.Message):
     def __init__(self, result: _Optional[_Union[_events_pb2.ToolResult, _Mapping]] = ..., hook_id: _Optional[str] = ...) -> None: ...
 
 class HookOutcome(_message.Message):
-    __slots__ = ("hook_id", "hook_type", "operation_id", "source", "status", "error_code", "message", "http_status", "duration", "critical")
+    __slots__ = ("hook_id", "hook_type", "operation_id", "source", "status", "error_code", "message", "http_status", "duration", "critical", "point", "plugin")
     HOOK_ID_FIELD_NUMBER: _ClassVar[int]
     HOOK_TYPE_FIELD_NUMBER: _ClassVar[int]
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +100,8 @@ class HookOutcome(_message.Message):
     HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
     DURATION_FIELD_NUMBER: _ClassVar[int]
     CRITICAL_FIELD_NUMBER: _ClassVar[int]
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     hook_id: str
     hook_type: _events_pb2.HookType
     operation_id: str
@@ -109,4 +112,6 @@ class HookOutcome(_message.Message):
     http_status: int
     duration: _duration_pb2.Duration
     critical: bool
-    def __init__(self, hook_id: _Optional[str] = ..., hook_type: _Optional[_Union[_events_pb2.HookType, str]] = ..., operation_id: _Optional[str] = ..., source: _Optional[_Union[HookSource, str]] = ..., status: _Optional[_Union[HookOutcomeStatus, str]] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ..., http_status: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., critical: _Optional[bool] = ...) -> None: ...
+    point: _hooks_pb2.ModifyPoint
+    plugin: str
+    def __init__(self, hook_id: _Optional[str] = ..., hook_type: _Optional[_Union[_events_pb2.HookType, str]] = ..., operation_id: _Optional[str] = ..., source: _Optional[_Union[HookSource, str]] = ..., status: _Optional[_Union[HookOutcomeStatus, str]] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ..., http_status: _Optional[int] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., critical: _Optional[bool] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., plugin: _Optional[str] = ...) -> None: ...

@@ -97,6 +97,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODIFY_DELIVERY_NOT_ALLOWED: _ClassVar[ErrorReason]
     BLOCK_REQUIRES_RESULT: _ClassVar[ErrorReason]
     PLUGIN_NAME_TOO_LONG: _ClassVar[ErrorReason]
+    MODIFY_CONTEXT_INVALID: _ClassVar[ErrorReason]
+    MODIFY_POINT_REQUIRED: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -188,3 +190,5 @@ MODIFY_WEBHOOK_OPTION_NOT_ALLOWED: ErrorReason
 MODIFY_DELIVERY_NOT_ALLOWED: ErrorReason
 BLOCK_REQUIRES_RESULT: ErrorReason
 PLUGIN_NAME_TOO_LONG: ErrorReason
+MODIFY_CONTEXT_INVALID: ErrorReason
+MODIFY_POINT_REQUIRED: ErrorReason

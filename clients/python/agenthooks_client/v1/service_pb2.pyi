@@ -23,6 +23,36 @@ PARK_KIND_UNSPECIFIED: ParkKind
 PARK_KIND_DEFERRED: ParkKind
 PARK_KIND_HUMAN_APPROVAL: ParkKind
 
+class ModifyRequest(_message.Message):
+    __slots__ = ("operation_id", "point", "context_json")
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    operation_id: str
+    point: _hooks_pb2.ModifyPoint
+    context_json: str
+    def __init__(self, operation_id: _Optional[str] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., context_json: _Optional[str] = ...) -> None: ...
+
+class ModifyResponse(_message.Message):
+    __slots__ = ("result_json", "blocked", "outcomes")
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    BLOCKED_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    result_json: str
+    blocked: ModifyBlocked
+    outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
+    def __init__(self, result_json: _Optional[str] = ..., blocked: _Optional[_Union[ModifyBlocked, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ...) -> None: ...
+
+class ModifyBlocked(_message.Message):
+    __slots__ = ("hook_id", "error_code", "message")
+    HOOK_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    hook_id: str
+    error_code: str
+    message: str
+    def __init__(self, hook_id: _Optional[str] = ..., error_code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
 class RegisterHooksRequest(_message.Message):
     __slots__ = ("operation_id", "parent_operation_id", "hooks")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]

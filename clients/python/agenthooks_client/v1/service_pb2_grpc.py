@@ -103,6 +103,11 @@ class HookServiceStub:
                 request_serializer=agenthooks_dot_v1_dot_service__pb2.HandleRequest.SerializeToString,
                 response_deserializer=agenthooks_dot_v1_dot_service__pb2.HandleResponse.FromString,
                 _registered_method=True)
+        self.Modify = channel.unary_unary(
+                '/agenthooks.v1.HookService/Modify',
+                request_serializer=agenthooks_dot_v1_dot_service__pb2.ModifyRequest.SerializeToString,
+                response_deserializer=agenthooks_dot_v1_dot_service__pb2.ModifyResponse.FromString,
+                _registered_method=True)
 
 
 class HookServiceServicer:
@@ -256,6 +261,25 @@ class HookServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Modify(self, request, context):
+        """Runs the modifying hooks of one occurrence of a HookBus point
+        (`hookbus-hooks.md`): the operation's hooks registered with this `point`,
+        in registration order, and answers their composed result. The runtime
+        applies the result, or nothing of it when the answer is `blocked`.
+
+        One RPC for the twelve points, with the context and the result as JSON
+        objects named as the spec names them (camelCase): most of what they hold
+        (messages, arguments, provider payloads, task state) is JSON the runtime
+        already has and the sidecar never reads into, so it is carried as text,
+        large integers unchanged, with no tree of `google.protobuf.Value` to build
+        and collect; receivers get the same object the runtime sent; and a point
+        added later needs no new message. The sidecar checks the context's shape
+        and every hook's result against the point's rules before answering.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -313,6 +337,11 @@ def add_HookServiceServicer_to_server(servicer, server):
                     servicer.Handle,
                     request_deserializer=agenthooks_dot_v1_dot_service__pb2.HandleRequest.FromString,
                     response_serializer=agenthooks_dot_v1_dot_service__pb2.HandleResponse.SerializeToString,
+            ),
+            'Modify': grpc.unary_unary_rpc_method_handler(
+                    servicer.Modify,
+                    request_deserializer=agenthooks_dot_v1_dot_service__pb2.ModifyRequest.FromString,
+                    response_serializer=agenthooks_dot_v1_dot_service__pb2.ModifyResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -626,6 +655,33 @@ class HookService:
             '/agenthooks.v1.HookService/Handle',
             agenthooks_dot_v1_dot_service__pb2.HandleRequest.SerializeToString,
             agenthooks_dot_v1_dot_service__pb2.HandleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Modify(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenthooks.v1.HookService/Modify',
+            agenthooks_dot_v1_dot_service__pb2.ModifyRequest.SerializeToString,
+            agenthooks_dot_v1_dot_service__pb2.ModifyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,232 @@
+/**
+ * @module Runs the modifying hooks of one point occurrence (`Modify`): the
+ * operation's hooks registered at that point, in registration order, each
+ * given the context as the hooks before it left it, their results composed
+ * by the point's rules (`compose.ts`).
+ *
+ * A webhook gets the context JSON plus `hookId`, `point` and `plugin`; a 2xx
+ * with a JSON object is its result, a 204 or an empty body "no change". A
+ * non-2xx, a timeout, a body that is not a JSON object or a result of the
+ * wrong shape is a failure: `onError: continue` (the default) skips the hook
+ * and keeps the value it was given, `onError: block` answers `blocked` and
+ * nothing of the call applies. A handler-only hook is skipped (local
+ * handlers for modifying hooks are not served yet).
+ */
+import { create } from '@bufbuild/protobuf';
+import {
+  type HookOutcome,
+  HookOutcomeSchema,
+  HookOutcomeStatus,
+  HookSource,
+} from '../../gen/agenthooks/v1/decisions_pb.js';
+import { type Hook, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  ModifyBlockedSchema,
+  type ModifyRequest,
+  type ModifyResponse,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import { readBounded } from '../delivery/control.js';
+import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
+import { InvalidArgumentError } from '../errors.js';
+import { durationOf } from '../hooks/dispatch.js';
+import { matchesToolName } from '../hooks/matcher.js';
+import type { HookRegistry } from '../hooks/registry.js';
+import { REASON, validateOperationId } from '../hooks/validate.js';
+import {
+  Composition,
+  ContextShapeError,
+  MODIFY_POINTS,
+  type ModifyPoint as PointName,
+  ResultShapeError,
+  TOOL_POINTS,
+} from './compose.js';
+import { objectMembers, objectText } from './raw-json.js';
+
+/**
+ * Largest answer a modifying webhook may send, in bytes: a history of
+ * messages can be large, unlike a control's decision (64 KiB).
+ */
+export const MODIFY_RESPONSE_MAX_BYTES = 16 * 1024 * 1024;
+
+/** What running the modifying hooks needs. */
+export interface ModifyDeps {
+  readonly registry: HookRegistry;
+  readonly sender: Pick<WebhookSender, 'post'>;
+}
+
+/** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
+export const MODIFY_CONTEXT_INVALID = 'MODIFY_CONTEXT_INVALID';
+
+/** `ErrorInfo.reason` of a request without a point. */
+export const MODIFY_POINT_REQUIRED = 'MODIFY_POINT_REQUIRED';
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The spec's name of a point (`transformContext`); the enum numbers follow the spec's order. */
+export function pointName(point: ModifyPoint): PointName | undefined {
+  return point === ModifyPoint.UNSPECIFIED ? undefined : MODIFY_POINTS[point - 1];
+}
+
+/**
+ * Checks a `Modify` request whole: the operation, the point and the context.
+ *
+ * @throws InvalidArgumentError naming the field.
+ */
+function checkedRequest(request: ModifyRequest): { name: PointName; composition: Composition } {
+  validateOperationId(request.operationId, 'operationId');
+  if (request.point === ModifyPoint.UNSPECIFIED) {
+    throw new InvalidArgumentError('point', MODIFY_POINT_REQUIRED, 'a point is required');
+  }
+  const name = pointName(request.point);
+  if (name === undefined) {
+    throw new InvalidArgumentError(
+      'point',
+      REASON.INVALID_ENUM_VALUE,
+      `Unknown modify point value ${request.point}`,
+    );
+  }
+  try {
+    return { name, composition: new Composition(name, request.contextJson) };
+  } catch (e: unknown) {
+    if (!(e instanceof ContextShapeError)) throw e;
+    throw new InvalidArgumentError('contextJson', MODIFY_CONTEXT_INVALID, e.message);
+  }
+}
+
+/** The body a modifying webhook gets: the context, then `hookId`, `point` and `plugin`. */
+function webhookBody(context: string, hook: Hook, name: PointName): EncodedJson {
+  const members = objectMembers(context);
+  members.set('hookId', JSON.stringify(hook.id));
+  members.set('point', JSON.stringify(name));
+  members.set('plugin', JSON.stringify(hook.plugin));
+  return new EncodedJson(objectText(members));
+}
+
+/** A hook's failure: its code and detail, and the HTTP status if there was an answer. */
+interface Failure {
+  readonly code: string;
+  readonly message: string;
+  readonly httpStatus?: number;
+}
+
+/** Sends one hook its context and applies its answer to `composition`; a failure applies nothing. */
+async function runWebhook(
+  deps: ModifyDeps,
+  hook: Hook,
+  composition: Composition,
+  name: PointName,
+  signal: AbortSignal,
+): Promise<{ failure?: Failure; httpStatus?: number }> {
+  const webhook = hook.webhook;
+  if (webhook === undefined) return {};
+  const response = await deps.sender.post(
+    webhook,
+    webhookBody(composition.context(), hook, name),
+    signal,
+  );
+  if (!response.ok) {
+    return {
+      failure: { code: response.code, message: response.message, httpStatus: response.status },
+    };
+  }
+  const body = await readBounded(response, MODIFY_RESPONSE_MAX_BYTES);
+  if (!(body instanceof Uint8Array)) {
+    return { failure: { code: body.code, message: body.message, httpStatus: response.status } };
+  }
+  let text: string;
+  try {
+    text = UTF8.decode(body);
+  } catch {
+    const message = 'Hook HTTP response is not UTF-8';
+    return { failure: { code: 'invalid_response', message, httpStatus: response.status } };
+  }
+  try {
+    composition.apply(text);
+  } catch (e: unknown) {
+    if (!(e instanceof ResultShapeError)) throw e;
+    return {
+      failure: { code: 'invalid_response', message: e.message, httpStatus: response.status },
+    };
+  }
+  return { httpStatus: response.status };
+}
+
+/**
+ * Runs a point occurrence's hooks and answers the composed result, or the
+ * block of the first `onError: block` hook that failed.
+ *
+ * @throws InvalidArgumentError for a request that is not whole, before any hook runs.
+ * @throws AgentHooksError from the store (`STORED_HOOK_INVALID`, unavailable, ...).
+ */
+export async function runModifyingHooks(
+  deps: ModifyDeps,
+  request: ModifyRequest,
+  signal: AbortSignal,
+): Promise<Omit<ModifyResponse, '$typeName' | '$unknown'>> {
+  const { name, composition } = checkedRequest(request);
+  const { hooks } = await deps.registry.hooksOf(request.operationId);
+  const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
+  const outcomes: HookOutcome[] = [];
+  for (const hook of hooks) {
+    if (hook.point !== request.point) continue;
+    if (toolName !== undefined && !matchesToolName(hook.matcher, toolName)) continue;
+    if (composition.ended) break;
+    const base = {
+      hookId: hook.id,
+      point: hook.point,
+      plugin: hook.plugin,
+      operationId: request.operationId,
+      source: HookSource.CALLER,
+    };
+    if (hook.webhook === undefined) {
+      outcomes.push(
+        create(HookOutcomeSchema, {
+          ...base,
+          status: HookOutcomeStatus.SKIPPED,
+          message: 'Handler hooks of modifying points are not served yet',
+        }),
+      );
+      continue;
+    }
+    const started = performance.now();
+    signal.throwIfAborted();
+    const { failure, httpStatus } = await runWebhook(deps, hook, composition, name, signal);
+    const duration = durationOf(performance.now() - started);
+    if (failure === undefined) {
+      outcomes.push(
+        create(HookOutcomeSchema, {
+          ...base,
+          status: HookOutcomeStatus.DELIVERED,
+          httpStatus: httpStatus ?? 0,
+          duration,
+        }),
+      );
+      continue;
+    }
+    outcomes.push(
+      create(HookOutcomeSchema, {
+        ...base,
+        status:
+          failure.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+        errorCode: failure.code,
+        message: failure.message,
+        httpStatus: failure.httpStatus ?? 0,
+        duration,
+      }),
+    );
+    if (hook.webhook.onError === OnError.BLOCK) {
+      return {
+        outcome: {
+          case: 'blocked',
+          value: create(ModifyBlockedSchema, {
+            hookId: hook.id,
+            errorCode: failure.code,
+            message: failure.message,
+          }),
+        },
+        outcomes,
+      };
+    }
+  }
+  return { outcome: { case: 'resultJson', value: composition.result() }, outcomes };
+}

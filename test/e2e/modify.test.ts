@@ -1,0 +1,300 @@
+/**
+ * `Modify` on the real sidecar with real webhooks on 127.0.0.1: hooks of one
+ * point run in registration order, each sees the context as the ones before
+ * it left it, their results compose by the point's rules, failures follow
+ * `onError`, and a request that is not whole is refused before any hook runs.
+ */
+import type * as http from 'node:http';
+import { create } from '@bufbuild/protobuf';
+import { Code, createClient } from '@connectrpc/connect';
+import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
+import { HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { readConnectError } from '../support/connect-errors.js';
+import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+
+/** How each path of the receiver answers: a JSON result, a status, or raw text. */
+type Route = (body: Record<string, unknown>) => { json?: unknown; status?: number; body?: string };
+
+let sidecar: SidecarProcess;
+let receiver: Receiver;
+const routes = new Map<string, Route>();
+
+beforeAll(async () => {
+  receiver = await startReceiver({
+    answer: (req: ReceivedRequest, res: http.ServerResponse) => {
+      const route = routes.get(req.path);
+      const reply =
+        route === undefined ? { status: 404 } : route(req.json as Record<string, unknown>);
+      if (reply.json !== undefined) {
+        res.writeHead(reply.status ?? 200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(reply.json));
+      } else {
+        res.writeHead(reply.status ?? 204);
+        res.end(reply.body);
+      }
+    },
+  });
+  sidecar = await startSidecar();
+});
+afterAll(async () => {
+  await killSidecar(sidecar);
+  await receiver.close();
+});
+
+function client() {
+  return createClient(HookService, createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }));
+}
+
+let opCounter = 0;
+
+/** A modifying hook of a test: its webhook is the receiver's `path` under the operation. */
+interface TestHook {
+  readonly id: string;
+  readonly point: ModifyPoint;
+  readonly path: string;
+  readonly plugin?: string;
+  readonly matcher?: string;
+  readonly onError?: OnError;
+}
+
+/** Registers `hooks` on a fresh operation; returns its id. */
+async function operationWith(hooks: readonly TestHook[]): Promise<string> {
+  opCounter += 1;
+  const operationId = `op-modify-${opCounter}`;
+  await client().registerHooks({
+    operationId,
+    hooks: hooks.map(({ path, onError, ...h }) =>
+      create(HookSchema, {
+        ...h,
+        webhook: { url: `${receiver.url}/${operationId}${path}`, onError },
+      }),
+    ),
+  });
+  return operationId;
+}
+
+/** The bodies the receiver got for an operation's paths, in order, as [path, body]. */
+function received(operationId: string): [string, Record<string, unknown>][] {
+  return receiver.requests
+    .filter((r) => r.path.startsWith(`/${operationId}/`))
+    .map((r) => [r.path.slice(operationId.length + 1), r.json as Record<string, unknown>]);
+}
+
+function route(operationId: string, path: string, fn: Route): void {
+  routes.set(`/${operationId}${path}`, fn);
+}
+
+const msg = (text: string) => ({ role: 'user', content: text });
+
+describe('Modify', () => {
+  it("chains transformContext hooks in order, each seeing the last one's messages", async () => {
+    const op = await operationWith([
+      { id: 'redact', point: ModifyPoint.TRANSFORM_CONTEXT, plugin: 'privacy', path: '/redact' },
+      { id: 'append', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/append' },
+      { id: 'other-point', point: ModifyPoint.PREPARE_NEXT_TURN, path: '/never' },
+    ]);
+    route(op, '/redact', () => ({ json: { messages: [msg('[redacted]')] } }));
+    route(op, '/append', (b) => ({
+      json: { messages: [...(b.messages as unknown[]), msg('policy: be brief')] },
+    }));
+    // A large integer in an opaque member reaches the hooks unchanged.
+    const context =
+      '{"messages":[{"role":"user","content":"my card is 4111"}],"iteration":2,"taskState":{"seq":12345678901234567890}}';
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.TRANSFORM_CONTEXT,
+      contextJson: context,
+    });
+    expect(answer.outcome.case).toBe('resultJson');
+    expect(JSON.parse(answer.outcome.value as string)).toEqual({
+      messages: [msg('[redacted]'), msg('policy: be brief')],
+    });
+    expect(answer.outcomes.map((o) => [o.hookId, o.status, o.point, o.plugin])).toEqual([
+      ['redact', HookOutcomeStatus.DELIVERED, ModifyPoint.TRANSFORM_CONTEXT, 'privacy'],
+      ['append', HookOutcomeStatus.DELIVERED, ModifyPoint.TRANSFORM_CONTEXT, ''],
+    ]);
+    const bodies = received(op);
+    expect(bodies.map(([p]) => p)).toEqual(['/redact', '/append']);
+    expect(bodies[0]?.[1]).toMatchObject({
+      messages: [msg('my card is 4111')],
+      iteration: 2,
+      hookId: 'redact',
+      point: 'transformContext',
+      plugin: 'privacy',
+    });
+    expect(bodies[1]?.[1]).toMatchObject({ messages: [msg('[redacted]')], hookId: 'append' });
+    const raw = receiver.requests.find((r) => r.path === `/${op}/redact`)?.body ?? '';
+    expect(raw).toContain('"taskState":{"seq":12345678901234567890}');
+  });
+
+  it("ends beforeToolCall at a short-circuit, and matches hooks by the tool's name", async () => {
+    const op = await operationWith([
+      { id: 'other-tool', point: ModifyPoint.BEFORE_TOOL_CALL, matcher: '^write$', path: '/other' },
+      { id: 'rewrite', point: ModifyPoint.BEFORE_TOOL_CALL, matcher: '^search$', path: '/rewrite' },
+      { id: 'cache', point: ModifyPoint.BEFORE_TOOL_CALL, path: '/cache' },
+      { id: 'never', point: ModifyPoint.BEFORE_TOOL_CALL, path: '/never' },
+    ]);
+    route(op, '/rewrite', (b) => ({ json: { args: { ...(b.args as object), limit: 5 } } }));
+    route(op, '/cache', () => ({ json: { content: 'cached answer' } }));
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.BEFORE_TOOL_CALL,
+      contextJson: JSON.stringify({
+        toolCall: { id: 'call-1', name: 'search' },
+        args: { q: 'x' },
+        iteration: 0,
+      }),
+    });
+    expect(JSON.parse(answer.outcome.value as string)).toEqual({
+      content: 'cached answer',
+      args: { q: 'x', limit: 5 },
+    });
+    expect(received(op).map(([p]) => p)).toEqual(['/rewrite', '/cache']);
+    expect(received(op)[1]?.[1]).toMatchObject({ args: { q: 'x', limit: 5 } });
+    expect(answer.outcomes.map((o) => o.hookId)).toEqual(['rewrite', 'cache']);
+  });
+
+  it('skips a failed onError: continue hook, keeping the value it was given', async () => {
+    const op = await operationWith([
+      { id: 'first', point: ModifyPoint.BEFORE_AGENT_START, path: '/first' },
+      { id: 'down', point: ModifyPoint.BEFORE_AGENT_START, path: '/down' },
+      { id: 'wrong-shape', point: ModifyPoint.BEFORE_AGENT_START, path: '/wrong' },
+      { id: 'no-change', point: ModifyPoint.BEFORE_AGENT_START, path: '/same' },
+      { id: 'last', point: ModifyPoint.BEFORE_AGENT_START, path: '/last' },
+    ]);
+    route(op, '/first', () => ({ json: { systemPrompt: 'one' } }));
+    route(op, '/down', () => ({ status: 500 }));
+    route(op, '/wrong', () => ({ json: { messages: 'not an array', systemPrompt: 'never' } }));
+    route(op, '/same', () => ({ status: 204 }));
+    route(op, '/last', (b) => ({ json: { systemPrompt: `${b.systemPrompt as string}+last` } }));
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.BEFORE_AGENT_START,
+      contextJson: JSON.stringify({ prompt: 'p', systemPrompt: 'zero', messages: [] }),
+    });
+    expect(JSON.parse(answer.outcome.value as string)).toEqual({ systemPrompt: 'one+last' });
+    expect(answer.outcomes.map((o) => [o.hookId, o.status, o.errorCode, o.httpStatus])).toEqual([
+      ['first', HookOutcomeStatus.DELIVERED, '', 200],
+      ['down', HookOutcomeStatus.FAILED, 'http_error', 500],
+      ['wrong-shape', HookOutcomeStatus.FAILED, 'invalid_response', 200],
+      ['no-change', HookOutcomeStatus.DELIVERED, '', 204],
+      ['last', HookOutcomeStatus.DELIVERED, '', 200],
+    ]);
+    expect(answer.outcomes[2]?.message).toBe('messages must be an array, got a string');
+  });
+
+  it('answers blocked, and no value, when an onError: block hook fails', async () => {
+    const op = await operationWith([
+      { id: 'shape', point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD, path: '/shape' },
+      {
+        id: 'guard',
+        point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD,
+        path: '/guard',
+        onError: OnError.BLOCK,
+      },
+      { id: 'after', point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD, path: '/after' },
+    ]);
+    route(op, '/shape', () => ({ json: { payload: { model: 'm', temperature: 0 } } }));
+    route(op, '/guard', () => ({ status: 200, body: 'not json' }));
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD,
+      contextJson: '{"model":"m","payload":{"model":"m"}}',
+    });
+    expect(answer.outcome).toEqual({
+      case: 'blocked',
+      value: expect.objectContaining({ hookId: 'guard', errorCode: 'invalid_response' }),
+    });
+    expect(answer.outcomes.map((o) => o.hookId)).toEqual(['shape', 'guard']);
+    expect(received(op).map(([p]) => p)).toEqual(['/shape', '/guard']);
+  });
+
+  it('concatenates steering messages and merges provider request patches', async () => {
+    const steer = await operationWith([
+      { id: 'a', point: ModifyPoint.GET_STEERING_MESSAGES, path: '/a' },
+      { id: 'b', point: ModifyPoint.GET_STEERING_MESSAGES, path: '/b' },
+    ]);
+    route(steer, '/a', () => ({ json: { messages: [msg('first')] } }));
+    route(steer, '/b', () => ({ json: { messages: [msg('second')] } }));
+    const steering = await client().modify({
+      operationId: steer,
+      point: ModifyPoint.GET_STEERING_MESSAGES,
+      contextJson: JSON.stringify({ messages: [msg('history')], iteration: 1 }),
+    });
+    expect(JSON.parse(steering.outcome.value as string)).toEqual({
+      messages: [msg('first'), msg('second')],
+    });
+    for (const [, body] of received(steer)) expect(body.messages).toEqual([msg('history')]);
+
+    const req = await operationWith([
+      { id: 'h1', point: ModifyPoint.BEFORE_PROVIDER_REQUEST, path: '/h1' },
+      { id: 'h2', point: ModifyPoint.BEFORE_PROVIDER_REQUEST, path: '/h2' },
+    ]);
+    route(req, '/h1', () => ({ json: { headers: { 'x-a': '1', 'x-b': '2' }, timeoutMs: 1000 } }));
+    route(req, '/h2', () => ({ json: { headers: { 'x-a': null }, maxRetries: 3 } }));
+    const request = await client().modify({
+      operationId: req,
+      point: ModifyPoint.BEFORE_PROVIDER_REQUEST,
+      contextJson: '{"model":"m","sessionId":"s","iteration":0,"streamOptions":{}}',
+    });
+    expect(JSON.parse(request.outcome.value as string)).toEqual({
+      headers: { 'x-b': '2' },
+      timeoutMs: 1000,
+      maxRetries: 3,
+    });
+  });
+
+  it('refuses a request that is not whole with INVALID_ARGUMENT, over gRPC and Connect JSON, running no hook', async () => {
+    const op = await operationWith([{ id: 'x', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/x' }]);
+    const cases: [Parameters<ReturnType<typeof client>['modify']>[0], string, string, string][] = [
+      [
+        { operationId: op, point: ModifyPoint.TRANSFORM_CONTEXT, contextJson: '{"messages":' },
+        'contextJson',
+        'MODIFY_CONTEXT_INVALID',
+        'the context is not a JSON object',
+      ],
+      [
+        { operationId: op, point: ModifyPoint.TRANSFORM_CONTEXT, contextJson: '{"iteration":1}' },
+        'contextJson',
+        'MODIFY_CONTEXT_INVALID',
+        'transformContext needs messages in its context',
+      ],
+      [
+        { operationId: op, contextJson: '{"messages":[]}' },
+        'point',
+        'MODIFY_POINT_REQUIRED',
+        'a point is required',
+      ],
+      [
+        { operationId: '', point: ModifyPoint.TRANSFORM_CONTEXT, contextJson: '{"messages":[]}' },
+        'operationId',
+        'OPERATION_ID_REQUIRED',
+        '',
+      ],
+    ];
+    const transports = {
+      grpc: createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+      'connect-json': createConnectTransport({
+        baseUrl: `http://${sidecar.http}`,
+        httpVersion: '1.1',
+      }),
+    };
+    for (const [request, field, reason, message] of cases) {
+      for (const [name, transport] of Object.entries(transports)) {
+        const error = await createClient(HookService, transport)
+          .modify(request)
+          .catch((e: unknown) => e);
+        const read = readConnectError(error);
+        expect(read.code, `${reason} over ${name}`).toBe(Code.InvalidArgument);
+        expect(read.reason).toBe(reason);
+        expect(read.fields).toEqual([field]);
+        expect(read.message).toContain(message);
+      }
+    }
+    expect(received(op)).toEqual([]);
+  });
+});
