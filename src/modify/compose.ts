@@ -30,6 +30,7 @@
  * Values stay raw JSON text (`raw-json.ts`): a history of megabytes is
  * carried, not parsed into objects, and large integers survive unchanged.
  */
+import { extend } from '../extend.js';
 import {
   arrayElements,
   arrayText,
@@ -115,7 +116,7 @@ export const POINT_RULES: Readonly<Record<ModifyPoint, PointRule>> = {
   },
   afterToolCall: {
     mode: 'replace',
-    context: { ...TOOL_CONTEXT, result: 'string', isError: 'boolean' },
+    context: extend(TOOL_CONTEXT, { result: 'string' as const, isError: 'boolean' as const }),
     result: { content: 'string', isError: 'boolean', terminate: 'boolean' },
     chains: { content: 'result', isError: 'isError' },
     sticky: ['terminate'],

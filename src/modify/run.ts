@@ -28,6 +28,7 @@ import {
 import { readBounded } from '../delivery/control.js';
 import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import { durationOf } from '../hooks/dispatch.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
@@ -180,11 +181,13 @@ export async function runModifyingHooks(
     };
     if (hook.webhook === undefined) {
       outcomes.push(
-        create(HookOutcomeSchema, {
-          ...base,
-          status: HookOutcomeStatus.SKIPPED,
-          message: 'Handler hooks of modifying points are not served yet',
-        }),
+        create(
+          HookOutcomeSchema,
+          extend(base, {
+            status: HookOutcomeStatus.SKIPPED,
+            message: 'Handler hooks of modifying points are not served yet',
+          }),
+        ),
       );
       continue;
     }
@@ -194,25 +197,29 @@ export async function runModifyingHooks(
     const duration = durationOf(performance.now() - started);
     if (failure === undefined) {
       outcomes.push(
-        create(HookOutcomeSchema, {
-          ...base,
-          status: HookOutcomeStatus.DELIVERED,
-          httpStatus: httpStatus ?? 0,
-          duration,
-        }),
+        create(
+          HookOutcomeSchema,
+          extend(base, {
+            status: HookOutcomeStatus.DELIVERED,
+            httpStatus: httpStatus ?? 0,
+            duration,
+          }),
+        ),
       );
       continue;
     }
     outcomes.push(
-      create(HookOutcomeSchema, {
-        ...base,
-        status:
-          failure.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-        errorCode: failure.code,
-        message: failure.message,
-        httpStatus: failure.httpStatus ?? 0,
-        duration,
-      }),
+      create(
+        HookOutcomeSchema,
+        extend(base, {
+          status:
+            failure.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
+          errorCode: failure.code,
+          message: failure.message,
+          httpStatus: failure.httpStatus ?? 0,
+          duration,
+        }),
+      ),
     );
     if (hook.webhook.onError === OnError.BLOCK) {
       return {

@@ -20,6 +20,7 @@ const RPCS = [
   'PublishDeferredResult',
   'CompleteOperation',
   'Handle',
+  'Modify',
 ];
 
 const EVENT_MESSAGES = [
