@@ -68,6 +68,8 @@ interface CacheEntry {
   readonly matchesName: (name: string) => boolean;
   readonly bytes: number;
   readonly cost: number;
+  /** {@link placements} when the entry last moved to the young end of the cache. */
+  placed: number;
 }
 
 /**
@@ -91,6 +93,8 @@ export const MATCHER_BUDGET_PER_OPERATION = 900;
 const cache = new Map<string, CacheEntry>();
 /** Sum of the `bytes` of the cache's entries. */
 let cachedBytes = 0;
+/** Entries placed at the cache's young end so far: the age clock of `CacheEntry.placed`. */
+let placements = 0;
 
 /** Matches every event, including events without a tool. */
 const matchAll: ToolMatcher = function matchAll() {
@@ -159,9 +163,15 @@ export function clearMatcherCache(): void {
 function compiledEntry(matcher: string): CacheEntry {
   const cached = cache.get(matcher);
   if (cached !== undefined) {
-    // Re-insert so that Map order is least recently used first.
-    cache.delete(matcher);
-    cache.set(matcher, cached);
+    // Re-insert so that Map order is least recently used first, but only once
+    // the entry drifted into the older half: a delete and a set per decision
+    // churn the Map's tables, which on Node 20 promotes garbage (see
+    // `src/live-slots.ts`).
+    if (placements - cached.placed > cache.size / 2) {
+      cache.delete(matcher);
+      cached.placed = ++placements;
+      cache.set(matcher, cached);
+    }
     return cached;
   }
 
@@ -216,7 +226,8 @@ function compiledEntry(matcher: string): CacheEntry {
     cache.delete(source);
     cachedBytes -= entry.bytes;
   }
-  const entry = {
+  const entry: CacheEntry = {
+    placed: ++placements,
     matcher: compiled,
     matchesName: (name: string) => regexp.test(name),
     bytes,
