@@ -29,8 +29,11 @@ const HTTP_PROTOCOLS = new Set(['http:', 'https:']);
 /** The one parameter a `--users-postgres-query` must use: the user id. */
 const USER_ID_PARAMETER = '$1';
 
-/** Default of `--max-message-bytes`: 4 MiB, gRPC's usual receive limit. */
-export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
+/**
+ * Default of `--max-message-bytes`: 16 MiB, above gRPC's usual 4 MiB so that
+ * a `Modify` call carrying an 8 MiB history works with the shipped defaults.
+ */
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;

@@ -16,7 +16,7 @@ describe('security options', () => {
       socketMode: 0o660,
       socketGroup: undefined,
       tls: undefined,
-      maxMessageBytes: 4 * 1024 * 1024,
+      maxMessageBytes: 16 * 1024 * 1024,
       maxHooksPerOperation: 1_000,
     });
   });

@@ -298,3 +298,31 @@ describe('Modify', () => {
     expect(received(op)).toEqual([]);
   });
 });
+
+describe('Modify with a large history', () => {
+  it('carries an 8 MiB history to a webhook and back with the shipped defaults', async () => {
+    const op = await operationWith([
+      { id: 'summarise', point: ModifyPoint.PREPARE_NEXT_TURN, path: '/big' },
+    ]);
+    const content = 'x'.repeat(64 * 1024);
+    const messages = Array.from({ length: 128 }, (_, i) => ({ role: 'user', content, i }));
+    // The receiver answers the history it got, plus one message: 8 MiB each way.
+    route(op, '/big', (b) => ({
+      json: { messages: [...(b.messages as unknown[]), msg('summary')] },
+    }));
+    const contextJson = JSON.stringify({ messages, iteration: 7, hadToolCalls: false });
+    expect(contextJson.length).toBeGreaterThan(8 * 1024 * 1024);
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.PREPARE_NEXT_TURN,
+      contextJson,
+    });
+    expect(answer.outcomes.map((o) => [o.hookId, o.status])).toEqual([
+      ['summarise', HookOutcomeStatus.DELIVERED],
+    ]);
+    const result = JSON.parse(answer.outcome.value as string) as { messages: unknown[] };
+    expect(result.messages).toHaveLength(129);
+    expect(result.messages[128]).toEqual(msg('summary'));
+    expect(result.messages[5]).toEqual(messages[5]);
+  }, 60_000);
+});
