@@ -12,6 +12,7 @@ import {
   type ToolResult,
   ToolResultSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
+import type { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   type HandleResponse,
   HandleResponseSchema,
@@ -26,11 +27,21 @@ export const DEFAULT_HANDLER_TIMEOUT_MS = 10_000;
 export type HandlerResult =
   | { readonly kind: 'done' }
   | { readonly kind: 'mock'; readonly result: ToolResult; readonly error?: string }
+  | { readonly kind: 'modified'; readonly resultJson: string }
   | {
       readonly kind: 'error';
       readonly code: 'handler_error' | 'handler_timeout' | 'handler_detached' | 'cancelled';
       readonly message: string;
     };
+
+/** What a modifying hook's handler is called with: the point and its context. */
+export class ModifyingCall {
+  constructor(
+    readonly point: ModifyPoint,
+    readonly contextJson: string,
+    readonly plugin: string,
+  ) {}
+}
 
 /** One attached `Handle` stream, as the hub sees it. */
 export interface HandlerConnection {
@@ -136,7 +147,7 @@ export class HandlerHub {
   call(
     operationId: string,
     hookId: string,
-    event: HookEvent,
+    event: HookEvent | ModifyingCall,
     signal: AbortSignal,
   ): Promise<HandlerResult> {
     const connection = this.#byOperation.get(operationId);
@@ -167,11 +178,17 @@ export class HandlerHub {
         finish({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
       signal.addEventListener('abort', onAbort);
       this.#pending.set(callId, { connection, resolve: finish });
-      connection.send(
-        create(HandleResponseSchema, {
-          message: { case: 'call', value: { callId, hookId, event } },
-        }),
-      );
+      const value =
+        event instanceof ModifyingCall
+          ? {
+              callId,
+              hookId,
+              point: event.point,
+              contextJson: event.contextJson,
+              plugin: event.plugin,
+            }
+          : { callId, hookId, event };
+      connection.send(create(HandleResponseSchema, { message: { case: 'call', value } }));
       if (signal.aborted) onAbort();
     });
   }
@@ -197,6 +214,9 @@ export class HandlerHub {
         return;
       case 'error':
         pending.resolve({ kind: 'error', code: 'handler_error', message: outcome.value.message });
+        return;
+      case 'modified':
+        pending.resolve({ kind: 'modified', resultJson: outcome.value.resultJson });
         return;
       default:
         pending.resolve({

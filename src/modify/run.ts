@@ -9,8 +9,11 @@
  * non-2xx, a timeout, a body that is not a JSON object or a result of the
  * wrong shape is a failure: `onError: continue` (the default) skips the hook
  * and keeps the value it was given, `onError: block` answers `blocked` and
- * nothing of the call applies. A handler-only hook is skipped (local
- * handlers for modifying hooks are not served yet).
+ * nothing of the call applies (a handler's failure follows its webhook's
+ * `onError`, `continue` for a handler-only hook). While a `Handle` stream
+ * serves the operation, a hook with a handler runs there instead: the
+ * runtime gets the point and its context and replies `modified` with its
+ * result or `done`; without a stream a handler-only hook is skipped.
  */
 import { create } from '@bufbuild/protobuf';
 import {
@@ -30,6 +33,7 @@ import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import { durationOf } from '../hooks/dispatch.js';
+import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
 import { REASON, validateOperationId } from '../hooks/validate.js';
@@ -53,6 +57,8 @@ export const MODIFY_RESPONSE_MAX_BYTES = 16 * 1024 * 1024;
 export interface ModifyDeps {
   readonly registry: HookRegistry;
   readonly sender: Pick<WebhookSender, 'post'>;
+  /** The runtime's attached `Handle` streams, which serve handler hooks. */
+  readonly handlers: Pick<HandlerHub, 'isAttached' | 'call'>;
 }
 
 /** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
@@ -152,6 +158,39 @@ async function runWebhook(
   return { httpStatus: response.status };
 }
 
+/** Asks the runtime's handler for its result and applies it to `composition`; a failure applies nothing. */
+async function runHandler(
+  deps: ModifyDeps,
+  operationId: string,
+  hook: Hook,
+  composition: Composition,
+  signal: AbortSignal,
+): Promise<{ failure?: Failure; httpStatus?: number }> {
+  const call = new ModifyingCall(hook.point, composition.context(), hook.plugin);
+  const result = await deps.handlers.call(operationId, hook.id, call, signal);
+  switch (result.kind) {
+    case 'done':
+      return {};
+    case 'modified':
+      try {
+        composition.apply(result.resultJson);
+        return {};
+      } catch (e: unknown) {
+        if (!(e instanceof ResultShapeError)) throw e;
+        return { failure: { code: 'invalid_response', message: e.message } };
+      }
+    case 'mock':
+      return {
+        failure: {
+          code: 'handler_error',
+          message: 'a modifying handler replies modified or done, not mock',
+        },
+      };
+    case 'error':
+      return { failure: { code: result.code, message: result.message } };
+  }
+}
+
 /**
  * Runs a point occurrence's hooks and answers the composed result, or the
  * block of the first `onError: block` hook that failed.
@@ -179,32 +218,23 @@ export async function runModifyingHooks(
       operationId: request.operationId,
       source: HookSource.CALLER,
     };
-    if (hook.webhook === undefined) {
-      outcomes.push(
-        create(
-          HookOutcomeSchema,
-          extend(base, {
-            status: HookOutcomeStatus.SKIPPED,
-            message: 'Handler hooks of modifying points are not served yet',
-          }),
-        ),
-      );
+    // As for lifecycle hooks: while a Handle stream serves the operation the
+    // handler runs instead of the webhook; otherwise a handler-only hook is skipped.
+    const local = hook.handler && deps.handlers.isAttached(request.operationId);
+    if (!local && hook.webhook === undefined) {
+      outcomes.push(create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })));
       continue;
     }
     const started = performance.now();
     signal.throwIfAborted();
-    const { failure, httpStatus } = await runWebhook(deps, hook, composition, name, signal);
+    const { failure, httpStatus } = local
+      ? await runHandler(deps, request.operationId, hook, composition, signal)
+      : await runWebhook(deps, hook, composition, name, signal);
     const duration = durationOf(performance.now() - started);
     if (failure === undefined) {
+      const status = local ? HookOutcomeStatus.HANDLED : HookOutcomeStatus.DELIVERED;
       outcomes.push(
-        create(
-          HookOutcomeSchema,
-          extend(base, {
-            status: HookOutcomeStatus.DELIVERED,
-            httpStatus: httpStatus ?? 0,
-            duration,
-          }),
-        ),
+        create(HookOutcomeSchema, extend(base, { status, httpStatus: httpStatus ?? 0, duration })),
       );
       continue;
     }
@@ -221,7 +251,7 @@ export async function runModifyingHooks(
         }),
       ),
     );
-    if (hook.webhook.onError === OnError.BLOCK) {
+    if (hook.webhook?.onError === OnError.BLOCK) {
       return {
         outcome: {
           case: 'blocked',

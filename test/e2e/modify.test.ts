@@ -13,6 +13,8 @@ import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { readConnectError } from '../support/connect-errors.js';
+import { hookClient } from '../support/grpc-client.js';
+import { openHandlerStream } from '../support/handler-client.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -325,4 +327,96 @@ describe('Modify with a large history', () => {
     expect(result.messages[128]).toEqual(msg('summary'));
     expect(result.messages[5]).toEqual(messages[5]);
   }, 60_000);
+});
+
+describe('Modify with local handlers', () => {
+  it('runs a hook with a handler on the attached Handle stream, chained with webhooks', async () => {
+    const op = await operationWith([
+      { id: 'webhook-first', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/first' },
+    ]);
+    // Handler hooks: one that rewrites, one that answers done, one that fails.
+    await client().registerHooks({
+      operationId: op,
+      hooks: [
+        create(HookSchema, {
+          id: 'local-redact',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          plugin: 'privacy',
+          handler: true,
+        }),
+        create(HookSchema, {
+          id: 'local-done',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          handler: true,
+        }),
+        create(HookSchema, {
+          id: 'local-fails',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          handler: true,
+        }),
+      ],
+    });
+    route(op, '/first', () => ({ json: { messages: [msg('secret 4111'), msg('hello')] } }));
+    const contextJson = JSON.stringify({ messages: [msg('start')], iteration: 1 });
+
+    // Without a Handle stream the handler-only hooks are skipped.
+    const unattached = await client().modify({
+      operationId: op,
+      point: ModifyPoint.TRANSFORM_CONTEXT,
+      contextJson,
+    });
+    expect(unattached.outcomes.map((o) => [o.hookId, o.status])).toEqual([
+      ['webhook-first', HookOutcomeStatus.DELIVERED],
+      ['local-redact', HookOutcomeStatus.SKIPPED],
+      ['local-done', HookOutcomeStatus.SKIPPED],
+      ['local-fails', HookOutcomeStatus.SKIPPED],
+    ]);
+
+    const loader = hookClient(sidecar.grpc);
+    const stream = openHandlerStream(loader);
+    try {
+      stream.answer((call) => {
+        if (call.hookId === 'local-redact') {
+          const ctx = JSON.parse(call.contextJson ?? '{}') as { messages: { content: string }[] };
+          const messages = ctx.messages.map((m) => ({
+            ...m,
+            content: m.content.replace(/\d{4}/, '****'),
+          }));
+          return { modified: { resultJson: JSON.stringify({ messages }) } };
+        }
+        if (call.hookId === 'local-done') return { done: {} };
+        return { error: { message: 'handler crashed' } };
+      });
+      await stream.attach([op]);
+      const answer = await client().modify({
+        operationId: op,
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        contextJson,
+      });
+      expect(JSON.parse(answer.outcome.value as string)).toEqual({
+        messages: [msg('secret ****'), msg('hello')],
+      });
+      expect(answer.outcomes.map((o) => [o.hookId, o.status, o.errorCode])).toEqual([
+        ['webhook-first', HookOutcomeStatus.DELIVERED, ''],
+        ['local-redact', HookOutcomeStatus.HANDLED, ''],
+        ['local-done', HookOutcomeStatus.HANDLED, ''],
+        ['local-fails', HookOutcomeStatus.FAILED, 'handler_error'],
+      ]);
+      const calls = stream.calls.filter((c) => c.point !== undefined);
+      expect(calls.map((c) => [c.hookId, c.point, c.plugin ?? ''])).toEqual([
+        ['local-redact', 'MODIFY_POINT_TRANSFORM_CONTEXT', 'privacy'],
+        ['local-done', 'MODIFY_POINT_TRANSFORM_CONTEXT', ''],
+        ['local-fails', 'MODIFY_POINT_TRANSFORM_CONTEXT', ''],
+      ]);
+      // The handler saw what the webhook before it returned; the next one saw the redaction.
+      expect(JSON.parse(calls[0]?.contextJson ?? '{}')).toEqual({
+        messages: [msg('secret 4111'), msg('hello')],
+        iteration: 1,
+      });
+      expect(JSON.parse(calls[1]?.contextJson ?? '{}').messages[0]).toEqual(msg('secret ****'));
+    } finally {
+      stream.end();
+      loader.close();
+    }
+  });
 });

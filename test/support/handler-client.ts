@@ -11,6 +11,10 @@ export interface ReceivedCall {
   readonly callId: string;
   readonly hookId: string;
   readonly event: LoaderObject;
+  /** A modifying hook's point (its enum name), with `contextJson` and `plugin`; else unset. */
+  readonly point?: string;
+  readonly contextJson?: string;
+  readonly plugin?: string;
   /** `performance.now()` when it arrived. */
   readonly at: number;
 }
@@ -55,6 +59,9 @@ export function openHandlerStream(client: AnyClient): HandlerStream {
         callId: msg.call.callId,
         hookId: msg.call.hookId,
         event: msg.call.event,
+        point: msg.call.point,
+        contextJson: msg.call.contextJson,
+        plugin: msg.call.plugin,
         at: performance.now(),
       };
       calls.push(received);

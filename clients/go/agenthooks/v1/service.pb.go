@@ -1860,6 +1860,7 @@ type HandlerReply struct {
 	//	*HandlerReply_Done
 	//	*HandlerReply_Mock
 	//	*HandlerReply_Error
+	//	*HandlerReply_Modified
 	Outcome       isHandlerReply_Outcome `protobuf_oneof:"outcome"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1936,6 +1937,15 @@ func (x *HandlerReply) GetError() *HandlerError {
 	return nil
 }
 
+func (x *HandlerReply) GetModified() *HandlerModified {
+	if x != nil {
+		if x, ok := x.Outcome.(*HandlerReply_Modified); ok {
+			return x.Modified
+		}
+	}
+	return nil
+}
+
 type isHandlerReply_Outcome interface {
 	isHandlerReply_Outcome()
 }
@@ -1955,11 +1965,68 @@ type HandlerReply_Error struct {
 	Error *HandlerError `protobuf:"bytes,4,opt,name=error,proto3,oneof"`
 }
 
+type HandlerReply_Modified struct {
+	// A modifying handler's result (a call with `point` set): a JSON object
+	// with the point's result members, as a modifying webhook answers. `done`
+	// means no change.
+	Modified *HandlerModified `protobuf:"bytes,5,opt,name=modified,proto3,oneof"`
+}
+
 func (*HandlerReply_Done) isHandlerReply_Outcome() {}
 
 func (*HandlerReply_Mock) isHandlerReply_Outcome() {}
 
 func (*HandlerReply_Error) isHandlerReply_Outcome() {}
+
+func (*HandlerReply_Modified) isHandlerReply_Outcome() {}
+
+// Carries a modifying handler's result.
+type HandlerModified struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The result as a JSON object, such as `{"messages":[...]}`; `{}` or empty
+	// is no change. A result of the wrong shape fails the hook
+	// (`invalid_response`).
+	ResultJson    string `protobuf:"bytes,1,opt,name=result_json,json=resultJson,proto3" json:"result_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandlerModified) Reset() {
+	*x = HandlerModified{}
+	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandlerModified) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandlerModified) ProtoMessage() {}
+
+func (x *HandlerModified) ProtoReflect() protoreflect.Message {
+	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandlerModified.ProtoReflect.Descriptor instead.
+func (*HandlerModified) Descriptor() ([]byte, []int) {
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *HandlerModified) GetResultJson() string {
+	if x != nil {
+		return x.ResultJson
+	}
+	return ""
+}
 
 // Says a handler finished without a mock.
 type HandlerDone struct {
@@ -1970,7 +2037,7 @@ type HandlerDone struct {
 
 func (x *HandlerDone) Reset() {
 	*x = HandlerDone{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2049,7 @@ func (x *HandlerDone) String() string {
 func (*HandlerDone) ProtoMessage() {}
 
 func (x *HandlerDone) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[29]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2062,7 @@ func (x *HandlerDone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerDone.ProtoReflect.Descriptor instead.
 func (*HandlerDone) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 // Carries a handler's mock for a `beforeToolCall` call.
@@ -2011,7 +2078,7 @@ type HandlerMock struct {
 
 func (x *HandlerMock) Reset() {
 	*x = HandlerMock{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2090,7 @@ func (x *HandlerMock) String() string {
 func (*HandlerMock) ProtoMessage() {}
 
 func (x *HandlerMock) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[30]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2103,7 @@ func (x *HandlerMock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerMock.ProtoReflect.Descriptor instead.
 func (*HandlerMock) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *HandlerMock) GetResult() *ToolResult {
@@ -2064,7 +2131,7 @@ type HandlerError struct {
 
 func (x *HandlerError) Reset() {
 	*x = HandlerError{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2143,7 @@ func (x *HandlerError) String() string {
 func (*HandlerError) ProtoMessage() {}
 
 func (x *HandlerError) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[31]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2156,7 @@ func (x *HandlerError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerError.ProtoReflect.Descriptor instead.
 func (*HandlerError) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *HandlerError) GetMessage() string {
@@ -2116,7 +2183,7 @@ type HandleResponse struct {
 
 func (x *HandleResponse) Reset() {
 	*x = HandleResponse{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2195,7 @@ func (x *HandleResponse) String() string {
 func (*HandleResponse) ProtoMessage() {}
 
 func (x *HandleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[32]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2208,7 @@ func (x *HandleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleResponse.ProtoReflect.Descriptor instead.
 func (*HandleResponse) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *HandleResponse) GetMessage() isHandleResponse_Message {
@@ -2214,7 +2281,7 @@ type HandleAttached struct {
 
 func (x *HandleAttached) Reset() {
 	*x = HandleAttached{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2293,7 @@ func (x *HandleAttached) String() string {
 func (*HandleAttached) ProtoMessage() {}
 
 func (x *HandleAttached) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[33]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2306,7 @@ func (x *HandleAttached) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleAttached.ProtoReflect.Descriptor instead.
 func (*HandleAttached) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *HandleAttached) GetOperationIds() []string {
@@ -2257,14 +2324,23 @@ type HandlerCall struct {
 	// Id of the hook whose handler runs.
 	HookId string `protobuf:"bytes,2,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
 	// Event for the handler, `finalState` included where the event has it.
-	Event         *HookEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	// Unset on a call of a modifying hook's handler.
+	Event *HookEvent `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	// For a modifying hook's handler: the point that occurred. The handler
+	// replies `modified` with its result, or `done` for no change.
+	Point ModifyPoint `protobuf:"varint,4,opt,name=point,proto3,enum=agenthooks.v1.ModifyPoint" json:"point,omitempty"`
+	// For a modifying hook's handler: the point's context as the hooks before
+	// it left it, a JSON object.
+	ContextJson string `protobuf:"bytes,5,opt,name=context_json,json=contextJson,proto3" json:"context_json,omitempty"`
+	// Plugin of the hook, if it has one.
+	Plugin        string `protobuf:"bytes,6,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HandlerCall) Reset() {
 	*x = HandlerCall{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2352,7 @@ func (x *HandlerCall) String() string {
 func (*HandlerCall) ProtoMessage() {}
 
 func (x *HandlerCall) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[34]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2365,7 @@ func (x *HandlerCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandlerCall.ProtoReflect.Descriptor instead.
 func (*HandlerCall) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *HandlerCall) GetCallId() string {
@@ -2313,6 +2389,27 @@ func (x *HandlerCall) GetEvent() *HookEvent {
 	return nil
 }
 
+func (x *HandlerCall) GetPoint() ModifyPoint {
+	if x != nil {
+		return x.Point
+	}
+	return ModifyPoint_MODIFY_POINT_UNSPECIFIED
+}
+
+func (x *HandlerCall) GetContextJson() string {
+	if x != nil {
+		return x.ContextJson
+	}
+	return ""
+}
+
+func (x *HandlerCall) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
 // Tells the runtime that a newer stream serves operations now.
 type HandleReplaced struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2324,7 +2421,7 @@ type HandleReplaced struct {
 
 func (x *HandleReplaced) Reset() {
 	*x = HandleReplaced{}
-	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2433,7 @@ func (x *HandleReplaced) String() string {
 func (*HandleReplaced) ProtoMessage() {}
 
 func (x *HandleReplaced) ProtoReflect() protoreflect.Message {
-	mi := &file_agenthooks_v1_service_proto_msgTypes[35]
+	mi := &file_agenthooks_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2446,7 @@ func (x *HandleReplaced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HandleReplaced.ProtoReflect.Descriptor instead.
 func (*HandleReplaced) Descriptor() ([]byte, []int) {
-	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agenthooks_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *HandleReplaced) GetOperationIds() []string {
@@ -2466,13 +2563,17 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\fHandleAttach\x12#\n" +
 	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"3\n" +
 	"\fHandleDetach\x12#\n" +
-	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"\xcb\x01\n" +
+	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"\x89\x02\n" +
 	"\fHandlerReply\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x120\n" +
 	"\x04done\x18\x02 \x01(\v2\x1a.agenthooks.v1.HandlerDoneH\x00R\x04done\x120\n" +
 	"\x04mock\x18\x03 \x01(\v2\x1a.agenthooks.v1.HandlerMockH\x00R\x04mock\x123\n" +
-	"\x05error\x18\x04 \x01(\v2\x1b.agenthooks.v1.HandlerErrorH\x00R\x05errorB\t\n" +
-	"\aoutcome\"\r\n" +
+	"\x05error\x18\x04 \x01(\v2\x1b.agenthooks.v1.HandlerErrorH\x00R\x05error\x12<\n" +
+	"\bmodified\x18\x05 \x01(\v2\x1e.agenthooks.v1.HandlerModifiedH\x00R\bmodifiedB\t\n" +
+	"\aoutcome\"2\n" +
+	"\x0fHandlerModified\x12\x1f\n" +
+	"\vresult_json\x18\x01 \x01(\tR\n" +
+	"resultJson\"\r\n" +
 	"\vHandlerDone\"e\n" +
 	"\vHandlerMock\x121\n" +
 	"\x06result\x18\x01 \x01(\v2\x19.agenthooks.v1.ToolResultR\x06result\x12\x19\n" +
@@ -2486,11 +2587,14 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\breplaced\x18\x03 \x01(\v2\x1d.agenthooks.v1.HandleReplacedH\x00R\breplacedB\t\n" +
 	"\amessage\"5\n" +
 	"\x0eHandleAttached\x12#\n" +
-	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"o\n" +
+	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"\xdc\x01\n" +
 	"\vHandlerCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\ahook_id\x18\x02 \x01(\tR\x06hookId\x12.\n" +
-	"\x05event\x18\x03 \x01(\v2\x18.agenthooks.v1.HookEventR\x05event\"5\n" +
+	"\x05event\x18\x03 \x01(\v2\x18.agenthooks.v1.HookEventR\x05event\x120\n" +
+	"\x05point\x18\x04 \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12!\n" +
+	"\fcontext_json\x18\x05 \x01(\tR\vcontextJson\x12\x16\n" +
+	"\x06plugin\x18\x06 \x01(\tR\x06plugin\"5\n" +
 	"\x0eHandleReplaced\x12#\n" +
 	"\roperation_ids\x18\x01 \x03(\tR\foperationIds*[\n" +
 	"\bParkKind\x12\x19\n" +
@@ -2525,7 +2629,7 @@ func file_agenthooks_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agenthooks_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agenthooks_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_agenthooks_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_agenthooks_v1_service_proto_goTypes = []any{
 	(ParkKind)(0),                         // 0: agenthooks.v1.ParkKind
 	(*ModifyRequest)(nil),                 // 1: agenthooks.v1.ModifyRequest
@@ -2557,95 +2661,98 @@ var file_agenthooks_v1_service_proto_goTypes = []any{
 	(*HandleAttach)(nil),                  // 27: agenthooks.v1.HandleAttach
 	(*HandleDetach)(nil),                  // 28: agenthooks.v1.HandleDetach
 	(*HandlerReply)(nil),                  // 29: agenthooks.v1.HandlerReply
-	(*HandlerDone)(nil),                   // 30: agenthooks.v1.HandlerDone
-	(*HandlerMock)(nil),                   // 31: agenthooks.v1.HandlerMock
-	(*HandlerError)(nil),                  // 32: agenthooks.v1.HandlerError
-	(*HandleResponse)(nil),                // 33: agenthooks.v1.HandleResponse
-	(*HandleAttached)(nil),                // 34: agenthooks.v1.HandleAttached
-	(*HandlerCall)(nil),                   // 35: agenthooks.v1.HandlerCall
-	(*HandleReplaced)(nil),                // 36: agenthooks.v1.HandleReplaced
-	(ModifyPoint)(0),                      // 37: agenthooks.v1.ModifyPoint
-	(*HookOutcome)(nil),                   // 38: agenthooks.v1.HookOutcome
-	(*Hook)(nil),                          // 39: agenthooks.v1.Hook
-	(*HookEvent)(nil),                     // 40: agenthooks.v1.HookEvent
-	(*status.Status)(nil),                 // 41: google.rpc.Status
-	(*BeforeToolCallEvent)(nil),           // 42: agenthooks.v1.BeforeToolCallEvent
-	(*Decision)(nil),                      // 43: agenthooks.v1.Decision
-	(*AfterToolCallEvent)(nil),            // 44: agenthooks.v1.AfterToolCallEvent
-	(*ToolCallContext)(nil),               // 45: agenthooks.v1.ToolCallContext
-	(*timestamppb.Timestamp)(nil),         // 46: google.protobuf.Timestamp
-	(*ToolResult)(nil),                    // 47: agenthooks.v1.ToolResult
-	(*OnCompleteEvent)(nil),               // 48: agenthooks.v1.OnCompleteEvent
+	(*HandlerModified)(nil),               // 30: agenthooks.v1.HandlerModified
+	(*HandlerDone)(nil),                   // 31: agenthooks.v1.HandlerDone
+	(*HandlerMock)(nil),                   // 32: agenthooks.v1.HandlerMock
+	(*HandlerError)(nil),                  // 33: agenthooks.v1.HandlerError
+	(*HandleResponse)(nil),                // 34: agenthooks.v1.HandleResponse
+	(*HandleAttached)(nil),                // 35: agenthooks.v1.HandleAttached
+	(*HandlerCall)(nil),                   // 36: agenthooks.v1.HandlerCall
+	(*HandleReplaced)(nil),                // 37: agenthooks.v1.HandleReplaced
+	(ModifyPoint)(0),                      // 38: agenthooks.v1.ModifyPoint
+	(*HookOutcome)(nil),                   // 39: agenthooks.v1.HookOutcome
+	(*Hook)(nil),                          // 40: agenthooks.v1.Hook
+	(*HookEvent)(nil),                     // 41: agenthooks.v1.HookEvent
+	(*status.Status)(nil),                 // 42: google.rpc.Status
+	(*BeforeToolCallEvent)(nil),           // 43: agenthooks.v1.BeforeToolCallEvent
+	(*Decision)(nil),                      // 44: agenthooks.v1.Decision
+	(*AfterToolCallEvent)(nil),            // 45: agenthooks.v1.AfterToolCallEvent
+	(*ToolCallContext)(nil),               // 46: agenthooks.v1.ToolCallContext
+	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
+	(*ToolResult)(nil),                    // 48: agenthooks.v1.ToolResult
+	(*OnCompleteEvent)(nil),               // 49: agenthooks.v1.OnCompleteEvent
 }
 var file_agenthooks_v1_service_proto_depIdxs = []int32{
-	37, // 0: agenthooks.v1.ModifyRequest.point:type_name -> agenthooks.v1.ModifyPoint
+	38, // 0: agenthooks.v1.ModifyRequest.point:type_name -> agenthooks.v1.ModifyPoint
 	3,  // 1: agenthooks.v1.ModifyResponse.blocked:type_name -> agenthooks.v1.ModifyBlocked
-	38, // 2: agenthooks.v1.ModifyResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	39, // 3: agenthooks.v1.RegisterHooksRequest.hooks:type_name -> agenthooks.v1.Hook
-	39, // 4: agenthooks.v1.ListHooksResponse.hooks:type_name -> agenthooks.v1.Hook
-	40, // 5: agenthooks.v1.DispatchRequest.event:type_name -> agenthooks.v1.HookEvent
-	38, // 6: agenthooks.v1.DispatchResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	40, // 7: agenthooks.v1.DispatchStreamRequest.event:type_name -> agenthooks.v1.HookEvent
-	38, // 8: agenthooks.v1.DispatchStreamResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	39, // 2: agenthooks.v1.ModifyResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	40, // 3: agenthooks.v1.RegisterHooksRequest.hooks:type_name -> agenthooks.v1.Hook
+	40, // 4: agenthooks.v1.ListHooksResponse.hooks:type_name -> agenthooks.v1.Hook
+	41, // 5: agenthooks.v1.DispatchRequest.event:type_name -> agenthooks.v1.HookEvent
+	39, // 6: agenthooks.v1.DispatchResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	41, // 7: agenthooks.v1.DispatchStreamRequest.event:type_name -> agenthooks.v1.HookEvent
+	39, // 8: agenthooks.v1.DispatchStreamResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
 	14, // 9: agenthooks.v1.DispatchStreamResponse.error:type_name -> agenthooks.v1.StreamError
-	41, // 10: agenthooks.v1.StreamError.status:type_name -> google.rpc.Status
-	42, // 11: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
-	43, // 12: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
-	38, // 13: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	44, // 14: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
-	43, // 15: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
-	38, // 16: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
-	45, // 17: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
+	42, // 10: agenthooks.v1.StreamError.status:type_name -> google.rpc.Status
+	43, // 11: agenthooks.v1.DecideToolCallRequest.event:type_name -> agenthooks.v1.BeforeToolCallEvent
+	44, // 12: agenthooks.v1.DecideToolCallResponse.decision:type_name -> agenthooks.v1.Decision
+	39, // 13: agenthooks.v1.DecideToolCallResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	45, // 14: agenthooks.v1.DecideToolResultRequest.event:type_name -> agenthooks.v1.AfterToolCallEvent
+	44, // 15: agenthooks.v1.DecideToolResultResponse.decision:type_name -> agenthooks.v1.Decision
+	39, // 16: agenthooks.v1.DecideToolResultResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	46, // 17: agenthooks.v1.ParkedCall.context:type_name -> agenthooks.v1.ToolCallContext
 	0,  // 18: agenthooks.v1.ParkedCall.kind:type_name -> agenthooks.v1.ParkKind
-	46, // 19: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
-	47, // 20: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
-	45, // 21: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
+	47, // 19: agenthooks.v1.ParkedCall.parked_at:type_name -> google.protobuf.Timestamp
+	48, // 20: agenthooks.v1.ParkedCall.final_result:type_name -> agenthooks.v1.ToolResult
+	46, // 21: agenthooks.v1.ParkToolCallRequest.context:type_name -> agenthooks.v1.ToolCallContext
 	0,  // 22: agenthooks.v1.ParkToolCallRequest.kind:type_name -> agenthooks.v1.ParkKind
 	19, // 23: agenthooks.v1.ParkToolCallResponse.record:type_name -> agenthooks.v1.ParkedCall
-	47, // 24: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
-	47, // 25: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
-	48, // 26: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
-	38, // 27: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
+	48, // 24: agenthooks.v1.PublishDeferredResultRequest.result:type_name -> agenthooks.v1.ToolResult
+	48, // 25: agenthooks.v1.PublishDeferredResultResponse.final_result:type_name -> agenthooks.v1.ToolResult
+	49, // 26: agenthooks.v1.CompleteOperationRequest.event:type_name -> agenthooks.v1.OnCompleteEvent
+	39, // 27: agenthooks.v1.CompleteOperationResponse.outcomes:type_name -> agenthooks.v1.HookOutcome
 	27, // 28: agenthooks.v1.HandleRequest.attach:type_name -> agenthooks.v1.HandleAttach
 	28, // 29: agenthooks.v1.HandleRequest.detach:type_name -> agenthooks.v1.HandleDetach
 	29, // 30: agenthooks.v1.HandleRequest.reply:type_name -> agenthooks.v1.HandlerReply
-	30, // 31: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
-	31, // 32: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
-	32, // 33: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
-	47, // 34: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
-	34, // 35: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
-	35, // 36: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
-	36, // 37: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
-	40, // 38: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
-	4,  // 39: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
-	6,  // 40: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
-	8,  // 41: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
-	10, // 42: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
-	12, // 43: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
-	15, // 44: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
-	17, // 45: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
-	20, // 46: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
-	22, // 47: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
-	24, // 48: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
-	26, // 49: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
-	1,  // 50: agenthooks.v1.HookService.Modify:input_type -> agenthooks.v1.ModifyRequest
-	5,  // 51: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
-	7,  // 52: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
-	9,  // 53: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
-	11, // 54: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
-	13, // 55: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
-	16, // 56: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
-	18, // 57: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
-	21, // 58: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
-	23, // 59: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
-	25, // 60: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
-	33, // 61: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
-	2,  // 62: agenthooks.v1.HookService.Modify:output_type -> agenthooks.v1.ModifyResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	31, // 31: agenthooks.v1.HandlerReply.done:type_name -> agenthooks.v1.HandlerDone
+	32, // 32: agenthooks.v1.HandlerReply.mock:type_name -> agenthooks.v1.HandlerMock
+	33, // 33: agenthooks.v1.HandlerReply.error:type_name -> agenthooks.v1.HandlerError
+	30, // 34: agenthooks.v1.HandlerReply.modified:type_name -> agenthooks.v1.HandlerModified
+	48, // 35: agenthooks.v1.HandlerMock.result:type_name -> agenthooks.v1.ToolResult
+	35, // 36: agenthooks.v1.HandleResponse.attached:type_name -> agenthooks.v1.HandleAttached
+	36, // 37: agenthooks.v1.HandleResponse.call:type_name -> agenthooks.v1.HandlerCall
+	37, // 38: agenthooks.v1.HandleResponse.replaced:type_name -> agenthooks.v1.HandleReplaced
+	41, // 39: agenthooks.v1.HandlerCall.event:type_name -> agenthooks.v1.HookEvent
+	38, // 40: agenthooks.v1.HandlerCall.point:type_name -> agenthooks.v1.ModifyPoint
+	4,  // 41: agenthooks.v1.HookService.RegisterHooks:input_type -> agenthooks.v1.RegisterHooksRequest
+	6,  // 42: agenthooks.v1.HookService.UnregisterHooks:input_type -> agenthooks.v1.UnregisterHooksRequest
+	8,  // 43: agenthooks.v1.HookService.ListHooks:input_type -> agenthooks.v1.ListHooksRequest
+	10, // 44: agenthooks.v1.HookService.Dispatch:input_type -> agenthooks.v1.DispatchRequest
+	12, // 45: agenthooks.v1.HookService.DispatchStream:input_type -> agenthooks.v1.DispatchStreamRequest
+	15, // 46: agenthooks.v1.HookService.DecideToolCall:input_type -> agenthooks.v1.DecideToolCallRequest
+	17, // 47: agenthooks.v1.HookService.DecideToolResult:input_type -> agenthooks.v1.DecideToolResultRequest
+	20, // 48: agenthooks.v1.HookService.ParkToolCall:input_type -> agenthooks.v1.ParkToolCallRequest
+	22, // 49: agenthooks.v1.HookService.PublishDeferredResult:input_type -> agenthooks.v1.PublishDeferredResultRequest
+	24, // 50: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
+	26, // 51: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
+	1,  // 52: agenthooks.v1.HookService.Modify:input_type -> agenthooks.v1.ModifyRequest
+	5,  // 53: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
+	7,  // 54: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
+	9,  // 55: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
+	11, // 56: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
+	13, // 57: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
+	16, // 58: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
+	18, // 59: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
+	21, // 60: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
+	23, // 61: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
+	25, // 62: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
+	34, // 63: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
+	2,  // 64: agenthooks.v1.HookService.Modify:output_type -> agenthooks.v1.ModifyResponse
+	53, // [53:65] is the sub-list for method output_type
+	41, // [41:53] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_agenthooks_v1_service_proto_init() }
@@ -2671,9 +2778,10 @@ func file_agenthooks_v1_service_proto_init() {
 		(*HandlerReply_Done)(nil),
 		(*HandlerReply_Mock)(nil),
 		(*HandlerReply_Error)(nil),
+		(*HandlerReply_Modified)(nil),
 	}
-	file_agenthooks_v1_service_proto_msgTypes[30].OneofWrappers = []any{}
-	file_agenthooks_v1_service_proto_msgTypes[32].OneofWrappers = []any{
+	file_agenthooks_v1_service_proto_msgTypes[31].OneofWrappers = []any{}
+	file_agenthooks_v1_service_proto_msgTypes[33].OneofWrappers = []any{
 		(*HandleResponse_Attached)(nil),
 		(*HandleResponse_Call)(nil),
 		(*HandleResponse_Replaced)(nil),
@@ -2684,7 +2792,7 @@ func file_agenthooks_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agenthooks_v1_service_proto_rawDesc), len(file_agenthooks_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

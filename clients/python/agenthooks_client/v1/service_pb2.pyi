@@ -268,16 +268,24 @@ class HandleDetach(_message.Message):
     def __init__(self, operation_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HandlerReply(_message.Message):
-    __slots__ = ("call_id", "done", "mock", "error")
+    __slots__ = ("call_id", "done", "mock", "error", "modified")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     DONE_FIELD_NUMBER: _ClassVar[int]
     MOCK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MODIFIED_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     done: HandlerDone
     mock: HandlerMock
     error: HandlerError
-    def __init__(self, call_id: _Optional[str] = ..., done: _Optional[_Union[HandlerDone, _Mapping]] = ..., mock: _Optional[_Union[HandlerMock, _Mapping]] = ..., error: _Optional[_Union[HandlerError, _Mapping]] = ...) -> None: ...
+    modified: HandlerModified
+    def __init__(self, call_id: _Optional[str] = ..., done: _Optional[_Union[HandlerDone, _Mapping]] = ..., mock: _Optional[_Union[HandlerMock, _Mapping]] = ..., error: _Optional[_Union[HandlerError, _Mapping]] = ..., modified: _Optional[_Union[HandlerModified, _Mapping]] = ...) -> None: ...
+
+class HandlerModified(_message.Message):
+    __slots__ = ("result_json",)
+    RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
+    result_json: str
+    def __init__(self, result_json: _Optional[str] = ...) -> None: ...
 
 class HandlerDone(_message.Message):
     __slots__ = ()
@@ -314,14 +322,20 @@ class HandleAttached(_message.Message):
     def __init__(self, operation_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HandlerCall(_message.Message):
-    __slots__ = ("call_id", "hook_id", "event")
+    __slots__ = ("call_id", "hook_id", "event", "point", "context_json", "plugin")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     HOOK_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     hook_id: str
     event: _events_pb2.HookEvent
-    def __init__(self, call_id: _Optional[str] = ..., hook_id: _Optional[str] = ..., event: _Optional[_Union[_events_pb2.HookEvent, _Mapping]] = ...) -> None: ...
+    point: _hooks_pb2.ModifyPoint
+    context_json: str
+    plugin: str
+    def __init__(self, call_id: _Optional[str] = ..., hook_id: _Optional[str] = ..., event: _Optional[_Union[_events_pb2.HookEvent, _Mapping]] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., context_json: _Optional[str] = ..., plugin: _Optional[str] = ...) -> None: ...
 
 class HandleReplaced(_message.Message):
     __slots__ = ("operation_ids",)
