@@ -244,12 +244,11 @@ function notificationsFrom(
   hooks: readonly Hook[],
   environment: readonly Hook[],
 ): Notification[] {
-  const local = deps.handlers.isAttached(route.operationId);
   const out: Notification[] = [];
   for (const hook of hooks) {
     if (!appliesTo(hook, route)) continue;
-    const mode =
-      hook.handler && local ? 'handler' : hook.webhook !== undefined ? 'webhook' : 'skip';
+    const local = hook.handler && deps.handlers.serves(route.operationId, hook.plugin);
+    const mode = local ? 'handler' : hook.webhook !== undefined ? 'webhook' : 'skip';
     out.push({ hook, source: HookSource.CALLER, mode });
   }
   for (const hook of environment) {

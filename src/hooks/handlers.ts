@@ -64,6 +64,8 @@ export interface HandlerHubOptions {
 /** Routes handler calls to the stream attached for each operation. */
 export class HandlerHub {
   readonly #byOperation = new Map<string, HandlerConnection>();
+  /** Plugins whose handlers an operation's stream no longer serves, until it attaches again. */
+  readonly #droppedPlugins = new Map<string, Set<string>>();
   readonly #pending = new Map<string, PendingCall>();
   readonly #logger: Logger;
   readonly #timeoutMs: number;
@@ -93,6 +95,7 @@ export class HandlerHub {
         replaced.set(old, [...(replaced.get(old) ?? []), id]);
       }
       this.#byOperation.set(id, connection);
+      this.#droppedPlugins.delete(id);
     }
     for (const [old, ids] of replaced) {
       old.send(
@@ -106,7 +109,10 @@ export class HandlerHub {
   /** Stops `connection` serving the operations (only those it still serves). */
   detach(connection: HandlerConnection, operationIds: readonly string[]): void {
     for (const id of operationIds) {
-      if (this.#byOperation.get(id) === connection) this.#byOperation.delete(id);
+      if (this.#byOperation.get(id) === connection) {
+        this.#byOperation.delete(id);
+        this.#droppedPlugins.delete(id);
+      }
     }
   }
 
@@ -116,7 +122,10 @@ export class HandlerHub {
    */
   disconnect(connection: HandlerConnection): void {
     for (const [id, c] of this.#byOperation) {
-      if (c === connection) this.#byOperation.delete(id);
+      if (c === connection) {
+        this.#byOperation.delete(id);
+        this.#droppedPlugins.delete(id);
+      }
     }
     for (const pending of [...this.#pending.values()]) {
       if (pending.connection === connection) {
@@ -130,8 +139,27 @@ export class HandlerHub {
     }
   }
 
+  /**
+   * Stops serving one plugin's handler hooks of an operation until a stream
+   * attaches for it again; returns whether a stream served the operation.
+   */
+  dropPlugin(operationId: string, plugin: string): boolean {
+    if (!this.#byOperation.has(operationId)) return false;
+    const dropped = this.#droppedPlugins.get(operationId) ?? new Set<string>();
+    dropped.add(plugin);
+    this.#droppedPlugins.set(operationId, dropped);
+    return true;
+  }
+
+  /** Whether a handler hook of `plugin` runs on the operation's stream now. */
+  serves(operationId: string, plugin: string): boolean {
+    if (!this.#byOperation.has(operationId)) return false;
+    return this.#droppedPlugins.get(operationId)?.has(plugin) !== true;
+  }
+
   /** Drops the operation's handlers (terminal state); returns whether one was attached. */
   dropOperation(operationId: string): boolean {
+    this.#droppedPlugins.delete(operationId);
     return this.#byOperation.delete(operationId);
   }
 

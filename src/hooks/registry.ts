@@ -255,12 +255,12 @@ export class HookRegistry {
   }
 
   /** Forgets the cached hooks of an operation; with `purge`, deletes its stored hooks too. */
-  async unregister(operationId: string, purge: boolean): Promise<number> {
+  async unregister(operationId: string, purge: boolean, plugin?: string): Promise<number> {
     validateOperationId(operationId);
     this.#cache.delete(operationId);
     if (!purge) return 0;
     try {
-      return await this.#store.deleteHooks(operationId);
+      return await this.#store.deleteHooks(operationId, plugin);
     } finally {
       this.#cache.delete(operationId);
     }

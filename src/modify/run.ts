@@ -58,7 +58,7 @@ export interface ModifyDeps {
   readonly registry: HookRegistry;
   readonly sender: Pick<WebhookSender, 'post'>;
   /** The runtime's attached `Handle` streams, which serve handler hooks. */
-  readonly handlers: Pick<HandlerHub, 'isAttached' | 'call'>;
+  readonly handlers: Pick<HandlerHub, 'serves' | 'call'>;
 }
 
 /** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
@@ -220,7 +220,7 @@ export async function runModifyingHooks(
     };
     // As for lifecycle hooks: while a Handle stream serves the operation the
     // handler runs instead of the webhook; otherwise a handler-only hook is skipped.
-    const local = hook.handler && deps.handlers.isAttached(request.operationId);
+    const local = hook.handler && deps.handlers.serves(request.operationId, hook.plugin);
     if (!local && hook.webhook === undefined) {
       outcomes.push(create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })));
       continue;

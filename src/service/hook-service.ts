@@ -44,7 +44,12 @@ import {
   TOOL_RESULT_REQUIRED,
   validateToolCallContext,
 } from '../hooks/tool-call.js';
-import { validateOperationId } from '../hooks/validate.js';
+import {
+  checkIdLength,
+  MAX_PLUGIN_NAME_BYTES,
+  REASON,
+  validateOperationId,
+} from '../hooks/validate.js';
 import { runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
@@ -145,8 +150,26 @@ export function createHookService(
 
     async unregisterHooks(request) {
       validateOperationId(request.operationId);
-      const handlersDropped = deps.handlers.dropOperation(request.operationId) ? 1 : 0;
-      const hooksPurged = await deps.registry.unregister(request.operationId, request.purge);
+      const plugin = request.plugin === '' ? undefined : request.plugin;
+      if (plugin !== undefined) {
+        checkIdLength(
+          plugin,
+          'plugin',
+          REASON.PLUGIN_NAME_TOO_LONG,
+          MAX_PLUGIN_NAME_BYTES,
+          'A plugin name',
+        );
+      }
+      const dropped =
+        plugin === undefined
+          ? deps.handlers.dropOperation(request.operationId)
+          : deps.handlers.dropPlugin(request.operationId, plugin);
+      const handlersDropped = dropped ? 1 : 0;
+      const hooksPurged = await deps.registry.unregister(
+        request.operationId,
+        request.purge,
+        plugin,
+      );
       return { hooksPurged, handlersDropped };
     },
 

@@ -244,7 +244,9 @@ export class SqliteConnection {
     ) => number
   >;
   readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
-  readonly #delete: Database.Transaction<(operationId: string, now: number) => number>;
+  readonly #delete: Database.Transaction<
+    (operationId: string, now: number, plugin: string | undefined) => number
+  >;
   readonly #begin: Database.Statement<[]>;
   readonly #insertProbe: Database.Statement<[number]>;
   readonly #rollback: Database.Statement<[]>;
@@ -306,6 +308,10 @@ export class SqliteConnection {
       'SELECT seq, hook_id, hook_type, config FROM hooks WHERE operation_id = ? ORDER BY seq',
     );
     const deleteHooks = db.prepare<[string]>('DELETE FROM hooks WHERE operation_id = ?');
+    // A hook's plugin is in its JSON config (`toJsonString` omits an empty one).
+    const deletePluginHooks = db.prepare<[string, string]>(
+      "DELETE FROM hooks WHERE operation_id = ? AND coalesce(json_extract(config, '$.plugin'), '') = ?",
+    );
     const touchOperation = db.prepare<[number, string]>(
       'UPDATE operations SET updated_at = ? WHERE id = ?',
     );
@@ -421,13 +427,18 @@ export class SqliteConnection {
       };
     });
     // The operation row stays (with its parent): only the hooks are purged.
-    this.#delete = db.transaction((operationId: string, now: number) => {
-      const { changes } = deleteHooks.run(operationId);
-      if (changes > 0) {
-        touchOperation.run(now, operationId);
-      }
-      return changes;
-    });
+    this.#delete = db.transaction(
+      (operationId: string, now: number, plugin: string | undefined) => {
+        const { changes } =
+          plugin === undefined
+            ? deleteHooks.run(operationId)
+            : deletePluginHooks.run(operationId, plugin);
+        if (changes > 0) {
+          touchOperation.run(now, operationId);
+        }
+        return changes;
+      },
+    );
     // One transaction for a whole import: all users or none.
     this.#upsertUsers = db.transaction((users: readonly UserRecord[], now: number) => {
       for (const user of users) upsertUser.run(user.id, user.email, now);
@@ -506,9 +517,9 @@ export class SqliteConnection {
     return this.#list.deferred(operationId);
   }
 
-  /** Deletes an operation's hooks; returns how many. */
-  deleteHooks(operationId: string, now: number): number {
-    return this.#delete.immediate(operationId, now);
+  /** Deletes an operation's hooks (only `plugin`'s, when given); returns how many. */
+  deleteHooks(operationId: string, now: number, plugin?: string): number {
+    return this.#delete.immediate(operationId, now, plugin);
   }
 
   /** Proves that a write can take the lock and allocate a page, leaving no trace. */

@@ -341,9 +341,9 @@ class SqliteStoreImpl implements SqliteStore {
     return parentId === null ? { hooks, known } : { hooks, known, parentOperationId: parentId };
   }
 
-  async deleteHooks(operationId: string): Promise<number> {
+  async deleteHooks(operationId: string, plugin?: string): Promise<number> {
     return this.#run('deleteHooks', 'delete hooks', 'write', (c) =>
-      c.deleteHooks(operationId, Date.now()),
+      c.deleteHooks(operationId, Date.now(), plugin),
     );
   }
 

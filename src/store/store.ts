@@ -55,8 +55,11 @@ export interface HookStore {
    *   operation: its hooks are gone, and "no hooks" would be a wrong answer.
    */
   listHooks(operationId: string): Promise<OperationHooks>;
-  /** Deletes the operation's hooks (purge); resolves to how many were deleted. */
-  deleteHooks(operationId: string): Promise<number>;
+  /**
+   * Deletes the operation's hooks (purge), or only those of `plugin` when
+   * given (the others keep their order); resolves to how many were deleted.
+   */
+  deleteHooks(operationId: string, plugin?: string): Promise<number>;
   /**
    * Checks that the store can be written now (for health): takes the write
    * lock and writes a probe that needs a fresh page, then rolls it back, so it

@@ -420,3 +420,76 @@ describe('Modify with local handlers', () => {
     }
   });
 });
+
+describe('UnregisterHooks of one plugin', () => {
+  it('stops serving its handlers, and with purge deletes its stored hooks, leaving the rest in order', async () => {
+    opCounter += 1;
+    const op = `op-plugins-${opCounter}`;
+    const hook = (id: string, plugin: string) =>
+      create(HookSchema, { id, point: ModifyPoint.TRANSFORM_CONTEXT, plugin, handler: true });
+    await client().registerHooks({
+      operationId: op,
+      hooks: [hook('a1', 'alpha'), hook('b1', 'beta'), hook('n1', ''), hook('a2', 'alpha')],
+    });
+    const loader = hookClient(sidecar.grpc);
+    const stream = openHandlerStream(loader);
+    const run = () =>
+      client().modify({
+        operationId: op,
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        contextJson: '{"messages":[]}',
+      });
+    const statuses = async () =>
+      (await run()).outcomes.map((o) => [o.hookId, HookOutcomeStatus[o.status]]);
+    try {
+      stream.answer(() => ({ done: {} }));
+      await stream.attach([op]);
+      expect(await statuses()).toEqual([
+        ['a1', 'HANDLED'],
+        ['b1', 'HANDLED'],
+        ['n1', 'HANDLED'],
+        ['a2', 'HANDLED'],
+      ]);
+
+      const dropped = await client().unregisterHooks({ operationId: op, plugin: 'alpha' });
+      expect(dropped).toMatchObject({ handlersDropped: 1, hooksPurged: 0 });
+      expect(await statuses()).toEqual([
+        ['a1', 'SKIPPED'],
+        ['b1', 'HANDLED'],
+        ['n1', 'HANDLED'],
+        ['a2', 'SKIPPED'],
+      ]);
+
+      const purged = await client().unregisterHooks({
+        operationId: op,
+        plugin: 'alpha',
+        purge: true,
+      });
+      expect(purged.hooksPurged).toBe(2);
+      const listed = await client().listHooks({ operationId: op });
+      expect(listed.hooks.map((h) => h.id)).toEqual(['b1', 'n1']);
+
+      // Attaching again serves every plugin's handlers that remain.
+      await client().registerHooks({ operationId: op, hooks: [hook('a3', 'alpha')] });
+      await stream.attach([op]);
+      expect(await statuses()).toEqual([
+        ['b1', 'HANDLED'],
+        ['n1', 'HANDLED'],
+        ['a3', 'HANDLED'],
+      ]);
+    } finally {
+      stream.end();
+      loader.close();
+    }
+  });
+
+  it('refuses a plugin name over 256 bytes, naming the field', async () => {
+    const error = await client()
+      .unregisterHooks({ operationId: 'op-x', plugin: 'p'.repeat(257), purge: true })
+      .catch((e: unknown) => e);
+    const read = readConnectError(error);
+    expect(read.code).toBe(Code.InvalidArgument);
+    expect(read.reason).toBe('PLUGIN_NAME_TOO_LONG');
+    expect(read.fields).toEqual(['plugin']);
+  });
+});

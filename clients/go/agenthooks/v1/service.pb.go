@@ -453,7 +453,13 @@ type UnregisterHooksRequest struct {
 	// Operation to unregister. Required. At most 256 bytes (UTF-8).
 	OperationId string `protobuf:"bytes,1,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	// Also deletes the operation's persisted hooks.
-	Purge         bool `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
+	Purge bool `protobuf:"varint,2,opt,name=purge,proto3" json:"purge,omitempty"`
+	// When set, only this plugin's hooks (`Hook.plugin`): its handler hooks stop
+	// running on the operation's `Handle` stream until the runtime attaches
+	// for the operation again, and with `purge` its stored hooks are deleted;
+	// the operation's other hooks and handlers stay, in their order. At most
+	// 256 bytes (UTF-8).
+	Plugin        string `protobuf:"bytes,3,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -502,10 +508,18 @@ func (x *UnregisterHooksRequest) GetPurge() bool {
 	return false
 }
 
+func (x *UnregisterHooksRequest) GetPlugin() string {
+	if x != nil {
+		return x.Plugin
+	}
+	return ""
+}
+
 // Answers an unregistration.
 type UnregisterHooksResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Number of in-memory handler hooks dropped.
+	// 1 when a `Handle` stream served the operation and stops serving its
+	// handlers (or, with `plugin`, that plugin's), else 0.
 	HandlersDropped int32 `protobuf:"varint,1,opt,name=handlers_dropped,json=handlersDropped,proto3" json:"handlers_dropped,omitempty"`
 	// Number of persisted hooks deleted (zero without `purge`).
 	HooksPurged   int32 `protobuf:"varint,2,opt,name=hooks_purged,json=hooksPurged,proto3" json:"hooks_purged,omitempty"`
@@ -2483,10 +2497,11 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\x14_parent_operation_id\"6\n" +
 	"\x15RegisterHooksResponse\x12\x1d\n" +
 	"\n" +
-	"hook_count\x18\x01 \x01(\x05R\thookCount\"Q\n" +
+	"hook_count\x18\x01 \x01(\x05R\thookCount\"i\n" +
 	"\x16UnregisterHooksRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x12\x14\n" +
-	"\x05purge\x18\x02 \x01(\bR\x05purge\"g\n" +
+	"\x05purge\x18\x02 \x01(\bR\x05purge\x12\x16\n" +
+	"\x06plugin\x18\x03 \x01(\tR\x06plugin\"g\n" +
 	"\x17UnregisterHooksResponse\x12)\n" +
 	"\x10handlers_dropped\x18\x01 \x01(\x05R\x0fhandlersDropped\x12!\n" +
 	"\fhooks_purged\x18\x02 \x01(\x05R\vhooksPurged\"5\n" +

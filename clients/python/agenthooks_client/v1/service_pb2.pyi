@@ -70,12 +70,14 @@ class RegisterHooksResponse(_message.Message):
     def __init__(self, hook_count: _Optional[int] = ...) -> None: ...
 
 class UnregisterHooksRequest(_message.Message):
-    __slots__ = ("operation_id", "purge")
+    __slots__ = ("operation_id", "purge", "plugin")
     OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     PURGE_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     operation_id: str
     purge: bool
-    def __init__(self, operation_id: _Optional[str] = ..., purge: _Optional[bool] = ...) -> None: ...
+    plugin: str
+    def __init__(self, operation_id: _Optional[str] = ..., purge: _Optional[bool] = ..., plugin: _Optional[str] = ...) -> None: ...
 
 class UnregisterHooksResponse(_message.Message):
     __slots__ = ("handlers_dropped", "hooks_purged")
