@@ -18,8 +18,13 @@ import { openHandlerStream } from '../support/handler-client.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
-/** How each path of the receiver answers: a JSON result, a status, or raw text. */
-type Route = (body: Record<string, unknown>) => { json?: unknown; status?: number; body?: string };
+/** How each path of the receiver answers: a JSON result, a status, or raw text, after `delayMs`. */
+type Route = (body: Record<string, unknown>) => {
+  json?: unknown;
+  status?: number;
+  body?: string | Buffer;
+  delayMs?: number;
+};
 
 let sidecar: SidecarProcess;
 let receiver: Receiver;
@@ -31,13 +36,18 @@ beforeAll(async () => {
       const route = routes.get(req.path);
       const reply =
         route === undefined ? { status: 404 } : route(req.json as Record<string, unknown>);
-      if (reply.json !== undefined) {
-        res.writeHead(reply.status ?? 200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(reply.json));
-      } else {
-        res.writeHead(reply.status ?? 204);
-        res.end(reply.body);
-      }
+      const send = () => {
+        if (res.destroyed) return;
+        if (reply.json !== undefined) {
+          res.writeHead(reply.status ?? 200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify(reply.json));
+        } else {
+          res.writeHead(reply.status ?? 204);
+          res.end(reply.body);
+        }
+      };
+      if (reply.delayMs === undefined) send();
+      else setTimeout(send, reply.delayMs).unref();
     },
   });
   sidecar = await startSidecar();
@@ -61,6 +71,8 @@ interface TestHook {
   readonly plugin?: string;
   readonly matcher?: string;
   readonly onError?: OnError;
+  /** Webhook timeout in seconds. */
+  readonly timeout?: number;
 }
 
 /** Registers `hooks` on a fresh operation; returns its id. */
@@ -69,10 +81,10 @@ async function operationWith(hooks: readonly TestHook[]): Promise<string> {
   const operationId = `op-modify-${opCounter}`;
   await client().registerHooks({
     operationId,
-    hooks: hooks.map(({ path, onError, ...h }) =>
+    hooks: hooks.map(({ path, onError, timeout, ...h }) =>
       create(HookSchema, {
         ...h,
-        webhook: { url: `${receiver.url}/${operationId}${path}`, onError },
+        webhook: { url: `${receiver.url}/${operationId}${path}`, onError, timeout },
       }),
     ),
   });
@@ -492,4 +504,58 @@ describe('UnregisterHooks of one plugin', () => {
     expect(read.reason).toBe('PLUGIN_NAME_TOO_LONG');
     expect(read.fields).toEqual(['plugin']);
   });
+});
+
+describe('Modify failures', () => {
+  const failures: [string, Route, string][] = [
+    ['times out', () => ({ json: { messages: [] }, delayMs: 5_000 }), 'timeout'],
+    ['answers 500', () => ({ status: 500 }), 'http_error'],
+    ['answers invalid JSON', () => ({ status: 200, body: '{"messages": [' }), 'invalid_response'],
+    ['answers a wrongly shaped result', () => ({ json: { messages: 'x' } }), 'invalid_response'],
+    [
+      'answers over the limit',
+      () => ({ status: 200, body: Buffer.alloc(16 * 1024 * 1024 + 1, 0x20) }),
+      'response_too_large',
+    ],
+  ];
+  for (const [what, failing, code] of failures) {
+    for (const onError of [OnError.CONTINUE, OnError.BLOCK]) {
+      it(`${what}: onError ${OnError[onError]}`, async () => {
+        const op = await operationWith([
+          { id: 'before', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/before' },
+          {
+            id: 'failing',
+            point: ModifyPoint.TRANSFORM_CONTEXT,
+            path: '/failing',
+            onError,
+            timeout: 0.3,
+          },
+          { id: 'after', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/after' },
+        ]);
+        route(op, '/before', () => ({ json: { messages: [msg('from before')] } }));
+        route(op, '/failing', failing);
+        route(op, '/after', (b) => ({
+          json: { messages: [...(b.messages as unknown[]), msg('from after')] },
+        }));
+        const answer = await client().modify({
+          operationId: op,
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          contextJson: JSON.stringify({ messages: [msg('original')], iteration: 0 }),
+        });
+        const failed = answer.outcomes.find((o) => o.hookId === 'failing');
+        expect([failed?.status, failed?.errorCode]).toEqual([HookOutcomeStatus.FAILED, code]);
+        if (onError === OnError.CONTINUE) {
+          // The failed hook is skipped: the next one sees what the one before it returned.
+          expect(JSON.parse(answer.outcome.value as string)).toEqual({
+            messages: [msg('from before'), msg('from after')],
+          });
+          expect(answer.outcomes.map((o) => o.hookId)).toEqual(['before', 'failing', 'after']);
+        } else {
+          expect(answer.outcome.case).toBe('blocked');
+          expect(answer.outcome.value).toMatchObject({ hookId: 'failing', errorCode: code });
+          expect(received(op).map(([p]) => p)).toEqual(['/before', '/failing']);
+        }
+      }, 30_000);
+    }
+  }
 });
