@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { MODIFY_POINTS as MODIFY_POINT_NAMES } from '../../src/modify/compose.js';
 import { readConnectError } from '../support/connect-errors.js';
 import { hookClient } from '../support/grpc-client.js';
 import { openHandlerStream } from '../support/handler-client.js';
@@ -558,4 +559,225 @@ describe('Modify failures', () => {
       }, 30_000);
     }
   }
+});
+
+/** A point's fixture: its context, what each hook returns, what each saw, the composed result. */
+interface PointCase {
+  readonly point: ModifyPoint;
+  readonly context: Record<string, unknown>;
+  /** Results of the first webhook, the handler and the second webhook. */
+  readonly results: [unknown, unknown, unknown];
+  /** The changes to the context the handler and the second webhook see. */
+  readonly seen: [Record<string, unknown>, Record<string, unknown>];
+  readonly result: Record<string, unknown>;
+}
+
+const toolCall = { id: 'call-1', name: 'search' };
+const POINT_CASES: PointCase[] = [
+  {
+    point: ModifyPoint.BEFORE_AGENT_START,
+    context: { prompt: 'p', systemPrompt: 's0', messages: [msg('x')] },
+    results: [{ systemPrompt: 's1' }, { messages: [msg('y')] }, {}],
+    seen: [{ systemPrompt: 's1' }, { systemPrompt: 's1', messages: [msg('y')] }],
+    result: { systemPrompt: 's1', messages: [msg('y')] },
+  },
+  {
+    point: ModifyPoint.BEFORE_TOOL_CALL,
+    context: { toolCall, args: { q: 'a' }, iteration: 1 },
+    results: [{ args: { q: 'b' } }, { isError: false }, { args: { q: 'c' } }],
+    seen: [{ args: { q: 'b' } }, { args: { q: 'b' } }],
+    result: { isError: false, args: { q: 'c' } },
+  },
+  {
+    point: ModifyPoint.AFTER_TOOL_CALL,
+    context: { toolCall, args: {}, result: 'raw', isError: false, iteration: 1 },
+    results: [{ content: 'c1' }, { terminate: true }, { isError: true, terminate: false }],
+    seen: [{ result: 'c1' }, { result: 'c1' }],
+    result: { content: 'c1', isError: true, terminate: true },
+  },
+  {
+    point: ModifyPoint.PREPARE_NEXT_TURN,
+    context: { messages: [msg('x')], iteration: 2, hadToolCalls: true },
+    results: [{ messages: [msg('a')] }, {}, { messages: [msg('b')] }],
+    seen: [{ messages: [msg('a')] }, { messages: [msg('a')] }],
+    result: { messages: [msg('b')] },
+  },
+  {
+    point: ModifyPoint.TRANSFORM_CONTEXT,
+    context: { messages: [msg('x')], iteration: 2, taskState: { step: 1 } },
+    results: [{ messages: [msg('a')] }, { messages: [msg('h')] }, {}],
+    seen: [{ messages: [msg('a')] }, { messages: [msg('h')] }],
+    result: { messages: [msg('h')] },
+  },
+  {
+    point: ModifyPoint.BEFORE_PROVIDER_REQUEST,
+    context: { model: 'm', sessionId: 's', iteration: 0, streamOptions: { temperature: 0 } },
+    results: [
+      { headers: { 'x-a': '1' }, metadata: { tier: 'gold' } },
+      { headers: { 'x-b': '2' }, timeoutMs: 5 },
+      { headers: { 'x-a': null }, transport: 'sse', maxRetries: 1, cacheRetention: 'short' },
+    ],
+    seen: [{}, {}],
+    result: {
+      headers: { 'x-b': '2' },
+      metadata: { tier: 'gold' },
+      timeoutMs: 5,
+      transport: 'sse',
+      maxRetries: 1,
+      cacheRetention: 'short',
+    },
+  },
+  {
+    point: ModifyPoint.BEFORE_PROVIDER_PAYLOAD,
+    context: { model: 'm', payload: { n: 1 } },
+    results: [{ payload: { n: 2 } }, { payload: { n: 3 } }, {}],
+    seen: [{ payload: { n: 2 } }, { payload: { n: 3 } }],
+    result: { payload: { n: 3 } },
+  },
+  {
+    point: ModifyPoint.AFTER_PROVIDER_RESPONSE,
+    context: {
+      model: 'm',
+      content: 'hi',
+      toolCallCount: 0,
+      stopReason: 'stop',
+      usageTokens: 10,
+      iteration: 0,
+    },
+    results: [{ content: 'ignored' }, {}, {}],
+    seen: [{}, {}],
+    result: {},
+  },
+  {
+    point: ModifyPoint.SHOULD_STOP_AFTER_TURN,
+    context: { messages: [], iteration: 3, hadToolCalls: false },
+    results: [{ stop: false }, {}, { stop: false }],
+    seen: [{}, {}],
+    result: { stop: false },
+  },
+  {
+    point: ModifyPoint.GET_STEERING_MESSAGES,
+    context: { messages: [msg('x')], iteration: 1 },
+    results: [{ messages: [msg('a')] }, { messages: [msg('h')] }, { messages: [msg('b')] }],
+    seen: [{}, {}],
+    result: { messages: [msg('a'), msg('h'), msg('b')] },
+  },
+  {
+    point: ModifyPoint.GET_FOLLOW_UP_MESSAGES,
+    context: { messages: [msg('x')], iteration: 1, assistantText: 'done', stopReason: 'stop' },
+    results: [{ messages: [msg('a')] }, {}, { messages: [msg('b')] }],
+    seen: [{}, {}],
+    result: { messages: [msg('a'), msg('b')] },
+  },
+  {
+    point: ModifyPoint.BEFORE_COMPACT,
+    context: { messages: [msg('x')], tokensBefore: 1000, reason: 'auto' },
+    results: [{ cancel: false }, {}, { cancel: false }],
+    seen: [{}, {}],
+    result: { cancel: false },
+  },
+];
+
+/** A webhook body without what the sidecar adds to the context. */
+function contextOf(body: Record<string, unknown> | undefined): Record<string, unknown> {
+  const { hookId: _h, point: _p, plugin: _g, ...context } = body ?? {};
+  return context;
+}
+
+describe('Modify at each of the twelve points', () => {
+  it('runs two webhooks and a local handler in order, each seeing the context the ones before left', async () => {
+    expect(POINT_CASES.map((c) => c.point).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 12 }, (_, i) => i + 1),
+    );
+    const loader = hookClient(sidecar.grpc);
+    const stream = openHandlerStream(loader);
+    const handlerResults = new Map<string, unknown>();
+    stream.answer((call) => ({
+      modified: { resultJson: JSON.stringify(handlerResults.get(call.hookId)) },
+    }));
+    try {
+      for (const c of POINT_CASES) {
+        const name = ModifyPoint[c.point];
+        opCounter += 1;
+        const op = `op-points-${opCounter}`;
+        // Registration order: a webhook, a local handler, a webhook.
+        await client().registerHooks({
+          operationId: op,
+          hooks: [
+            create(HookSchema, {
+              id: `a-${name}`,
+              point: c.point,
+              webhook: { url: `${receiver.url}/${op}/a` },
+            }),
+            create(HookSchema, { id: `h-${name}`, point: c.point, handler: true }),
+            create(HookSchema, {
+              id: `b-${name}`,
+              point: c.point,
+              webhook: { url: `${receiver.url}/${op}/b` },
+            }),
+          ],
+        });
+        route(op, '/a', () => ({ json: c.results[0] }));
+        handlerResults.set(`h-${name}`, c.results[1]);
+        route(op, '/b', () => ({ json: c.results[2] }));
+        await stream.attach([op]);
+        const answer = await client().modify({
+          operationId: op,
+          point: c.point,
+          contextJson: JSON.stringify(c.context),
+        });
+        expect(answer.outcome.case, name).toBe('resultJson');
+        expect(JSON.parse(answer.outcome.value as string), name).toEqual(c.result);
+        expect(
+          answer.outcomes.map((o) => [o.hookId, HookOutcomeStatus[o.status]]),
+          name,
+        ).toEqual([
+          [`a-${name}`, 'DELIVERED'],
+          [`h-${name}`, 'HANDLED'],
+          [`b-${name}`, 'DELIVERED'],
+        ]);
+        const bodies = received(op);
+        expect(contextOf(bodies[0]?.[1]), name).toEqual(c.context);
+        const handlerCall = stream.calls.find((call) => call.hookId === `h-${name}`);
+        expect(JSON.parse(handlerCall?.contextJson ?? '{}'), name).toEqual({
+          ...c.context,
+          ...c.seen[0],
+        });
+        expect(contextOf(bodies[1]?.[1]), name).toEqual({ ...c.context, ...c.seen[1] });
+        expect(bodies[1]?.[1]).toMatchObject({
+          hookId: `b-${name}`,
+          point: MODIFY_POINT_NAMES[c.point - 1],
+          plugin: '',
+        });
+      }
+    } finally {
+      stream.end();
+      loader.close();
+    }
+  }, 60_000);
+
+  it('sends no request after shouldStopAfterTurn stop or beforeCompact cancel', async () => {
+    for (const [point, context, ender] of [
+      [ModifyPoint.SHOULD_STOP_AFTER_TURN, { messages: [], iteration: 1 }, { stop: true }],
+      [
+        ModifyPoint.BEFORE_COMPACT,
+        { messages: [], tokensBefore: 5, reason: 'manual' },
+        { cancel: true },
+      ],
+    ] as const) {
+      const op = await operationWith([
+        { id: 'first', point, path: '/first' },
+        { id: 'later', point, path: '/later' },
+      ]);
+      route(op, '/first', () => ({ json: ender }));
+      const answer = await client().modify({
+        operationId: op,
+        point,
+        contextJson: JSON.stringify(context),
+      });
+      expect(JSON.parse(answer.outcome.value as string)).toEqual(ender);
+      expect(received(op).map(([p]) => p)).toEqual(['/first']);
+      expect(answer.outcomes.map((o) => o.hookId)).toEqual(['first']);
+    }
+  });
 });
