@@ -13,6 +13,7 @@ import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { MODIFY_POINTS as MODIFY_POINT_NAMES } from '../../src/modify/compose.js';
+import { objectMembers } from '../../src/modify/raw-json.js';
 import { readConnectError } from '../support/connect-errors.js';
 import { hookClient } from '../support/grpc-client.js';
 import { openHandlerStream } from '../support/handler-client.js';
@@ -20,7 +21,10 @@ import { type ReceivedRequest, type Receiver, startReceiver } from '../support/r
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 /** How each path of the receiver answers: a JSON result, a status, or raw text, after `delayMs`. */
-type Route = (body: Record<string, unknown>) => {
+type Route = (
+  body: Record<string, unknown>,
+  raw: string,
+) => {
   json?: unknown;
   status?: number;
   body?: string | Buffer;
@@ -36,7 +40,9 @@ beforeAll(async () => {
     answer: (req: ReceivedRequest, res: http.ServerResponse) => {
       const route = routes.get(req.path);
       const reply =
-        route === undefined ? { status: 404 } : route(req.json as Record<string, unknown>);
+        route === undefined
+          ? { status: 404 }
+          : route(req.json as Record<string, unknown>, req.body);
       const send = () => {
         if (res.destroyed) return;
         if (reply.json !== undefined) {
@@ -780,4 +786,37 @@ describe('Modify at each of the twelve points', () => {
       expect(answer.outcomes.map((o) => o.hookId)).toEqual(['first']);
     }
   });
+});
+
+describe('Modify with a 4 MiB history', () => {
+  it('returns messages no hook changed byte-identical through a three-hook chain, integers above 2^53 included', async () => {
+    const op = await operationWith([
+      { id: 'echo-1', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/echo' },
+      { id: 'none', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/none' },
+      { id: 'echo-2', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/echo' },
+    ]);
+    // Each echo answers the messages exactly as it received them, as text.
+    route(op, '/echo', (_b, raw) => ({
+      status: 200,
+      body: `{"messages":${objectMembers(raw).get('messages')}}`,
+    }));
+    route(op, '/none', () => ({ json: {} }));
+    const big = '9007199254740993123';
+    const messages = `[${Array.from(
+      { length: 64 },
+      (_, i) => `{"role":"tool","id":${big}${i},"content":"${'y'.repeat(64 * 1024)}","score":1.50}`,
+    ).join(', ')}]`;
+    expect(messages.length).toBeGreaterThan(4 * 1024 * 1024);
+    const answer = await client().modify({
+      operationId: op,
+      point: ModifyPoint.TRANSFORM_CONTEXT,
+      contextJson: `{"messages": ${messages}, "iteration": 1}`,
+    });
+    expect(answer.outcomes.map((o) => HookOutcomeStatus[o.status])).toEqual([
+      'DELIVERED',
+      'DELIVERED',
+      'DELIVERED',
+    ]);
+    expect(answer.outcome.value).toBe(`{"messages":${messages}}`);
+  }, 60_000);
 });
