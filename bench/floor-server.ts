@@ -40,6 +40,7 @@ import {
   HookSource,
 } from '../gen/agenthooks/v1/decisions_pb.js';
 import { HookType, ToolCallContextSchema } from '../gen/agenthooks/v1/events_pb.js';
+import { ModifyPoint } from '../gen/agenthooks/v1/hooks_pb.js';
 import {
   type DecideToolCallRequest,
   DecideToolCallRequestSchema,
@@ -50,18 +51,29 @@ import {
   type DispatchStreamResponse,
   DispatchStreamResponseSchema,
   HookService,
+  type ModifyRequest,
+  ModifyRequestSchema,
+  type ModifyResponse,
+  ModifyResponseSchema,
 } from '../gen/agenthooks/v1/service_pb.js';
-import { ALLOW_PATH } from './lib/messages.js';
+import { ALLOW_PATH, MODIFY_PATH } from './lib/messages.js';
 
 const { values } = parseArgs({
   options: {
     receiver: { type: 'string', default: '' },
     controls: { type: 'string', default: '0' },
+    'modify-hooks': { type: 'string', default: '0' },
   },
 });
+const modifyHooks = Number(values['modify-hooks']);
+if (!Number.isInteger(modifyHooks) || modifyHooks < 0) {
+  throw new Error('--modify-hooks must be >= 0');
+}
 const controls = Number(values.controls);
 if (!Number.isInteger(controls) || controls < 0) throw new Error('--controls must be >= 0');
-if (controls > 0 && values.receiver === '') throw new Error('--receiver is needed with controls');
+if ((controls > 0 || modifyHooks > 0) && values.receiver === '') {
+  throw new Error('--receiver is needed with controls or modifying hooks');
+}
 
 /** Nanoseconds per second, for the outcome's duration. */
 const NS_PER_S = 1_000_000_000n;
@@ -113,6 +125,53 @@ async function decide(request: DecideToolCallRequest): Promise<DecideToolCallRes
 }
 
 /** Acks one stream event, as the sidecar does for an event no hook matches. */
+/**
+ * `Modify` as the leanest server would do it: checks the context is a JSON
+ * object, POSTs it with the hook's fields to each hook, checks each answer
+ * is a JSON object, and answers the last one as the result.
+ */
+async function modify(request: ModifyRequest): Promise<ModifyResponse> {
+  const context = request.contextJson;
+  const parsed: unknown = JSON.parse(context);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new Error('contextJson: not a JSON object');
+  }
+  let result = '{}';
+  const outcomes: HookOutcome[] = [];
+  for (let i = 0; i < modifyHooks && receiver !== undefined; i++) {
+    const started = process.hrtime.bigint();
+    const hookId = `modify-${i}`;
+    const body = `${context.slice(0, context.lastIndexOf('}'))},"hookId":${JSON.stringify(hookId)},"point":"transformContext","plugin":""}`;
+    const response = await agent.request({
+      origin: receiver.origin,
+      path: MODIFY_PATH,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body,
+    });
+    const text = await response.body.text();
+    const answer: unknown = JSON.parse(text);
+    if (typeof answer !== 'object' || answer === null) throw new Error(`${hookId}: not an object`);
+    result = text;
+    const elapsed = process.hrtime.bigint() - started;
+    outcomes.push(
+      create(HookOutcomeSchema, {
+        hookId,
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        operationId: request.operationId,
+        source: HookSource.CALLER,
+        status: HookOutcomeStatus.DELIVERED,
+        httpStatus: response.statusCode,
+        duration: create(DurationSchema, {
+          seconds: elapsed / NS_PER_S,
+          nanos: Number(elapsed % NS_PER_S),
+        }),
+      }),
+    );
+  }
+  return create(ModifyResponseSchema, { outcome: { case: 'resultJson', value: result }, outcomes });
+}
+
 function ack(request: DispatchStreamRequest): DispatchStreamResponse {
   return create(DispatchStreamResponseSchema, { eventId: request.eventId });
 }
@@ -128,7 +187,10 @@ const decideCodec = codec(DecideToolCallRequestSchema);
 const decideAnswer = codec(DecideToolCallResponseSchema);
 const streamIn = codec(DispatchStreamRequestSchema);
 const streamOut = codec(DispatchStreamResponseSchema);
+const modifyIn = codec(ModifyRequestSchema);
+const modifyOut = codec(ModifyResponseSchema);
 const decidePath = `/${HookService.typeName}/${HookService.method.decideToolCall.name}`;
+const modifyPath = `/${HookService.typeName}/${HookService.method.modify.name}`;
 const streamPath = `/${HookService.typeName}/${HookService.method.dispatchStream.name}`;
 
 const server = new grpc.Server({
@@ -147,6 +209,16 @@ server.addService(
       responseDeserialize: decideAnswer.deserialize,
       originalName: 'decideToolCall',
     },
+    Modify: {
+      path: modifyPath,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: modifyIn.serialize,
+      requestDeserialize: modifyIn.deserialize,
+      responseSerialize: modifyOut.serialize,
+      responseDeserialize: modifyOut.deserialize,
+      originalName: 'modify',
+    },
     DispatchStream: {
       path: streamPath,
       requestStream: true,
@@ -164,6 +236,16 @@ server.addService(
       callback: grpc.sendUnaryData<DecideToolCallResponse>,
     ) => {
       decide(call.request).then(
+        (response) => callback(null, response),
+        (e: unknown) =>
+          callback({ code: grpc.status.INTERNAL, details: String(e) } as grpc.ServiceError),
+      );
+    },
+    Modify: (
+      call: grpc.ServerUnaryCall<ModifyRequest, ModifyResponse>,
+      callback: grpc.sendUnaryData<ModifyResponse>,
+    ) => {
+      modify(call.request).then(
         (response) => callback(null, response),
         (e: unknown) =>
           callback({ code: grpc.status.INTERNAL, details: String(e) } as grpc.ServiceError),

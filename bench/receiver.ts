@@ -13,7 +13,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { type ReceivedRequest, startReceiver } from '../test/support/receiver.js';
-import { ALLOW_PATH } from './lib/messages.js';
+import { ALLOW_PATH, MODIFY_PATH } from './lib/messages.js';
 
 /** The body of an allowing control answer. */
 const ALLOW_BODY = JSON.stringify({ decision: 'allow' });
@@ -52,6 +52,10 @@ function answer(req: ReceivedRequest, res: ServerResponse): void {
   if (req.json === undefined) entry.invalidJson += 1;
   if (req.path === ALLOW_PATH) {
     sendJson(res, 200, ALLOW_BODY);
+    return;
+  }
+  if (req.path === MODIFY_PATH) {
+    sendJson(res, 200, '{}');
     return;
   }
   res.writeHead(204);

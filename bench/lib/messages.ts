@@ -10,6 +10,7 @@ import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type Hook,
   HookSchema,
+  ModifyPoint,
   OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -36,6 +37,8 @@ export function fixedId(prefix: string, n: number): string {
 export const ALLOW_PATH = '/allow';
 /** Receiver path that answers 204 (notifications). */
 export const NOTIFY_PATH = '/notify';
+/** Receiver path that answers `{}` (a modifying hook that changes nothing). */
+export const MODIFY_PATH = '/modify';
 
 /**
  * Returns a `DecideToolCall` request for a tool call of `operationId`, with
@@ -114,6 +117,15 @@ export function streamRequest(operationId: string, n: number): DispatchStreamReq
   return create(DispatchStreamRequestSchema, {
     eventId: fixedId('evt_', n),
     event: stepEvent(operationId).event,
+  });
+}
+
+/** A `transformContext` modifying hook on the receiver's {@link MODIFY_PATH}. */
+export function modifyHook(id: string, receiverUrl: string): Hook {
+  return create(HookSchema, {
+    id,
+    point: ModifyPoint.TRANSFORM_CONTEXT,
+    webhook: { url: `${receiverUrl}${MODIFY_PATH}`, timeout: 10 },
   });
 }
 

@@ -24,7 +24,7 @@ import {
 import type { SidecarProcess } from '../../test/support/sidecar.js';
 import { ghz, type LoadResult, requireClean, vegeta } from './generators.js';
 import { createClient, hookMethod, waitForReady } from './grpc-codec.js';
-import { controlHook, decideRequest, fixedId, streamRequest } from './messages.js';
+import { controlHook, decideRequest, fixedId, modifyHook, streamRequest } from './messages.js';
 import { type BenchChild, cpuMsOf, startBenchChild, startBenchSidecar } from './processes.js';
 import type {
   MeasuredWindow,
@@ -141,31 +141,48 @@ async function withCpu(
 }
 
 /**
- * Starts the floor with `controls` controls and a sidecar with as many
- * control hooks registered on {@link OPERATION}, runs `fn`, stops both.
+ * Starts the floor and a sidecar with the same hooks on {@link OPERATION}:
+ * `controls` control hooks, or `{ modifying }` `transformContext` hooks;
+ * runs `fn`, stops both.
  */
 async function withPair(
   ctx: RunContext,
-  controls: number,
+  hooks: number | { readonly modifying: number },
   fn: (pair: Pair) => Promise<Omit<ScenarioResult, 'notes'>>,
 ): Promise<ScenarioResult> {
+  const modifying = typeof hooks === 'number' ? 0 : hooks.modifying;
+  const controls = typeof hooks === 'number' ? hooks : 0;
   const floor = await startBenchChild(
     'floor-server.js',
-    ['--receiver', ctx.receiverUrl, '--controls', String(controls)],
+    [
+      '--receiver',
+      ctx.receiverUrl,
+      '--controls',
+      String(controls),
+      '--modify-hooks',
+      String(modifying),
+    ],
     ctx.baselineFlags,
   );
   let sidecar: SidecarProcess | undefined;
   try {
     sidecar = await startBenchSidecar({ nodeFlags: ctx.sidecarFlags });
-    if (controls > 0) {
+    if (controls + modifying > 0) {
       const client: grpc.Client = createClient(sidecar.grpc);
       try {
         await waitForReady(client, CONNECT_TIMEOUT_MS);
         const register = hookMethod(client, HookService.method.registerHooks);
-        const hooks = Array.from({ length: controls }, (_, i) =>
-          controlHook(`policy-${i}`, ctx.receiverUrl),
+        const registered = [
+          ...Array.from({ length: controls }, (_, i) =>
+            controlHook(`policy-${i}`, ctx.receiverUrl),
+          ),
+          ...Array.from({ length: modifying }, (_, i) =>
+            modifyHook(`modify-${i}`, ctx.receiverUrl),
+          ),
+        ];
+        await register(
+          create(RegisterHooksRequestSchema, { operationId: OPERATION, hooks: registered }),
         );
-        await register(create(RegisterHooksRequestSchema, { operationId: OPERATION, hooks }));
       } finally {
         client.close();
       }
@@ -269,7 +286,7 @@ async function closedLoop(
   side: Side,
   calls: number,
   concurrency: number,
-  data: { json?: unknown; binary?: Uint8Array },
+  data: { json?: unknown; binary?: Uint8Array; method?: string },
 ) {
   const load = (total: number) => () =>
     ghz({ address: side.grpc, method: 'DecideToolCall', total, concurrency, ...data }).then((r) =>
@@ -546,6 +563,75 @@ const streamScenario: Scenario = {
     }),
 };
 
+/** A `transformContext` context whose one message holds about `bytes` bytes of text. */
+function modifyContext(bytes: number): string {
+  const content = 'a line of conversation history, as a runtime keeps it\n'.repeat(
+    Math.ceil(bytes / 55),
+  );
+  return JSON.stringify({
+    messages: [{ role: 'user', content: content.slice(0, bytes) }],
+    iteration: 1,
+  });
+}
+
+/**
+ * `Modify` with `hooks` `transformContext` webhooks (answering `{}`) and a
+ * history of `historyKiB`: c=64 CPU per call and throughput, and c=1 latency,
+ * against the floor making the same POSTs.
+ */
+function modifyScenario(hooks: number, historyKiB: number): Scenario {
+  const label = historyKiB > 0 ? `-${historyKiB}kb` : '';
+  return {
+    id: `modify-${hooks}hook${hooks === 1 ? '' : 's'}${label}`,
+    title: `Modify (transformContext), ${hooks} webhook${hooks === 1 ? '' : 's'}${historyKiB > 0 ? `, ${historyKiB} KiB history` : ''}: sidecar against the floor making the same POST`,
+    kind: 'sidecar',
+    paired: true,
+    metrics: [...CLOSED_METRICS, ...LATENCY_METRICS],
+    run: (ctx) =>
+      withPair(ctx, { modifying: hooks }, async (pair) => {
+        const [floor, sidecar] = sides(pair);
+        const json = {
+          operationId: OPERATION,
+          point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+          contextJson: modifyContext(historyKiB * KIB),
+        };
+        const data = { json, method: 'Modify' };
+        // Fewer calls than a decision row, fewer still with a history: the default run's
+        // budget is ten minutes, and the spread at these counts is within the margins.
+        const share = historyKiB > 0 ? 5 : 2;
+        const calls = Math.max(200, Math.round(ctx.paired.closedCalls / share));
+        const c1Calls = Math.max(100, Math.round(ctx.paired.c1Calls / share));
+        const f = await closedLoop(floor, calls, ctx.paired.concurrency, data);
+        const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, data);
+        const c1 = async (side: Side) =>
+          requireClean(
+            `${side.label} c=1`,
+            await ghz({
+              address: side.grpc,
+              method: 'Modify',
+              total: c1Calls,
+              concurrency: 1,
+              json,
+            }),
+          );
+        const fl = await c1(floor);
+        const sl = await c1(sidecar);
+        return {
+          metrics: Object.assign(closedMetrics(s, f), {
+            p50: sl.p50,
+            floorP50: fl.p50,
+            p50Over: sl.p50 - fl.p50,
+            p99: sl.p99,
+            floorP99: fl.p99,
+          }),
+          ops: s.window.ops,
+          windows: { load: s.window },
+          baselineWindows: { load: f.window },
+        };
+      }),
+  };
+}
+
 /** The paired scenarios of a default run, in round order. */
 export const PAIRED_SCENARIOS: readonly Scenario[] = [
   controlsScenario(0),
@@ -558,6 +644,9 @@ export const PAIRED_SCENARIOS: readonly Scenario[] = [
   argsScenario(KIB),
   connectScenario,
   streamScenario,
+  modifyScenario(0, 0),
+  modifyScenario(1, 0),
+  modifyScenario(1, 100),
 ];
 
 /** Paired scenarios outside the default run (`--only`). */

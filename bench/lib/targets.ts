@@ -9,6 +9,10 @@ export type MedianOf = (scenario: string, metric: string) => number;
 
 /** Extra milliseconds a one-webhook decision's c=1 p50 may take over the floor's. */
 export const WEBHOOK_OVERHEAD_MS = 0.1;
+/** Modify: CPU per call over the floor's, at most. */
+export const MODIFY_CPU_RATIO = 1.5;
+/** Modify: extra milliseconds its c=1 p50 may take over the floor's. */
+export const MODIFY_OVERHEAD_MS = 0.15;
 /** RSS limit with 10,000 operations x 5 hooks, in MiB. */
 export const RSS_LIMIT_MB = 150;
 /** Cold start limit, in milliseconds. */
@@ -156,6 +160,36 @@ const SPECS: readonly TargetSpec[] = [
     ARGS_CPU_RATIO,
     `${ARGS_CPU_RATIO} (per-round ratio)`,
   ),
+  ...(
+    [
+      ['modify-0hooks', 'no hook'],
+      ['modify-1hook', 'one webhook'],
+      ['modify-1hook-100kb', 'one webhook, 100 KiB history'],
+    ] as const
+  ).flatMap(([scenario, what]) => [
+    fixed(
+      `${scenario}-cpu`,
+      `Modify, ${what}: server CPU per call <= ${MODIFY_CPU_RATIO}x the floor`,
+      scenario,
+      'cpuRatio',
+      'x',
+      2,
+      '<=',
+      MODIFY_CPU_RATIO,
+      `${MODIFY_CPU_RATIO} (per-round ratio)`,
+    ),
+    fixed(
+      `${scenario}-p50`,
+      `Modify, ${what}: c=1 p50 <= floor p50 + ${MODIFY_OVERHEAD_MS} ms`,
+      scenario,
+      'p50Over',
+      'ms',
+      3,
+      '<=',
+      MODIFY_OVERHEAD_MS,
+      `${MODIFY_OVERHEAD_MS} ms (per-round difference)`,
+    ),
+  ]),
   fixed(
     'rss',
     `RSS <= ${RSS_LIMIT_MB} MiB at 10,000 operations x 5 hooks`,

@@ -360,6 +360,20 @@ export class Composition {
   }
 
   /**
+   * The context the next hook sees with `extra` members after it (replacing
+   * any of the same name), as a JSON object: a webhook's body, written
+   * without reading the context again.
+   */
+  contextWith(extra: Readonly<Record<string, RawJson>>): RawJson {
+    const members = new Map(this.#context);
+    for (const [name, value] of Object.entries(extra)) {
+      members.delete(name);
+      members.set(name, value);
+    }
+    return objectText(members);
+  }
+
+  /**
    * Applies one hook's result, whole or not at all.
    *
    * @param result The hook's answer: JSON object text, or `undefined` or

@@ -45,7 +45,6 @@ import {
   ResultShapeError,
   TOOL_POINTS,
 } from './compose.js';
-import { objectMembers, objectText } from './raw-json.js';
 
 /**
  * Largest answer a modifying webhook may send, in bytes: a history of
@@ -101,12 +100,14 @@ function checkedRequest(request: ModifyRequest): { name: PointName; composition:
 }
 
 /** The body a modifying webhook gets: the context, then `hookId`, `point` and `plugin`. */
-function webhookBody(context: string, hook: Hook, name: PointName): EncodedJson {
-  const members = objectMembers(context);
-  members.set('hookId', JSON.stringify(hook.id));
-  members.set('point', JSON.stringify(name));
-  members.set('plugin', JSON.stringify(hook.plugin));
-  return new EncodedJson(objectText(members));
+function webhookBody(composition: Composition, hook: Hook, name: PointName): EncodedJson {
+  return new EncodedJson(
+    composition.contextWith({
+      hookId: JSON.stringify(hook.id),
+      point: JSON.stringify(name),
+      plugin: JSON.stringify(hook.plugin),
+    }),
+  );
 }
 
 /** A hook's failure: its code and detail, and the HTTP status if there was an answer. */
@@ -126,11 +127,7 @@ async function runWebhook(
 ): Promise<{ failure?: Failure; httpStatus?: number }> {
   const webhook = hook.webhook;
   if (webhook === undefined) return {};
-  const response = await deps.sender.post(
-    webhook,
-    webhookBody(composition.context(), hook, name),
-    signal,
-  );
+  const response = await deps.sender.post(webhook, webhookBody(composition, hook, name), signal);
   if (!response.ok) {
     return {
       failure: { code: response.code, message: response.message, httpStatus: response.status },
