@@ -193,6 +193,17 @@ const decidePath = `/${HookService.typeName}/${HookService.method.decideToolCall
 const modifyPath = `/${HookService.typeName}/${HookService.method.modify.name}`;
 const streamPath = `/${HookService.typeName}/${HookService.method.dispatchStream.name}`;
 
+/** A unary grpc-js handler answering `answer`'s response, or INTERNAL with its error. */
+function unary<Req, Res>(answer: (request: Req) => Promise<Res>) {
+  return (call: grpc.ServerUnaryCall<Req, Res>, callback: grpc.sendUnaryData<Res>) => {
+    answer(call.request).then(
+      (response) => callback(null, response),
+      (e: unknown) =>
+        callback({ code: grpc.status.INTERNAL, details: String(e) } as grpc.ServiceError),
+    );
+  };
+}
+
 const server = new grpc.Server({
   'grpc.max_receive_message_length': -1,
   'grpc.max_send_message_length': -1,
@@ -231,26 +242,8 @@ server.addService(
     },
   } as grpc.ServiceDefinition,
   {
-    DecideToolCall: (
-      call: grpc.ServerUnaryCall<DecideToolCallRequest, DecideToolCallResponse>,
-      callback: grpc.sendUnaryData<DecideToolCallResponse>,
-    ) => {
-      decide(call.request).then(
-        (response) => callback(null, response),
-        (e: unknown) =>
-          callback({ code: grpc.status.INTERNAL, details: String(e) } as grpc.ServiceError),
-      );
-    },
-    Modify: (
-      call: grpc.ServerUnaryCall<ModifyRequest, ModifyResponse>,
-      callback: grpc.sendUnaryData<ModifyResponse>,
-    ) => {
-      modify(call.request).then(
-        (response) => callback(null, response),
-        (e: unknown) =>
-          callback({ code: grpc.status.INTERNAL, details: String(e) } as grpc.ServiceError),
-      );
-    },
+    DecideToolCall: unary(decide),
+    Modify: unary(modify),
     DispatchStream: (
       call: grpc.ServerDuplexStream<DispatchStreamRequest, DispatchStreamResponse>,
     ) => {

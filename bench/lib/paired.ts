@@ -315,17 +315,15 @@ function pairOf(name: string, sidecar: number, floor: number): Record<string, nu
   return { [name]: sidecar, [`floor${capitalised}`]: floor, [`${name}Ratio`]: sidecar / floor };
 }
 
-/** Latency at c=1 of one side. */
-async function latencyC1(side: Side, calls: number) {
+/** Latency at c=1 of one side: `DecideToolCall` unless another method and request are given. */
+async function latencyC1(
+  side: Side,
+  calls: number,
+  request: { method: string; json: unknown } = { method: 'DecideToolCall', json: decideJson() },
+) {
   return requireClean(
     `${side.label} c=1`,
-    await ghz({
-      address: side.grpc,
-      method: 'DecideToolCall',
-      total: calls,
-      concurrency: 1,
-      json: decideJson(),
-    }),
+    await ghz({ address: side.grpc, total: calls, concurrency: 1, ...request }),
   );
 }
 
@@ -603,19 +601,8 @@ function modifyScenario(hooks: number, historyKiB: number): Scenario {
         const c1Calls = Math.max(100, Math.round(ctx.paired.c1Calls / share));
         const f = await closedLoop(floor, calls, ctx.paired.concurrency, data);
         const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, data);
-        const c1 = async (side: Side) =>
-          requireClean(
-            `${side.label} c=1`,
-            await ghz({
-              address: side.grpc,
-              method: 'Modify',
-              total: c1Calls,
-              concurrency: 1,
-              json,
-            }),
-          );
-        const fl = await c1(floor);
-        const sl = await c1(sidecar);
+        const fl = await latencyC1(floor, c1Calls, data);
+        const sl = await latencyC1(sidecar, c1Calls, data);
         return {
           metrics: Object.assign(closedMetrics(s, f), {
             p50: sl.p50,
