@@ -55,7 +55,7 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
   next(): Promise<IteratorResult<unknown>> {
     if (this.#buffered.length > 0) {
       const value = this.#buffered.shift();
-      if (this.#paused && this.#buffered.length <= LOW_WATER) {
+      if (this.#paused && !this.#ended && this.#buffered.length <= LOW_WATER) {
         this.#paused = false;
         this.#call.resume();
       }
@@ -63,6 +63,9 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
     }
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
     if (this.#ended) return Promise.resolve(DONE);
+    if (this.#waiting !== undefined) {
+      return Promise.reject(new Error('RequestStream: next() called while another is pending'));
+    }
     return new Promise((resolve, reject) => {
       this.#waiting = { resolve, reject };
     });
@@ -72,6 +75,10 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
   return(): Promise<IteratorResult<unknown>> {
     this.#finish();
     this.#buffered.length = 0;
+    // A next() still waiting ends too, rather than never.
+    const waiting = this.#waiting;
+    this.#waiting = undefined;
+    waiting?.resolve(DONE);
     return Promise.resolve(DONE);
   }
 

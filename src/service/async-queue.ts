@@ -77,6 +77,9 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
       return Promise.resolve({ value, done: false });
     }
     if (this.#closed) return this.#ending();
+    if (this.#wake !== undefined) {
+      return Promise.reject(new Error('AsyncQueue: next() called while another is pending'));
+    }
     return new Promise((resolve, reject) => {
       this.#wake = resolve;
       this.#wakeFailed = reject;
@@ -88,6 +91,10 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#closed = true;
     this.#items.length = 0;
     this.#end();
+    // A next() still waiting ends too, rather than never.
+    const wake = this.#wake;
+    this.#unpark();
+    wake?.(DONE);
     return Promise.resolve(DONE);
   }
 

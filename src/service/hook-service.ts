@@ -232,6 +232,14 @@ export function createHookService(
         }
       };
       const reader = (async () => {
+        try {
+          await readAll();
+        } finally {
+          // Also when the requests fail: the acks of the events read before go first.
+          await Promise.allSettled(Array.from(tails.values(), (t) => t.done));
+        }
+      })();
+      async function readAll(): Promise<void> {
         for await (const request of requests) {
           // At the bound, stop reading: gRPC flow control then pushes back on the producer.
           while (inFlight >= maxInFlight) {
@@ -272,8 +280,7 @@ export function createHookService(
             for (const [id, t] of tails) if (t.settled) tails.delete(id);
           }
         }
-        await Promise.all(Array.from(tails.values(), (t) => t.done));
-      })();
+      }
       ctx.signal.addEventListener('abort', onAbort);
       // A request the transport could not decode fails the stream (after the acks before it).
       reader.then(

@@ -13,6 +13,7 @@ import {
   DispatchStreamResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { errorInfoOf, hookClient, unary } from '../support/grpc-client.js';
+import { startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const STREAM_PATH = '/agenthooks.v1.HookService/DispatchStream';
@@ -61,6 +62,17 @@ describe('DispatchStream requests over gRPC', () => {
   });
 
   it('acks the requests before one it cannot decode, then fails INVALID_ARGUMENT', async () => {
+    // The operation has a webhook that answers late: its events are still in
+    // flight when the undecodable request arrives, and are acked first anyway.
+    const receiver = await startReceiver({ answer: { status: 204, delayMs: 200 } });
+    const registrar = hookClient(sidecar.grpc);
+    await unary(registrar, 'RegisterHooks', {
+      operationId: 'op-raw',
+      hooks: [
+        { id: 'slow', type: 'HOOK_TYPE_AFTER_STEP', webhook: { url: `${receiver.url}/slow` } },
+      ],
+    });
+    registrar.close();
     const { client, call, acks, failed } = rawStream(sidecar.grpc);
     try {
       call.write(afterStepBytes('e-1', 'op-raw'));
@@ -76,8 +88,10 @@ describe('DispatchStream requests over gRPC', () => {
         'the request is not a valid agenthooks.v1.DispatchStreamRequest message',
       );
       expect(errorInfoOf(err as grpc.ServiceError)?.reason).toBe('MALFORMED_REQUEST');
+      expect(receiver.requests).toHaveLength(2);
     } finally {
       client.close();
+      await receiver.close();
     }
   });
 

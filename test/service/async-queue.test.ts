@@ -90,4 +90,13 @@ describe('AsyncQueue', () => {
     expect(await queue.next()).toEqual({ value: undefined, done: true });
     expect(seen.ended).toBe(1);
   });
+
+  it('ends a next() still waiting when the consumer returns, and refuses a second waiting next()', async () => {
+    const { queue, seen } = counting<number>();
+    const first = queue.next();
+    await expect(queue.next()).rejects.toThrow('another is pending');
+    await queue.return();
+    expect(await first).toEqual({ value: undefined, done: true });
+    expect(seen.ended).toBe(1);
+  });
 });
