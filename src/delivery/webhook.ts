@@ -608,7 +608,7 @@ export class WebhookSender {
    */
   async notify(
     webhook: Webhook,
-    payload: JsonObject,
+    payload: JsonObject | EncodedJson,
     signal?: AbortSignal,
   ): Promise<DeliveryResult> {
     if (webhook.delivery !== Delivery.QSTASH) return this.#fetch(webhook, payload, signal, 'fetch');
@@ -669,7 +669,7 @@ export class WebhookSender {
    */
   async #publish(
     webhook: Webhook,
-    payload: JsonObject,
+    payload: JsonObject | EncodedJson,
     signal: AbortSignal | undefined,
   ): Promise<
     { ok: true; durationMs: number } | { ok: false; failure: DeliveryFailure; fallsBack: boolean }
@@ -716,12 +716,17 @@ export class WebhookSender {
     const deadline = requestDeadline(timeoutMs, signal);
     const progress: PublishProgress = { written: false };
     try {
-      await this.#qstashClient(token, deadline.signal, progress).publishJSON({
-        url: url.href,
-        body: payload,
-        headers,
-        timeout: webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS,
-      });
+      const client = this.#qstashClient(token, deadline.signal, progress);
+      const timeout = webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS;
+      // Text already written as JSON goes as it is, with the content type publishJSON sets.
+      await (payload instanceof EncodedJson
+        ? client.publish({
+            url: url.href,
+            body: payload.text,
+            headers: extend(headers, { 'Content-Type': JSON_CONTENT_TYPE }),
+            timeout,
+          })
+        : client.publishJSON({ url: url.href, body: payload, headers, timeout }));
       return { ok: true, durationMs: performance.now() - startedAt };
     } catch (e: unknown) {
       // The caller's abort wins over the timeout, as for fetch delivery.
@@ -786,7 +791,7 @@ export class WebhookSender {
   /** One plain `POST` whose body is discarded unread. */
   async #fetch(
     webhook: Webhook,
-    payload: JsonObject,
+    payload: JsonObject | EncodedJson,
     signal: AbortSignal | undefined,
     route: 'fetch' | 'fallback',
   ): Promise<DeliveryResult> {

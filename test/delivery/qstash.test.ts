@@ -16,6 +16,7 @@ import {
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DEFAULT_QSTASH_URL,
+  EncodedJson,
   WebhookSender,
   type WebhookSenderOptions,
 } from '../../src/delivery/webhook.js';
@@ -137,6 +138,22 @@ describe('QStash delivery', () => {
     expect(delivered?.headers['x-tenant']).toBe('acme');
     expect(delivered?.headers['content-type']).toBe('application/json');
     expect(JSON.parse(delivered?.body ?? '')).toEqual(PAYLOAD);
+  });
+
+  it('publishes a payload already written as JSON text as it is, large integers included', async () => {
+    const r = await receiver();
+    const text = '{"model":"m","usageTokens":12345678901234567890,"hookId":"h"}';
+    const result = await sender({ QSTASH_TOKEN: TOKEN }).notify(
+      webhook(`${r.url}/observe`),
+      new EncodedJson(text),
+    );
+    expect(result).toMatchObject({ ok: true, route: 'qstash' });
+    expect(qstash.violations).toEqual([]);
+    expect(qstash.publishes.map((p) => [p.contentType, p.body])).toEqual([
+      ['application/json', text],
+    ]);
+    await r.waitForRequests(1);
+    expect(r.requests[0]?.body).toBe(text);
   });
 
   it('sends Upstash-Timeout 30s when the hook sets no timeout', async () => {
