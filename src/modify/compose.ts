@@ -21,8 +21,9 @@
  * - `afterToolCall` `terminate: true` is kept once a hook returned it, even
  *   if a later hook overrides `content`.
  * - `beforeProviderRequest` `headers` and `metadata` merge key by key in
- *   order, a `null` value removing the key; its scalars are last-wins; the
- *   context each hook sees is the runtime's, unchanged.
+ *   order, last wins, and a `null` value stays in the result: it tells the
+ *   runtime to remove the key; its scalars are last-wins; the context each
+ *   hook sees is the runtime's, unchanged.
  * - `getSteeringMessages` and `getFollowUpMessages`: every hook sees the same
  *   context, and the messages they return are concatenated in order.
  * - `afterProviderResponse` only observes: its results are not read.
@@ -256,6 +257,9 @@ function describe(value: RawJson, kind: JsonKind): string {
   return value.length <= 32 ? value : `a ${kind}`;
 }
 
+/** Text of nothing but JSON's whitespace (space, tab, LF, CR): an empty answer. */
+const JSON_BLANK = /^[ \t\n\r]*$/;
+
 /**
  * Reads a hook's result: `undefined` or blank text is "no change" (no
  * members); otherwise it must be a JSON object.
@@ -263,7 +267,7 @@ function describe(value: RawJson, kind: JsonKind): string {
  * @throws ResultShapeError when the text is not JSON or not an object.
  */
 export function resultMembers(text: string | undefined): Map<string, RawJson> {
-  if (text === undefined || text.trim() === '') return new Map();
+  if (text === undefined || JSON_BLANK.test(text)) return new Map();
   try {
     return objectMembers(text);
   } catch (e: unknown) {
@@ -403,9 +407,10 @@ export class Composition {
       const patch = patches.get(name);
       if (patch !== undefined) {
         const merged = this.#patches.get(name) ?? new Map<string, RawJson>();
+        // Last wins; a `null` stays, so that the runtime removes the key.
         for (const [key, v] of patch) {
           merged.delete(key);
-          if (v !== 'null') merged.set(key, v);
+          merged.set(key, v);
         }
         this.#patches.set(name, merged);
         continue;

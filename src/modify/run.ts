@@ -55,7 +55,7 @@ export const MODIFY_RESPONSE_MAX_BYTES = 16 * 1024 * 1024;
 /** What running the modifying hooks needs. */
 export interface ModifyDeps {
   readonly registry: HookRegistry;
-  readonly sender: Pick<WebhookSender, 'post'>;
+  readonly sender: Pick<WebhookSender, 'post' | 'notify'>;
   /** The runtime's attached `Handle` streams, which serve handler hooks. */
   readonly handlers: Pick<HandlerHub, 'serves' | 'call'>;
 }
@@ -127,6 +127,12 @@ async function runWebhook(
 ): Promise<{ failure?: Failure; httpStatus?: number }> {
   const webhook = hook.webhook;
   if (webhook === undefined) return {};
+  if (name === 'afterProviderResponse') {
+    // Observe-only: no answer is read, so the hook may use QStash (with its fallback).
+    const sent = await deps.sender.notify(webhook, webhookBody(composition, hook, name), signal);
+    if (sent.ok) return { httpStatus: sent.status };
+    return { failure: { code: sent.code, message: sent.message, httpStatus: sent.status } };
+  }
   const response = await deps.sender.post(webhook, webhookBody(composition, hook, name), signal);
   if (!response.ok) {
     return {
@@ -248,6 +254,8 @@ export async function runModifyingHooks(
         }),
       ),
     );
+    // The caller gave up: no answer, rather than one missing this hook's change.
+    if (failure.code === 'cancelled') signal.throwIfAborted();
     if (hook.webhook?.onError === OnError.BLOCK) {
       return {
         outcome: {
@@ -262,5 +270,6 @@ export async function runModifyingHooks(
       };
     }
   }
+  signal.throwIfAborted();
   return { outcome: { case: 'resultJson', value: composition.result() }, outcomes };
 }

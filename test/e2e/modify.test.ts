@@ -263,7 +263,7 @@ describe('Modify', () => {
       contextJson: '{"model":"m","sessionId":"s","iteration":0,"streamOptions":{}}',
     });
     expect(JSON.parse(request.outcome.value as string)).toEqual({
-      headers: { 'x-b': '2' },
+      headers: { 'x-a': null, 'x-b': '2' },
       timeoutMs: 1000,
       maxRetries: 3,
     });
@@ -625,7 +625,7 @@ const POINT_CASES: PointCase[] = [
     ],
     seen: [{}, {}],
     result: {
-      headers: { 'x-b': '2' },
+      headers: { 'x-a': null, 'x-b': '2' },
       metadata: { tier: 'gold' },
       timeoutMs: 5,
       transport: 'sse',

@@ -59,11 +59,11 @@ describe('Composition', () => {
     expect(result).toEqual({ messages: [msg('a')], systemPrompt: 's3' });
   });
 
-  it('reads {}, no result and an empty body as no change, and ignores unknown and null members', () => {
+  it('reads {}, no result and JSON whitespace as no change, and ignores unknown and null members', () => {
     const { seen, result } = run('transformContext', { messages: [msg('x')], iteration: 2 }, [
       {},
       undefined,
-      '  ',
+      ' \r\n\t',
       { messages: null, extra: 1 },
     ]);
     for (const s of seen) expect(s).toEqual({ messages: [msg('x')], iteration: 2 });
@@ -114,7 +114,7 @@ describe('Composition', () => {
     });
   });
 
-  it('merges beforeProviderRequest headers and metadata key by key, null removing a key', () => {
+  it('merges beforeProviderRequest headers and metadata key by key, keeping a null for the runtime to remove', () => {
     const ctx = { model: 'm', sessionId: 's', iteration: 0, streamOptions: {} };
     const { seen, result } = run('beforeProviderRequest', ctx, [
       { headers: { 'x-a': '1', 'x-b': '2' }, metadata: { tier: 'gold', n: 1 }, timeoutMs: 100 },
@@ -123,11 +123,11 @@ describe('Composition', () => {
     ]);
     for (const s of seen) expect(s).toEqual(ctx);
     expect(result).toEqual({
-      headers: { 'x-b': '2', 'x-c': '3' },
+      headers: { 'x-a': null, 'x-b': '2', 'x-c': '3' },
       timeoutMs: 250,
       maxRetries: 2,
       cacheRetention: 'long',
-      metadata: { tier: 'gold' },
+      metadata: { tier: 'gold', n: null },
       transport: 'sse',
     });
   });
@@ -266,5 +266,10 @@ describe('Composition', () => {
     const c = new Composition('shouldStopAfterTurn', '{"messages":[]}');
     c.apply('{"stop":true}');
     expect(() => c.apply('{}')).toThrow('already ended');
+  });
+
+  it('reads a body of whitespace JSON does not know as a result of the wrong shape', () => {
+    const c = new Composition('transformContext', '{"messages":[]}');
+    expect(() => c.apply('\u00a0')).toThrow(ResultShapeError);
   });
 });

@@ -92,8 +92,9 @@ export type ModifyResponse = Message<"agenthooks.v1.ModifyResponse"> & {
      * - `afterToolCall` `terminate: true` is kept once returned, even if a
      *   later hook overrides `content`;
      * - `beforeProviderRequest` `headers` and `metadata` merge key by key in
-     *   order, a `null` value removing the key; its other members are
-     *   last-wins; every hook sees the runtime's context;
+     *   order, last wins; a `null` value stays in the result and tells the
+     *   runtime to remove that key; its other members are last-wins; every
+     *   hook sees the runtime's context;
      * - `getSteeringMessages` and `getFollowUpMessages`: every hook sees the
      *   same context, and the result's `messages` concatenates theirs in order;
      * - `afterProviderResponse` only observes: the result is always `{}`.
