@@ -19,6 +19,7 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService, ListHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
@@ -74,7 +75,53 @@ const INVALID_CALLS: readonly {
     rpc: 'RegisterHooks (no operation id)',
     call: (c) => c.registerHooks({ hooks: [] }),
   },
+  {
+    rpc: 'RegisterHooks (type and point together)',
+    field: 'hooks[0].point',
+    call: (c) =>
+      c.registerHooks({
+        operationId: 'parity-op',
+        hooks: [
+          {
+            id: 'h1',
+            type: HookType.AFTER_STEP,
+            point: ModifyPoint.TRANSFORM_CONTEXT,
+            webhook: { url: 'http://127.0.0.1:9/x' },
+          },
+        ],
+      }),
+  },
   { rpc: 'UnregisterHooks', call: (c) => c.unregisterHooks({}) },
+  {
+    rpc: 'UnregisterHooks (plugin name too long)',
+    field: 'plugin',
+    call: (c) => c.unregisterHooks({ operationId: 'parity-op', plugin: 'p'.repeat(257) }),
+  },
+  {
+    rpc: 'Modify (no point)',
+    field: 'point',
+    call: (c) => c.modify({ operationId: 'parity-op', contextJson: '{"messages":[]}' }),
+  },
+  {
+    rpc: 'Modify (context not a JSON object)',
+    field: 'contextJson',
+    call: (c) =>
+      c.modify({
+        operationId: 'parity-op',
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        contextJson: '{"messages":',
+      }),
+  },
+  {
+    rpc: 'Modify (context without messages)',
+    field: 'contextJson',
+    call: (c) =>
+      c.modify({
+        operationId: 'parity-op',
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        contextJson: '{"iteration":1}',
+      }),
+  },
   { rpc: 'ListHooks', call: (c) => c.listHooks({}) },
   { rpc: 'Dispatch (no event)', call: (c) => c.dispatch({}) },
   {
