@@ -150,36 +150,28 @@ export function routeOf(event: HookEvent | undefined, field = 'event'): EventRou
     );
   }
   if (context === undefined) {
-    const operationId = message.operationId ?? '';
-    validateOperationId(operationId, paths.operationId);
-    return {
-      type,
-      desc: oneofField.message as DescMessage,
-      message: set.value,
-      operationId,
-      identifier: undefined,
-      apiName: undefined,
-    };
+    validateOperationId(message.operationId ?? '', paths.operationId);
+  } else {
+    validateOperationId(context.operationId, paths.contextOperationId);
+    if (!KNOWN_EXECUTORS.has(context.executor)) {
+      // A number the sidecar does not know, as on the webhook enums; an unset one is
+      // refused by the event's required fields (`event-fields.ts`).
+      throw new InvalidArgumentError(
+        paths.executor,
+        REASON.INVALID_ENUM_VALUE,
+        `Unknown executor value ${context.executor}`,
+      );
+    }
+    checkToolName(context.identifier, paths.identifier);
+    checkToolName(context.apiName, paths.apiName);
   }
-  validateOperationId(context.operationId, paths.contextOperationId);
-  if (!KNOWN_EXECUTORS.has(context.executor)) {
-    // A number the sidecar does not know, as on the webhook enums; an unset one is
-    // refused by the event's required fields (`event-fields.ts`).
-    throw new InvalidArgumentError(
-      paths.executor,
-      REASON.INVALID_ENUM_VALUE,
-      `Unknown executor value ${context.executor}`,
-    );
-  }
-  checkToolName(context.identifier, paths.identifier);
-  checkToolName(context.apiName, paths.apiName);
   return {
     type,
     desc: oneofField.message as DescMessage,
     message: set.value,
-    operationId: context.operationId,
-    identifier: context.identifier,
-    apiName: context.apiName,
+    operationId: context?.operationId ?? message.operationId ?? '',
+    identifier: context?.identifier,
+    apiName: context?.apiName,
   };
 }
 
@@ -483,9 +475,21 @@ function handlerOutcome(
  * is `cancelled`, else `FAILED`, with the code and message; `base` holds
  * the hook's identity and whatever else the failure knows.
  */
-function failedOutcome(
-  base: ReturnType<typeof outcomeBase> &
-    Partial<Pick<HookOutcome, 'httpStatus' | 'duration' | 'critical'>>,
+export function failedOutcome(
+  base: Partial<
+    Pick<
+      HookOutcome,
+      | 'hookId'
+      | 'hookType'
+      | 'point'
+      | 'plugin'
+      | 'operationId'
+      | 'source'
+      | 'httpStatus'
+      | 'duration'
+      | 'critical'
+    >
+  >,
   code: string,
   message: string,
 ): HookOutcome {

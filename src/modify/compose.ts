@@ -168,14 +168,8 @@ export const POINT_RULES: Readonly<Record<ModifyPoint, PointRule>> = {
   },
 };
 
-/** A hook's result that is not JSON, not an object, or has a member of the wrong type. */
-export class ResultShapeError extends Error {
-  override readonly name = 'ResultShapeError';
-
-  /**
-   * @param member The result member at fault (`messages`, `headers.x-id`), or
-   *   `''` when the result as a whole is.
-   */
+/** JSON of the wrong shape, naming the member at fault (`messages`, `headers.x-id`), or `''` for the whole. */
+abstract class ShapeError extends Error {
   constructor(
     readonly member: string,
     message: string,
@@ -184,17 +178,14 @@ export class ResultShapeError extends Error {
   }
 }
 
-/** A point's context that is not a JSON object, or lacks a member its rules read. */
-export class ContextShapeError extends Error {
-  override readonly name = 'ContextShapeError';
+/** A hook's result that is not JSON, not an object, or has a member of the wrong type. */
+export class ResultShapeError extends ShapeError {
+  override readonly name = 'ResultShapeError';
+}
 
-  /** @param member The context member at fault, or `''` for the context as a whole. */
-  constructor(
-    readonly member: string,
-    message: string,
-  ) {
-    super(message);
-  }
+/** A point's context that is not a JSON object, or lacks a member its rules read. */
+export class ContextShapeError extends ShapeError {
+  override readonly name = 'ContextShapeError';
 }
 
 const KIND_OF_TYPE: Readonly<Record<MemberType, JsonKind>> = {

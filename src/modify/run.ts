@@ -32,7 +32,7 @@ import { readBounded } from '../delivery/control.js';
 import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
-import { durationOf } from '../hooks/dispatch.js';
+import { durationOf, failedOutcome } from '../hooks/dispatch.js';
 import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
@@ -242,16 +242,10 @@ export async function runModifyingHooks(
       continue;
     }
     outcomes.push(
-      create(
-        HookOutcomeSchema,
-        extend(base, {
-          status:
-            failure.code === 'cancelled' ? HookOutcomeStatus.CANCELLED : HookOutcomeStatus.FAILED,
-          errorCode: failure.code,
-          message: failure.message,
-          httpStatus: failure.httpStatus ?? 0,
-          duration,
-        }),
+      failedOutcome(
+        extend(base, { httpStatus: failure.httpStatus ?? 0, duration }),
+        failure.code,
+        failure.message,
       ),
     );
     // The caller gave up: no answer, rather than one missing this hook's change.
