@@ -109,10 +109,7 @@ export class HandlerHub {
   /** Stops `connection` serving the operations (only those it still serves). */
   detach(connection: HandlerConnection, operationIds: readonly string[]): void {
     for (const id of operationIds) {
-      if (this.#byOperation.get(id) === connection) {
-        this.#byOperation.delete(id);
-        this.#droppedPlugins.delete(id);
-      }
+      if (this.#byOperation.get(id) === connection) this.#release(id);
     }
   }
 
@@ -122,10 +119,7 @@ export class HandlerHub {
    */
   disconnect(connection: HandlerConnection): void {
     for (const [id, c] of this.#byOperation) {
-      if (c === connection) {
-        this.#byOperation.delete(id);
-        this.#droppedPlugins.delete(id);
-      }
+      if (c === connection) this.#release(id);
     }
     for (const pending of [...this.#pending.values()]) {
       if (pending.connection === connection) {
@@ -159,6 +153,11 @@ export class HandlerHub {
 
   /** Drops the operation's handlers (terminal state); returns whether one was attached. */
   dropOperation(operationId: string): boolean {
+    return this.#release(operationId);
+  }
+
+  /** Serves the operation from no stream, with no dropped plugins; returns whether one served it. */
+  #release(operationId: string): boolean {
     this.#droppedPlugins.delete(operationId);
     return this.#byOperation.delete(operationId);
   }
