@@ -81,6 +81,38 @@ const receiver = values.receiver === '' ? undefined : new URL(values.receiver);
 const agent = new Agent({ connections: 64 });
 const hookIds = Array.from({ length: controls }, (_, i) => `policy-${i}`);
 
+/** POSTs a JSON body to the receiver; resolves with the answer's status and text. */
+async function postJson(path: string, body: string): Promise<{ status: number; text: string }> {
+  const response = await agent.request({
+    origin: (receiver as URL).origin,
+    path,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body,
+  });
+  return { status: response.statusCode, text: await response.body.text() };
+}
+
+/** A DELIVERED outcome of a hook whose request started at `started` (hrtime). */
+function delivered(
+  init: Pick<HookOutcome, 'hookId' | 'operationId'> &
+    Partial<Pick<HookOutcome, 'hookType' | 'point' | 'critical'>>,
+  httpStatus: number,
+  started: bigint,
+): HookOutcome {
+  const elapsed = process.hrtime.bigint() - started;
+  return create(HookOutcomeSchema, {
+    ...init,
+    source: HookSource.CALLER,
+    status: HookOutcomeStatus.DELIVERED,
+    httpStatus,
+    duration: create(DurationSchema, {
+      seconds: elapsed / NS_PER_S,
+      nanos: Number(elapsed % NS_PER_S),
+    }),
+  });
+}
+
 /** Decides one tool call: the sidecar's work for `controls` controls that allow. */
 async function decide(request: DecideToolCallRequest): Promise<DecideToolCallResponse> {
   const context = request.event?.context;
@@ -91,30 +123,20 @@ async function decide(request: DecideToolCallRequest): Promise<DecideToolCallRes
     for (const hookId of hookIds) {
       const started = process.hrtime.bigint();
       const body = JSON.stringify({ ...base, hookId, hookType: 'beforeToolCall' });
-      const response = await agent.request({
-        origin: receiver.origin,
-        path: ALLOW_PATH,
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-      });
-      const answer = (await response.body.json()) as { decision?: unknown };
+      const { status, text } = await postJson(ALLOW_PATH, body);
+      const answer = JSON.parse(text) as { decision?: unknown };
       if (answer.decision !== 'allow') throw new Error(`${hookId}: did not allow`);
-      const elapsed = process.hrtime.bigint() - started;
       outcomes.push(
-        create(HookOutcomeSchema, {
-          hookId,
-          hookType: HookType.BEFORE_TOOL_CALL,
-          operationId: context.operationId,
-          source: HookSource.CALLER,
-          status: HookOutcomeStatus.DELIVERED,
-          httpStatus: response.statusCode,
-          duration: create(DurationSchema, {
-            seconds: elapsed / NS_PER_S,
-            nanos: Number(elapsed % NS_PER_S),
-          }),
-          critical: true,
-        }),
+        delivered(
+          {
+            hookId,
+            hookType: HookType.BEFORE_TOOL_CALL,
+            operationId: context.operationId,
+            critical: true,
+          },
+          status,
+          started,
+        ),
       );
     }
   }
@@ -142,31 +164,16 @@ async function modify(request: ModifyRequest): Promise<ModifyResponse> {
     const started = process.hrtime.bigint();
     const hookId = `modify-${i}`;
     const body = `${context.slice(0, context.lastIndexOf('}'))},"hookId":${JSON.stringify(hookId)},"point":"transformContext","plugin":""}`;
-    const response = await agent.request({
-      origin: receiver.origin,
-      path: MODIFY_PATH,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body,
-    });
-    const text = await response.body.text();
+    const { status, text } = await postJson(MODIFY_PATH, body);
     const answer: unknown = JSON.parse(text);
     if (typeof answer !== 'object' || answer === null) throw new Error(`${hookId}: not an object`);
     result = text;
-    const elapsed = process.hrtime.bigint() - started;
     outcomes.push(
-      create(HookOutcomeSchema, {
-        hookId,
-        point: ModifyPoint.TRANSFORM_CONTEXT,
-        operationId: request.operationId,
-        source: HookSource.CALLER,
-        status: HookOutcomeStatus.DELIVERED,
-        httpStatus: response.statusCode,
-        duration: create(DurationSchema, {
-          seconds: elapsed / NS_PER_S,
-          nanos: Number(elapsed % NS_PER_S),
-        }),
-      }),
+      delivered(
+        { hookId, point: ModifyPoint.TRANSFORM_CONTEXT, operationId: request.operationId },
+        status,
+        started,
+      ),
     );
   }
   return create(ModifyResponseSchema, { outcome: { case: 'resultJson', value: result }, outcomes });
