@@ -8,8 +8,6 @@
  * invalid: every hook resolution fails with `INVALID_ENVIRONMENT` until it is
  * fixed. The previous, good policy is never kept in its place.
  */
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
@@ -20,16 +18,7 @@ import {
   invalidEnvironment,
 } from '../hooks/environment-hooks.js';
 import type { Logger } from '../log.js';
-
-/** Quiet time after the last change event in the env file's directory before the file is read. */
-export const ENV_FILE_DEBOUNCE_MS = 50;
-
-/**
- * Interval of the fallback check, used while the env file's directory cannot
- * be watched (it does not exist yet, or the watch failed): each tick tries to
- * watch the directory again and compares the file with the last read.
- */
-export const ENV_FILE_POLL_INTERVAL_MS = 1_000;
+import { type FileRead, WatchedFile } from './watched-file.js';
 
 /** Largest env file read, in bytes; Kubernetes caps a ConfigMap or Secret at 1 MiB. */
 export const MAX_ENV_FILE_BYTES = 1024 * 1024;
@@ -81,12 +70,6 @@ export interface EffectiveEnvironmentOptions {
   readonly onReload?: (snapshot: EnvironmentSnapshot) => void;
 }
 
-/** What one read of the env file found. */
-type FileRead =
-  | { readonly kind: 'ok'; readonly bytes: Buffer }
-  | { readonly kind: 'missing' }
-  | { readonly kind: 'error'; readonly code: string; readonly cause: unknown };
-
 /**
  * The sidecar's effective environment and its environment hooks.
  *
@@ -101,17 +84,11 @@ export class EffectiveEnvironment {
   readonly #processEnv: Readonly<Record<string, string | undefined>>;
   /** The env file as configured, for messages. */
   readonly #envFile: string | undefined;
-  /** The env file's absolute path, for reads and watching. */
-  readonly #path: string | undefined;
+  /** The watched env file; `undefined` when none is configured. */
+  readonly #file: WatchedFile | undefined;
   readonly #logger: Logger;
   readonly #onReload: ((snapshot: EnvironmentSnapshot) => void) | undefined;
   #snapshot: EnvironmentSnapshot;
-  /** The last read of the env file, to tell a real change from a directory event. */
-  #lastRead: FileRead | undefined;
-  #watcher: FSWatcher | undefined;
-  #pollTimer: NodeJS.Timeout | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #closed = false;
 
   /**
    * Loads the environment (generation 1, cause `start`) and, unless `watch`
@@ -121,14 +98,22 @@ export class EffectiveEnvironment {
   constructor(o: EffectiveEnvironmentOptions) {
     this.#processEnv = o.processEnv;
     this.#envFile = o.envFile;
-    this.#path = o.envFile === undefined ? undefined : resolve(o.envFile);
     this.#logger = o.logger;
     this.#onReload = o.onReload;
-    // Watch before the first read, so a change right after it is not missed.
-    if (this.#path !== undefined && o.watch !== false && !this.#watchDirectory(this.#path)) {
-      this.#poll(this.#path);
-    }
-    this.#snapshot = this.#load('start', 0, this.#read());
+    this.#file =
+      o.envFile === undefined
+        ? undefined
+        : new WatchedFile({
+            path: o.envFile,
+            label: 'env file',
+            logKey: 'envFile',
+            logger: o.logger,
+            watch: o.watch,
+            onChange: (read) => {
+              this.#snapshot = this.#load('file', this.#snapshot.generation, read);
+            },
+          });
+    this.#snapshot = this.#load('start', 0, this.#file?.read());
   }
 
   /** Returns the current snapshot; it changes only on reload. */
@@ -142,7 +127,7 @@ export class EffectiveEnvironment {
    * reloaded` line. Never throws.
    */
   reload(cause: ReloadCause): EnvironmentSnapshot {
-    this.#snapshot = this.#load(cause, this.#snapshot.generation, this.#read());
+    this.#snapshot = this.#load(cause, this.#snapshot.generation, this.#file?.read());
     return this.#snapshot;
   }
 
@@ -159,18 +144,11 @@ export class EffectiveEnvironment {
 
   /** Stops watching the env file. The snapshot stays readable and `reload()` still works. */
   close(): void {
-    this.#closed = true;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = undefined;
-    this.#watcher?.close();
-    this.#watcher = undefined;
-    if (this.#pollTimer !== undefined) clearInterval(this.#pollTimer);
-    this.#pollTimer = undefined;
+    this.#file?.close();
   }
 
   /** Computes a snapshot from the process environment and one read of the env file. */
   #load(cause: ReloadCause, previous: number, read: FileRead | undefined): EnvironmentSnapshot {
-    this.#lastRead = read;
     const generation = previous + 1;
     let fileEnv: Record<string, string> = {};
     let fileError: AgentHooksError | undefined;
@@ -229,99 +207,6 @@ export class EffectiveEnvironment {
       return fail(`cannot be parsed: ${e.message}`, e, e.metadata);
     }
   }
-
-  /** Reads the env file's bytes; `undefined` when no env file is configured. */
-  #read(): FileRead | undefined {
-    if (this.#path === undefined) return undefined;
-    try {
-      return { kind: 'ok', bytes: readFileSync(this.#path) };
-    } catch (e: unknown) {
-      const code = (e as NodeJS.ErrnoException).code ?? 'UNKNOWN';
-      // A missing file or a missing directory on its path.
-      if (code === 'ENOENT' || code === 'ENOTDIR') return { kind: 'missing' };
-      return { kind: 'error', code, cause: e };
-    }
-  }
-
-  /**
-   * Watches the env file's directory, not the file: Kubernetes updates a
-   * ConfigMap or Secret volume by swapping a `..data` symlink there, and
-   * editors save by rename, so the file's own inode may never change. Any
-   * event schedules a read; only changed bytes (or existence) reload.
-   * Returns false, after a warning unless `quiet`, when the directory cannot
-   * be watched (most often: it does not exist yet).
-   */
-  #watchDirectory(path: string, quiet = false): boolean {
-    const directory = dirname(path);
-    let watcher: FSWatcher;
-    try {
-      // `persistent: false`: the watch never keeps the process alive.
-      watcher = watch(directory, { persistent: false }, () => this.#schedule());
-    } catch (e: unknown) {
-      if (!quiet) this.#warnPolling('env file directory cannot be watched; polling', e);
-      return false;
-    }
-    watcher.on('error', (e: unknown) => {
-      this.#warnPolling('env file directory watch failed; polling', e);
-      watcher.close();
-      if (this.#watcher === watcher) this.#watcher = undefined;
-      this.#poll(path);
-    });
-    this.#watcher = watcher;
-    return true;
-  }
-
-  #warnPolling(msg: string, e: unknown): void {
-    this.#logger.warn(msg, {
-      envFile: this.#envFile,
-      code: (e as NodeJS.ErrnoException).code,
-      intervalMs: ENV_FILE_POLL_INTERVAL_MS,
-    });
-  }
-
-  /**
-   * Checks the file every {@link ENV_FILE_POLL_INTERVAL_MS} until its
-   * directory can be watched again. Comparing with the last read (not with a
-   * stat baseline taken later) leaves no window in which a change is missed.
-   */
-  #poll(path: string): void {
-    if (this.#pollTimer !== undefined || this.#closed) return;
-    this.#pollTimer = setInterval(() => {
-      if (this.#watchDirectory(path, true)) {
-        clearInterval(this.#pollTimer);
-        this.#pollTimer = undefined;
-      }
-      // After the watch is in place, so a change is seen by one or the other.
-      this.#schedule();
-    }, ENV_FILE_POLL_INTERVAL_MS);
-    this.#pollTimer.unref();
-  }
-
-  /** Coalesces a burst of events into one read, {@link ENV_FILE_DEBOUNCE_MS} after the last. */
-  #schedule(): void {
-    if (this.#closed) return;
-    if (this.#timer !== undefined) clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.#check(), ENV_FILE_DEBOUNCE_MS);
-    this.#timer.unref();
-  }
-
-  /** Reloads when the env file's bytes or existence changed since the last read. */
-  #check(): void {
-    this.#timer = undefined;
-    if (this.#closed) return;
-    const read = this.#read();
-    if (read !== undefined && this.#lastRead !== undefined && sameRead(read, this.#lastRead)) {
-      this.#logger.debug('env file unchanged', { envFile: this.#envFile });
-      return;
-    }
-    this.#snapshot = this.#load('file', this.#snapshot.generation, read);
-  }
-}
-
-function sameRead(a: FileRead, b: FileRead): boolean {
-  if (a.kind === 'ok' && b.kind === 'ok') return a.bytes.equals(b.bytes);
-  if (a.kind === 'error' && b.kind === 'error') return a.code === b.code;
-  return a.kind === b.kind;
 }
 
 /**
