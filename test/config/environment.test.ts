@@ -21,7 +21,7 @@ import {
 } from '../../src/config/environment.js';
 import { AgentHooksError } from '../../src/errors.js';
 import { INVALID_ENVIRONMENT } from '../../src/hooks/environment-hooks.js';
-import type { LogFields, Logger } from '../../src/log.js';
+import { errorOf, recordingLogger, writeAtomically } from '../support/recording-logger.js';
 
 const TOKEN = 'synthetic-secret-7c13';
 const URL = 'https://hooks.example/ingress';
@@ -34,67 +34,6 @@ const CONTROL_FILE = [
   'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall',
   '',
 ].join('\n');
-
-/** A line written to the {@link recordingLogger}. */
-interface Line {
-  readonly level: string;
-  readonly msg: string;
-  readonly fields: LogFields;
-}
-
-/**
- * A logger that keeps its lines and resolves waiters on the first line (past
- * or future) that matches, so tests wait on events, not on sleeps.
- */
-function recordingLogger() {
-  const lines: Line[] = [];
-  const waiters: { match: (l: Line) => boolean; resolve: (l: Line) => void }[] = [];
-  const write =
-    (level: string) =>
-    (msg: string, fields: LogFields = {}): void => {
-      const line = { level, msg, fields };
-      lines.push(line);
-      for (const w of [...waiters]) {
-        if (w.match(line)) {
-          waiters.splice(waiters.indexOf(w), 1);
-          w.resolve(line);
-        }
-      }
-    };
-  const logger: Logger = {
-    debug: write('debug'),
-    info: write('info'),
-    warn: write('warn'),
-    error: write('error'),
-    child: () => logger,
-  };
-  const waitFor = (match: (l: Line) => boolean): Promise<Line> => {
-    const seen = lines.find(match);
-    if (seen !== undefined) return Promise.resolve(seen);
-    return new Promise((resolve) => waiters.push({ match, resolve }));
-  };
-  /** Resolves with the `environment reloaded` line of `generation`. */
-  const reloaded = (generation: number) =>
-    waitFor((l) => l.msg === 'environment reloaded' && l.fields.generation === generation);
-  return { logger, lines, waitFor, reloaded };
-}
-
-/** Replaces `path` atomically, as editors and config tools do: write a temp file, rename it. */
-function writeAtomically(path: string, text: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
-  writeFileSync(tmp, text);
-  renameSync(tmp, path);
-}
-
-function errorOf(fn: () => unknown): AgentHooksError {
-  try {
-    fn();
-  } catch (e: unknown) {
-    if (e instanceof AgentHooksError) return e;
-    throw e;
-  }
-  throw new Error('expected an AgentHooksError');
-}
 
 describe('parseEnvFile', () => {
   it.each([
