@@ -10,6 +10,7 @@ import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { BackgroundScope } from './background.js';
 import type { ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
+import { OperatorPlugins } from './config/plugins.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
 import { EmailEnricher } from './delivery/email.js';
 import { WebhookSender } from './delivery/webhook.js';
@@ -65,8 +66,8 @@ export interface App {
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
   serverFault(e: unknown): void;
-  /** Re-reads the effective environment (SIGHUP); returns the new generation. */
-  reloadEnvironment(): number;
+  /** Re-reads the effective environment and the operator plugins file (SIGHUP). */
+  reloadConfiguration(): void;
   /**
    * Waits for background work until `deadlineMs` (epoch milliseconds), aborts
    * what is left, then stops retention and health checks and closes the
@@ -96,6 +97,14 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     logger,
     onReload: (snapshot) => metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok),
   });
+  // Operator plugins follow the registration rules; their templates may name any variable.
+  const plugins = new OperatorPlugins({
+    pluginsFile: config.pluginsFile,
+    logger,
+    validation: { destinations },
+    maxHooks: config.maxHooksPerOperation,
+    onReload: (snapshot) => metrics.pluginsReloaded(snapshot.generation, snapshot.hooks.ok),
+  });
   let store: ReturnType<typeof openSqliteStore>;
   try {
     store = openSqliteStore(config.dbPath, {
@@ -105,6 +114,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     });
   } catch (e: unknown) {
     environment.close();
+    plugins.close();
     throw e;
   }
   // Templates and application URLs resolve from the effective environment at send time.
@@ -182,6 +192,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       sender,
       logger,
       environmentHooks: () => environment.hooksOrThrow(),
+      operatorHooks: () => plugins.hooksOrThrow(),
       handlers,
       enricher,
       parks: store,
@@ -206,7 +217,10 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();
     },
-    reloadEnvironment: () => environment.reload('signal').generation,
+    reloadConfiguration() {
+      environment.reload('signal');
+      plugins.reload('signal');
+    },
     close(deadlineMs = Date.now()) {
       stopped ??= (async () => {
         closing = true;
@@ -215,6 +229,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         await retention.stop();
         await background.close(deadlineMs);
         environment.close();
+        plugins.close();
         await sender.close();
         await directory.close();
         await store.close();

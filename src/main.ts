@@ -118,7 +118,7 @@ async function main(argv: string[]): Promise<number> {
   const started = { app, server };
   process.on('SIGHUP', () => {
     logger.info('signal received', { signal: 'SIGHUP' });
-    started.app.reloadEnvironment();
+    started.app.reloadConfiguration();
   });
   return new Promise<number>((resolve) => {
     onSignal = (signal: string) => {

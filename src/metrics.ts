@@ -76,6 +76,22 @@ export class Metrics {
     help: 'Generation number of the effective environment',
     registers: [this.registry],
   });
+  readonly #pluginsReloads = new Counter({
+    name: 'agenthooks_plugins_reloads_total',
+    help: 'Reloads of the operator plugins file (--plugins-file), by validity',
+    labelNames: ['valid'] as const,
+    registers: [this.registry],
+  });
+  readonly #pluginsValid = new Gauge({
+    name: 'agenthooks_plugins_valid',
+    help: '1 while the operator plugins (--plugins-file, if any) are valid, else 0; while 0 every Modify call fails',
+    registers: [this.registry],
+  });
+  readonly #pluginsGeneration = new Gauge({
+    name: 'agenthooks_plugins_generation',
+    help: 'Generation number of the operator plugins',
+    registers: [this.registry],
+  });
   readonly #detachedDropped = new Counter({
     name: 'agenthooks_detached_deliveries_dropped_total',
     help: 'Detached deliveries (observer webhooks of an allowed call, the notification of a published result) not sent because too many were in flight, by reason (max_tasks, max_bytes)',
@@ -141,6 +157,13 @@ export class Metrics {
     this.#environmentReloads.inc({ valid: String(valid) });
     this.#environmentValid.set(valid ? 1 : 0);
     this.#environmentGeneration.set(generation);
+  }
+
+  /** Records a load of the operator plugins. */
+  pluginsReloaded(generation: number, valid: boolean): void {
+    this.#pluginsReloads.inc({ valid: String(valid) });
+    this.#pluginsValid.set(valid ? 1 : 0);
+    this.#pluginsGeneration.set(generation);
   }
 
   /** Records a detached delivery that was not started. */

@@ -186,6 +186,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'KEY=VALUE file (a mounted ConfigMap or Secret) overlaid on the process environment; re-read when it changes and on SIGHUP',
   },
   {
+    flag: 'plugins-file',
+    env: 'AGENTHOOKS_PLUGINS_FILE',
+    value: 'PATH',
+    help: 'JSON file of operator plugins: modifying hooks run for every operation after its own, never stored; re-read when it changes and on SIGHUP; while invalid every Modify call fails (INVALID_PLUGINS)',
+  },
+  {
     flag: 'handler-timeout',
     env: 'AGENTHOOKS_HANDLER_TIMEOUT',
     value: 'SECONDS',
@@ -361,6 +367,8 @@ export interface ServeConfig {
   readonly dbPath: string;
   /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
   readonly envFile?: string;
+  /** Operator plugins file: modifying hooks for every operation, run after its own. */
+  readonly pluginsFile?: string;
   /** Time a write waits for a database lock. */
   readonly dbBusyTimeoutMs: number;
   /** Size cap of the database file, in bytes. */
@@ -683,6 +691,7 @@ export function parseServeConfig(
       connections,
       dbPath,
       envFile: one('env-file'),
+      pluginsFile: one('plugins-file'),
       shutdownGraceMs: grace * 1000,
       handlerTimeoutMs: handlerTimeout * 1000,
       streamMaxInFlight: maxInFlight,

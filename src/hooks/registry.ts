@@ -297,9 +297,16 @@ export function storedHookInvalidError(
  * would cost one decision more than {@link MATCHER_BUDGET_PER_OPERATION}
  * (each distinct matcher counted once).
  *
+ * @param field The list the error names (`hooks`, or `plugins` for the operator's file).
  * @throws InvalidArgumentError `MATCHER_BUDGET_EXCEEDED`.
+ * @example
+ * checkMatcherBudget(stored.hooks, request.hooks);
  */
-function checkMatcherBudget(stored: readonly Hook[], adding: readonly Hook[]): void {
+export function checkMatcherBudget(
+  stored: readonly Hook[],
+  adding: readonly Hook[],
+  field = 'hooks',
+): void {
   const costs = new Map<string, number>();
   for (const hook of [...stored, ...adding]) {
     const matcher = hook.matcher;
@@ -318,7 +325,7 @@ function checkMatcherBudget(stored: readonly Hook[], adding: readonly Hook[]): v
   for (const cost of costs.values()) total += cost;
   if (total > MATCHER_BUDGET_PER_OPERATION) {
     throw new InvalidArgumentError(
-      'hooks',
+      field,
       MATCHER_REASON.MATCHER_BUDGET_EXCEEDED,
       `The matchers of an operation may cost at most ${MATCHER_BUDGET_PER_OPERATION} units together (each distinct matcher: its instructions plus ${MATCHER_BASE_COST}); this request would make ${total}`,
     );

@@ -14,6 +14,10 @@
  * serves the operation, a hook with a handler runs there instead: the
  * runtime gets the point and its context and replies `modified` with its
  * result or `done`; without a stream a handler-only hook is skipped.
+ *
+ * After the operation's own hooks run the operator's plugins
+ * (`--plugins-file`), webhooks for every operation; while that file is
+ * invalid every call fails with `INVALID_PLUGINS` before any hook runs.
  */
 import { create } from '@bufbuild/protobuf';
 import {
@@ -58,6 +62,11 @@ export interface ModifyDeps {
   readonly sender: Pick<WebhookSender, 'post' | 'notify'>;
   /** The runtime's attached `Handle` streams, which serve handler hooks. */
   readonly handlers: Pick<HandlerHub, 'serves' | 'call'>;
+  /**
+   * The operator's plugins (`--plugins-file`), run after the operation's own
+   * hooks; throws `INVALID_PLUGINS` while the file cannot be used.
+   */
+  readonly operatorHooks: () => readonly Hook[];
 }
 
 /** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
@@ -199,7 +208,8 @@ async function runHandler(
  * block of the first `onError: block` hook that failed.
  *
  * @throws InvalidArgumentError for a request that is not whole, before any hook runs.
- * @throws AgentHooksError from the store (`STORED_HOOK_INVALID`, unavailable, ...).
+ * @throws AgentHooksError from the store (`STORED_HOOK_INVALID`, unavailable, ...)
+ *   or `INVALID_PLUGINS` while the operator's plugins file cannot be used.
  */
 export async function runModifyingHooks(
   deps: ModifyDeps,
@@ -207,61 +217,70 @@ export async function runModifyingHooks(
   signal: AbortSignal,
 ): Promise<Omit<ModifyResponse, '$typeName' | '$unknown'>> {
   const { name, composition } = checkedRequest(request);
+  // Read before any hook runs: an invalid plugins file fails the call whole.
+  const operatorHooks = deps.operatorHooks();
   const { hooks } = await deps.registry.hooksOf(request.operationId);
   const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
   const outcomes: HookOutcome[] = [];
-  for (const hook of hooks) {
-    if (hook.point !== request.point) continue;
-    if (toolName !== undefined && !matchesToolName(hook.matcher, toolName)) continue;
-    if (composition.ended) break;
-    const base = {
-      hookId: hook.id,
-      point: hook.point,
-      plugin: hook.plugin,
-      operationId: request.operationId,
-      source: HookSource.CALLER,
-    };
-    // As for lifecycle hooks: while a Handle stream serves the operation the
-    // handler runs instead of the webhook; otherwise a handler-only hook is skipped.
-    const local = hook.handler && deps.handlers.serves(request.operationId, hook.plugin);
-    if (!local && hook.webhook === undefined) {
-      outcomes.push(create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })));
-      continue;
-    }
-    const started = performance.now();
-    signal.throwIfAborted();
-    const { failure, httpStatus } = local
-      ? await runHandler(deps, request.operationId, hook, composition, signal)
-      : await runWebhook(deps, hook, composition, name, signal);
-    const duration = durationOf(performance.now() - started);
-    if (failure === undefined) {
-      const status = local ? HookOutcomeStatus.HANDLED : HookOutcomeStatus.DELIVERED;
+  // The operation's own hooks, then the operator's plugins.
+  const sources = [
+    { hooks, source: HookSource.CALLER, operationId: request.operationId },
+    { hooks: operatorHooks, source: HookSource.OPERATOR, operationId: '' },
+  ];
+  for (const { hooks, source, operationId } of sources) {
+    for (const hook of hooks) {
+      if (hook.point !== request.point) continue;
+      if (toolName !== undefined && !matchesToolName(hook.matcher, toolName)) continue;
+      if (composition.ended) break;
+      const base = { hookId: hook.id, point: hook.point, plugin: hook.plugin, operationId, source };
+      // As for lifecycle hooks: while a Handle stream serves the operation the
+      // handler runs instead of the webhook; otherwise a handler-only hook is
+      // skipped. An operator plugin's hook is always a webhook.
+      const local = hook.handler && deps.handlers.serves(request.operationId, hook.plugin);
+      if (!local && hook.webhook === undefined) {
+        outcomes.push(
+          create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })),
+        );
+        continue;
+      }
+      const started = performance.now();
+      signal.throwIfAborted();
+      const { failure, httpStatus } = local
+        ? await runHandler(deps, request.operationId, hook, composition, signal)
+        : await runWebhook(deps, hook, composition, name, signal);
+      const duration = durationOf(performance.now() - started);
+      if (failure === undefined) {
+        const status = local ? HookOutcomeStatus.HANDLED : HookOutcomeStatus.DELIVERED;
+        outcomes.push(
+          create(
+            HookOutcomeSchema,
+            extend(base, { status, httpStatus: httpStatus ?? 0, duration }),
+          ),
+        );
+        continue;
+      }
       outcomes.push(
-        create(HookOutcomeSchema, extend(base, { status, httpStatus: httpStatus ?? 0, duration })),
+        failedOutcome(
+          extend(base, { httpStatus: failure.httpStatus ?? 0, duration }),
+          failure.code,
+          failure.message,
+        ),
       );
-      continue;
-    }
-    outcomes.push(
-      failedOutcome(
-        extend(base, { httpStatus: failure.httpStatus ?? 0, duration }),
-        failure.code,
-        failure.message,
-      ),
-    );
-    // The caller gave up: no answer, rather than one missing this hook's change.
-    if (failure.code === 'cancelled') signal.throwIfAborted();
-    if (hook.webhook?.onError === OnError.BLOCK) {
-      return {
-        outcome: {
-          case: 'blocked',
-          value: create(ModifyBlockedSchema, {
-            hookId: hook.id,
-            errorCode: failure.code,
-            message: failure.message,
-          }),
-        },
-        outcomes,
-      };
+      // The caller gave up: no answer, rather than one missing this hook's change.
+      if (failure.code === 'cancelled') signal.throwIfAborted();
+      if (hook.webhook?.onError === OnError.BLOCK) {
+        return {
+          outcome: {
+            case: 'blocked',
+            value: create(ModifyBlockedSchema, {
+              hookId: hook.id,
+              errorCode: failure.code,
+              message: failure.message,
+            }),
+          },
+          outcomes,
+        };
+      }
     }
   }
   signal.throwIfAborted();

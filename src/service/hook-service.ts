@@ -50,7 +50,7 @@ import {
   REASON,
   validateOperationId,
 } from '../hooks/validate.js';
-import { runModifyingHooks } from '../modify/run.js';
+import { type ModifyDeps, runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
 import { AsyncQueue } from './async-queue.js';
 
@@ -106,7 +106,7 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
 
 /** Creates the HookService implementation over the hook engine. */
 export function createHookService(
-  deps: ParkDeps,
+  deps: ParkDeps & Pick<ModifyDeps, 'operatorHooks'>,
   options: HookServiceOptions = {},
 ): Partial<ServiceImpl<typeof HookService>> {
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;

@@ -163,6 +163,9 @@ const (
 	HookSource_HOOK_SOURCE_CALLER HookSource = 1
 	// Built from the `AGENT_HOOK_WEBHOOK_*` environment.
 	HookSource_HOOK_SOURCE_ENVIRONMENT HookSource = 2
+	// From the operator plugins file (`--plugins-file`): a modifying hook that
+	// runs for every operation, after the operation's own hooks.
+	HookSource_HOOK_SOURCE_OPERATOR HookSource = 3
 )
 
 // Enum value maps for HookSource.
@@ -171,11 +174,13 @@ var (
 		0: "HOOK_SOURCE_UNSPECIFIED",
 		1: "HOOK_SOURCE_CALLER",
 		2: "HOOK_SOURCE_ENVIRONMENT",
+		3: "HOOK_SOURCE_OPERATOR",
 	}
 	HookSource_value = map[string]int32{
 		"HOOK_SOURCE_UNSPECIFIED": 0,
 		"HOOK_SOURCE_CALLER":      1,
 		"HOOK_SOURCE_ENVIRONMENT": 2,
+		"HOOK_SOURCE_OPERATOR":    3,
 	}
 )
 
@@ -508,9 +513,11 @@ type HookOutcome struct {
 	HookId string `protobuf:"bytes,1,opt,name=hook_id,json=hookId,proto3" json:"hook_id,omitempty"`
 	// Event type the hook ran on.
 	HookType HookType `protobuf:"varint,2,opt,name=hook_type,json=hookType,proto3,enum=agenthooks.v1.HookType" json:"hook_type,omitempty"`
-	// Operation the hook belongs to; empty for an environment hook.
+	// Operation the hook belongs to; empty for an environment hook and an
+	// operator plugin's hook.
 	OperationId string `protobuf:"bytes,3,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
-	// Whether the caller or the environment configured the hook.
+	// Whether the caller, the environment or the operator plugins file
+	// configured the hook.
 	Source HookSource `protobuf:"varint,4,opt,name=source,proto3,enum=agenthooks.v1.HookSource" json:"source,omitempty"`
 	// What happened.
 	Status HookOutcomeStatus `protobuf:"varint,5,opt,name=status,proto3,enum=agenthooks.v1.HookOutcomeStatus" json:"status,omitempty"`
@@ -703,12 +710,13 @@ const file_agenthooks_v1_decisions_proto_rawDesc = "" +
 	"\x1bHOOK_OUTCOME_STATUS_ALLOWED\x10\x05\x12\x1e\n" +
 	"\x1aHOOK_OUTCOME_STATUS_DENIED\x10\x06\x12\x1f\n" +
 	"\x1bHOOK_OUTCOME_STATUS_IGNORED\x10\a\x12!\n" +
-	"\x1dHOOK_OUTCOME_STATUS_CANCELLED\x10\b*^\n" +
+	"\x1dHOOK_OUTCOME_STATUS_CANCELLED\x10\b*x\n" +
 	"\n" +
 	"HookSource\x12\x1b\n" +
 	"\x17HOOK_SOURCE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12HOOK_SOURCE_CALLER\x10\x01\x12\x1b\n" +
-	"\x17HOOK_SOURCE_ENVIRONMENT\x10\x02B\xac\x01\n" +
+	"\x17HOOK_SOURCE_ENVIRONMENT\x10\x02\x12\x18\n" +
+	"\x14HOOK_SOURCE_OPERATOR\x10\x03B\xac\x01\n" +
 	"\x11com.agenthooks.v1B\x0eDecisionsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -301,6 +301,13 @@ const (
 	ErrorReason_MODIFY_CONTEXT_INVALID ErrorReason = 91
 	// INVALID_ARGUMENT: a `Modify` request's `point` is unspecified.
 	ErrorReason_MODIFY_POINT_REQUIRED ErrorReason = 92
+	// FAILED_PRECONDITION: the operator plugins file (`--plugins-file`) is
+	// missing, unreadable, not JSON of the documented shape, or one of its
+	// hooks breaks a registration rule; every `Modify` call fails with this
+	// reason until the file is fixed (metadata `pluginsFile`, and for a
+	// broken rule `rule` and `field`, such as `plugins[0].hooks[1].webhook.url`).
+	// The previous, valid plugins are never kept in its place.
+	ErrorReason_INVALID_PLUGINS ErrorReason = 93
 )
 
 // Enum value maps for ErrorReason.
@@ -399,6 +406,7 @@ var (
 		90: "PLUGIN_NAME_TOO_LONG",
 		91: "MODIFY_CONTEXT_INVALID",
 		92: "MODIFY_POINT_REQUIRED",
+		93: "INVALID_PLUGINS",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -494,6 +502,7 @@ var (
 		"PLUGIN_NAME_TOO_LONG":              90,
 		"MODIFY_CONTEXT_INVALID":            91,
 		"MODIFY_POINT_REQUIRED":             92,
+		"INVALID_PLUGINS":                   93,
 	}
 )
 
@@ -528,7 +537,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xb5\x12\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xca\x12\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -624,7 +633,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x15BLOCK_REQUIRES_RESULT\x10Y\x12\x18\n" +
 	"\x14PLUGIN_NAME_TOO_LONG\x10Z\x12\x1a\n" +
 	"\x16MODIFY_CONTEXT_INVALID\x10[\x12\x19\n" +
-	"\x15MODIFY_POINT_REQUIRED\x10\\B\xa9\x01\n" +
+	"\x15MODIFY_POINT_REQUIRED\x10\\\x12\x13\n" +
+	"\x0fINVALID_PLUGINS\x10]B\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

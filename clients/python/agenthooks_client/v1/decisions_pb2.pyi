@@ -34,6 +34,7 @@ class HookSource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HOOK_SOURCE_UNSPECIFIED: _ClassVar[HookSource]
     HOOK_SOURCE_CALLER: _ClassVar[HookSource]
     HOOK_SOURCE_ENVIRONMENT: _ClassVar[HookSource]
+    HOOK_SOURCE_OPERATOR: _ClassVar[HookSource]
 DENY_CLASSIFICATION_UNSPECIFIED: DenyClassification
 DENY_CLASSIFICATION_HOOK_DENIED: DenyClassification
 DENY_CLASSIFICATION_HOOK_CONTROL_ERROR: DenyClassification
@@ -49,6 +50,7 @@ HOOK_OUTCOME_STATUS_CANCELLED: HookOutcomeStatus
 HOOK_SOURCE_UNSPECIFIED: HookSource
 HOOK_SOURCE_CALLER: HookSource
 HOOK_SOURCE_ENVIRONMENT: HookSource
+HOOK_SOURCE_OPERATOR: HookSource
 
 class Decision(_message.Message):
     __slots__ = ("allow", "deny", "mock")

@@ -99,6 +99,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PLUGIN_NAME_TOO_LONG: _ClassVar[ErrorReason]
     MODIFY_CONTEXT_INVALID: _ClassVar[ErrorReason]
     MODIFY_POINT_REQUIRED: _ClassVar[ErrorReason]
+    INVALID_PLUGINS: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -192,3 +193,4 @@ BLOCK_REQUIRES_RESULT: ErrorReason
 PLUGIN_NAME_TOO_LONG: ErrorReason
 MODIFY_CONTEXT_INVALID: ErrorReason
 MODIFY_POINT_REQUIRED: ErrorReason
+INVALID_PLUGINS: ErrorReason

@@ -264,8 +264,11 @@ class HookServiceServicer:
     def Modify(self, request, context):
         """Runs the modifying hooks of one occurrence of a HookBus point
         (`hookbus-hooks.md`): the operation's hooks registered with this `point`,
-        in registration order, and answers their composed result. The runtime
-        applies the result, or nothing of it when the answer is `blocked`.
+        in registration order, then the operator's plugins (`--plugins-file`) in
+        file order, and answers their composed result. The runtime applies the
+        result, or nothing of it when the answer is `blocked`. While the plugins
+        file is invalid every call fails FAILED_PRECONDITION (`INVALID_PLUGINS`)
+        before any hook runs. Not idempotent: each call runs the hooks again.
 
         One RPC for the twelve points, with the context and the result as JSON
         objects named as the spec names them (camelCase): most of what they hold
