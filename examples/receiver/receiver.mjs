@@ -7,8 +7,8 @@
  *   decision, `deny` for `fs/deleteFile` and `allow` for anything else.
  * - Any other `POST` is a notification: it answers 204, and agenthooks
  *   ignores the answer anyway.
- * - A body that is not JSON gets a 400, which a control's `onError` decides
- *   about.
+ * - A body that is not a JSON object gets a 400, which a control's `onError`
+ *   decides about.
  *
  * It prints one JSON line per request, in the order the requests arrived:
  * `{"path":"/control","decision":{"decision":"deny",...},"payload":{...}}`,
@@ -48,8 +48,12 @@ function answer(req, res, body) {
   try {
     payload = JSON.parse(body);
   } catch {
+    payload = undefined;
+  }
+  // agenthooks always posts an object; `null`, an array or a number would crash the rules below.
+  if (payload === null || typeof payload !== 'object' || Array.isArray(payload)) {
     res.writeHead(400, { 'content-type': 'text/plain' });
-    res.end('expected a JSON body');
+    res.end('expected a JSON object');
     return;
   }
   if (req.url === CONTROL_PATH) {
