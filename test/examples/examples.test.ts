@@ -1,8 +1,9 @@
 /**
  * @module End-to-end: the example runtimes of `examples/` (Python, Go and
- * TypeScript, each on its generated gRPC client) run one whole operation
- * against one real sidecar and the example receiver of
- * `examples/receiver/receiver.mjs`, run as its own process. The assertions read
+ * TypeScript, each on its generated gRPC client) run one whole operation, an
+ * agent loop with modifying hooks included, against one real sidecar and the
+ * example receiver of `examples/receiver/receiver.mjs`, run as its own
+ * process. The assertions read
  * the receiver's log and the sidecar's answers as a recording gRPC proxy saw
  * them on the wire, never the examples' own printout.
  */
@@ -40,6 +41,10 @@ const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.
 const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
 /** Webhooks per operation: beforeStep, 3 controls, 3 afterToolCall, afterStep, onComplete. */
 const PAYLOADS_PER_RUN = 9;
+/** Modifying webhooks per agent loop: transformContext and shouldStopAfterTurn, two iterations. */
+const LOOP_PAYLOADS_PER_RUN = 4;
+/** Members that carry JSON as text (`Modify`, `Handle`): compared as the JSON values they hold. */
+const JSON_TEXT_FIELDS = new Set(['contextJson', 'resultJson']);
 /** Fields whose values differ from run to run (handler call ids, durations, park times). */
 const VARYING_FIELDS = new Set(['callId', 'duration', 'parkedAt']);
 
@@ -78,8 +83,10 @@ interface PrintedError {
 interface Run {
   readonly operationId: string;
   readonly calls: DecodedCall[];
-  /** Receiver requests of the run, normalised, in arrival order. */
+  /** Receiver requests of the run's lifecycle hooks, normalised, in arrival order. */
   readonly payloads: { path: string; json: Record<string, JsonValue> }[];
+  /** Receiver requests of the run's modifying hooks (the agent loop), normalised, in order. */
+  readonly loopPayloads: { path: string; json: Record<string, JsonValue> }[];
   /** The JSON lines the example printed. */
   readonly printed: Record<string, JsonValue>[];
 }
@@ -88,6 +95,18 @@ interface Run {
 function normalise<T>(value: T, operationId: string): T {
   const json = JSON.stringify(value, (key, v) => (VARYING_FIELDS.has(key) ? undefined : v));
   return JSON.parse(json.replaceAll(operationId, OPERATION_ID)) as T;
+}
+
+/**
+ * The value with every JSON text member (`contextJson`, `resultJson`) parsed:
+ * member order and spacing are not part of the contract, and each language's
+ * JSON encoder writes its own (Go's maps, for one, sort their keys).
+ */
+function withJsonTextParsed<T>(value: T): T {
+  const json = JSON.stringify(value, (key, v: unknown) =>
+    JSON_TEXT_FIELDS.has(key) && typeof v === 'string' && v !== '' ? JSON.parse(v) : v,
+  );
+  return JSON.parse(json) as T;
 }
 
 /** Reads the status details the sidecar sent in a call's trailers. */
@@ -198,6 +217,22 @@ function runProcess(command: string, args: string[], env: Record<string, string>
   });
 }
 
+/**
+ * Whether a receiver request is a modifying hook's of the run: its context's
+ * messages are the run's agent loop's, whose ids start with the operation id
+ * (a modifying hook's context has no operation id of its own).
+ */
+function isLoopPayloadOf(operationId: string, payload: Record<string, JsonValue>): boolean {
+  const messages = payload.messages;
+  return (
+    Array.isArray(messages) &&
+    messages.length > 0 &&
+    messages.every((m) =>
+      String((m as { id?: unknown } | null)?.id).startsWith(`${operationId}-loop-`),
+    )
+  );
+}
+
 /** Which tool a payload is about, for tool events. */
 function toolOf(json: Record<string, JsonValue>): string | undefined {
   return json.identifier === undefined ? undefined : `${json.identifier}/${json.apiName}`;
@@ -230,6 +265,11 @@ function sortedPayloads(run: Run): string[] {
   return run.payloads.map((p) => canonicalJson({ path: p.path, ...p.json })).sort();
 }
 
+/** The agent loop's payloads as canonical JSON, in the order the loop sent them. */
+function loopPayloadsOf(run: Pick<Run, 'loopPayloads'>): string[] {
+  return run.loopPayloads.map((p) => canonicalJson({ path: p.path, ...p.json }));
+}
+
 describe('example runtimes in Python, Go and TypeScript', () => {
   let receiver: ExampleReceiver;
   let sidecar: SidecarProcess;
@@ -254,20 +294,27 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     });
     expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
     const ofRun = (r: LoggedRequest) => r.payload.operationId === operationId;
-    // The afterToolCall of the published result is sent without being awaited.
-    await vi.waitFor(() => expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
-      timeout: 5_000,
-      interval: 10,
-    });
-    const payloads = receiver.log.filter(ofRun).map((r) => ({
+    const ofLoop = (r: LoggedRequest) => isLoopPayloadOf(operationId, r.payload);
+    // The afterToolCall of the published result is sent without being awaited,
+    // and the receiver's log reaches this process through a pipe.
+    await vi.waitFor(
+      () => {
+        expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN);
+        expect(receiver.log.filter(ofLoop)).toHaveLength(LOOP_PAYLOADS_PER_RUN);
+      },
+      { timeout: 5_000, interval: 10 },
+    );
+    const normalised = (r: LoggedRequest) => ({
       path: r.path,
       json: normalise(r.payload, operationId),
-    }));
+    });
+    const payloads = receiver.log.filter(ofRun).map(normalised);
+    const loopPayloads = receiver.log.filter(ofLoop).map(normalised);
     const printed = exit.stdout
       .split('\n')
       .filter((line) => line !== '')
       .map((line) => JSON.parse(line) as Record<string, JsonValue>);
-    return { payloads, printed };
+    return { payloads, loopPayloads, printed };
   }
 
   beforeAll(async () => {
@@ -309,11 +356,15 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     async (language) => {
       const operationId = `op-example-${language}`;
       const firstCall = proxy.calls.length;
-      const { payloads, printed } = await runExample(language, proxy.address, operationId);
+      const { payloads, loopPayloads, printed } = await runExample(
+        language,
+        proxy.address,
+        operationId,
+      );
       const proxied = proxy.calls.slice(firstCall);
       await Promise.all(proxied.map((c) => c.ended));
       const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
-      runs.set(language, { operationId, calls, payloads, printed });
+      runs.set(language, { operationId, calls, payloads, loopPayloads, printed });
 
       // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
       for (const call of calls) {
@@ -331,13 +382,17 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         ['DecideToolCall', 0],
         ['Dispatch', 0],
         ['PublishDeferredResult', 0],
+        // The agent loop: its hooks, then two iterations at three points each.
+        ['RegisterHooks', 0],
+        ...Array.from({ length: 6 }, () => ['Modify', 0]),
         ['CompleteOperation', 0],
         ['DispatchStream', 0],
       ]);
 
       // The sidecar's answers, as the runtime got them.
       const [refused, register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
-      const [publish, complete, notifications] = calls.slice(9);
+      const [publish, registerLoop] = calls.slice(9);
+      const [complete, notifications] = calls.slice(-2);
 
       // The deliberately invalid registration: the runtime read the reason and
       // the field violation of the error exactly as the sidecar sent them.
@@ -351,6 +406,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         { step: 'RegisterHooks.refused', ...refused?.error },
       ]);
       expect(register?.responses).toEqual([{ hookCount: 6 }]);
+      expect(registerLoop?.responses).toEqual([{ hookCount: 9 }]);
       expect(beforeStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
       ]);
@@ -399,7 +455,9 @@ describe('example runtimes in Python, Go and TypeScript', () => {
           ],
         },
       ]);
-      // The local handler ran over the Handle stream, and its mock is the answer above.
+      // The local handler ran over the Handle stream, and its mock is the answer
+      // above; the agent loop's beforeToolCall handler ran there twice after it.
+      const clampCall = { call: { hookId: 'clamp-limit', point: 'MODIFY_POINT_BEFORE_TOOL_CALL' } };
       expect(handle?.responses).toMatchObject([
         { attached: { operationIds: [OPERATION_ID] } },
         {
@@ -408,10 +466,14 @@ describe('example runtimes in Python, Go and TypeScript', () => {
             event: { beforeToolCall: { context: { identifier: 'web', apiName: 'search' } } },
           },
         },
+        clampCall,
+        clampCall,
       ]);
       expect(handle?.requests).toMatchObject([
         { attach: { operationIds: [OPERATION_ID] } },
         { reply: { mock: { result: { content: SEARCH_RESULT, success: true } } } },
+        { reply: { modified: {} } },
+        { reply: { done: {} } },
       ]);
       // The tool events go on the operation's one DispatchStream, not awaited
       // one by one: the denied call's afterToolCall carries the blocked result
@@ -544,6 +606,9 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         'steps-after',
         'tool-results',
         'completed',
+        'redact-card',
+        'clamp-limit',
+        'turn-budget',
       ]);
       expect(listed.handlerAttached).toBe(false);
     },
@@ -559,10 +624,14 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     expect(sortedPayloads(go)).toEqual(sortedPayloads(python));
     expect(sortedPayloads(ts)).toEqual(sortedPayloads(python));
     expect(python.payloads).toHaveLength(PAYLOADS_PER_RUN);
-    const requests = (run: Run) => run.calls.map((c) => [c.method, c.requests]);
+    expect(loopPayloadsOf(go)).toEqual(loopPayloadsOf(python));
+    expect(loopPayloadsOf(ts)).toEqual(loopPayloadsOf(python));
+    expect(python.loopPayloads).toHaveLength(LOOP_PAYLOADS_PER_RUN);
+    const requests = (run: Run) => run.calls.map((c) => [c.method, withJsonTextParsed(c.requests)]);
     expect(requests(go)).toEqual(requests(python));
     expect(requests(ts)).toEqual(requests(python));
-    const responses = (run: Run) => run.calls.map((c) => [c.method, c.responses]);
+    const responses = (run: Run) =>
+      run.calls.map((c) => [c.method, withJsonTextParsed(c.responses)]);
     expect(responses(go)).toEqual(responses(python));
     expect(responses(ts)).toEqual(responses(python));
   });
@@ -588,12 +657,13 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     for (const language of LANGUAGES) {
       const overTcp = runs.get(language);
       if (overTcp === undefined) throw new Error(`the ${language} example did not run`);
-      const { payloads } = await runExample(
+      const { payloads, loopPayloads } = await runExample(
         language,
         `unix:${socket}`,
         `op-example-${language}-unix`,
       );
       expect(sortedPayloads({ ...overTcp, payloads })).toEqual(sortedPayloads(overTcp));
+      expect(loopPayloadsOf({ loopPayloads })).toEqual(loopPayloadsOf(overTcp));
     }
   }, 60_000);
 });
