@@ -19,7 +19,16 @@
 //     parked; fs/deleteFile is denied; web/search is mocked), sends the
 //     afterToolCall notifications of the denied and the mocked call on the
 //     stream, waits for their acks and dispatches afterStep;
-//  4. publishes the parked call's result and completes the operation.
+//  4. publishes the parked call's result;
+//  5. runs a small agent loop with a scripted model, shaped by modifying
+//     hooks (hookbus-hooks.md) that it registers on the operation: at
+//     transformContext a webhook redacts the card number in the user's
+//     message, at beforeToolCall a local handler clamps the search tool's
+//     `limit`, and at shouldStopAfterTurn a webhook (a turn budget) stops the
+//     loop after its second turn. Each iteration calls Modify at the three
+//     points and applies what it answers; a `blocked` answer applies nothing
+//     and ends the run with an error;
+//  6. completes the operation.
 //
 // As the spec's producers do, it awaits the step events (Dispatch) and the
 // terminal ones (CompleteOperation), and does not wait for the tool events:
@@ -43,6 +52,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,7 +75,32 @@ const (
 
 	searchResult = `{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}`
 	readResult   = "- [x] write the examples\n- [ ] ship v1\n"
+
+	// prompt is the agent loop's first message: the receiver's redactor removes the card number.
+	prompt = "Find the agenthooks docs. My card is 4111 1111 1111 1111 if a page asks for it."
+	// searchLimitMax is the largest `limit` the search tool takes; the clamp-limit handler enforces it.
+	searchLimitMax = 10
 )
+
+// searchArgs are the search tool's arguments.
+type searchArgs struct {
+	Query string `json:"query"`
+	Limit int    `json:"limit"`
+}
+
+// turn is one assistant turn of the scripted model, with the search it calls (or nil).
+type turn struct {
+	text   string
+	search *searchArgs
+}
+
+// script is the scripted model: its turn at each iteration. It would search
+// twice and then answer; the turn budget stops it first.
+var script = []turn{
+	{"Let me search for it.", &searchArgs{Query: "agenthooks sidecar", Limit: 50}},
+	{"Let me look for the modifying hooks too.", &searchArgs{Query: "agenthooks modifying hooks", Limit: 5}},
+	{"done: the docs are at https://example.com/agenthooks.", nil},
+}
 
 var (
 	address     = env("AGENTHOOKS_ADDRESS", "127.0.0.1:50051")
@@ -129,6 +165,15 @@ func eventName(event *agenthooksv1.HookEvent) string {
 		return ""
 	}
 	return f.JSONName()
+}
+
+// pointName is the spec's name of a modifying point, such as `beforeToolCall`.
+func pointName(point agenthooksv1.ModifyPoint) string {
+	words := strings.Split(strings.ToLower(strings.TrimPrefix(point.String(), "MODIFY_POINT_")), "_")
+	for i := 1; i < len(words); i++ {
+		words[i] = strings.ToUpper(words[i][:1]) + words[i][1:]
+	}
+	return strings.Join(words, "")
 }
 
 func mustStruct(v map[string]any) *structpb.Struct {
@@ -196,6 +241,39 @@ func hooks() []*agenthooksv1.Hook {
 	}
 }
 
+// modifyingHooks are the agent loop's modifying hooks, one per point, each in its plugin.
+func modifyingHooks() []*agenthooksv1.Hook {
+	return []*agenthooksv1.Hook{
+		// A webhook: a card number must not reach the model, so if the redactor
+		// fails the answer is `blocked` (onError: block) and the runtime stops.
+		{
+			Id:      "redact-card",
+			Point:   agenthooksv1.ModifyPoint_MODIFY_POINT_TRANSFORM_CONTEXT,
+			Plugin:  "privacy",
+			Webhook: &agenthooksv1.Webhook{Url: receiverURL + "/redact", OnError: agenthooksv1.OnError_ON_ERROR_BLOCK},
+		},
+		// A local handler, served over the Handle stream: the runtime knows its
+		// tools' limits, and checks them with no HTTP round trip per tool call.
+		{
+			Id:      "clamp-limit",
+			Point:   agenthooksv1.ModifyPoint_MODIFY_POINT_BEFORE_TOOL_CALL,
+			Plugin:  "limits",
+			Matcher: proto.String("^search$"),
+			Handler: true,
+		},
+		// A webhook, not a handler: the turn budget is the operator's policy, kept in
+		// one service for runtimes in every language and changed without redeploying
+		// them; as a handler the runtime would only ask itself. A budget that cannot
+		// be checked stops the run (onError: block) rather than let it go on unmetered.
+		{
+			Id:      "turn-budget",
+			Point:   agenthooksv1.ModifyPoint_MODIFY_POINT_SHOULD_STOP_AFTER_TURN,
+			Plugin:  "budget",
+			Webhook: &agenthooksv1.Webhook{Url: receiverURL + "/stop", OnError: agenthooksv1.OnError_ON_ERROR_BLOCK},
+		},
+	}
+}
+
 // handlerStream serves the runtime's local handlers over the Handle stream,
 // in its own goroutine. Dispatch and DecideToolCall wait for the handler's
 // reply, so the stream must not be served by the goroutine that makes them.
@@ -259,8 +337,12 @@ func (h *handlerStream) serve() {
 	}
 }
 
-// run is the handler: it mocks web/search, and is done with anything else.
+// run is the handler: it mocks web/search, runs the modifying handler, and is
+// done with anything else.
 func run(call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
+	if call.GetPoint() != agenthooksv1.ModifyPoint_MODIFY_POINT_UNSPECIFIED {
+		return runModifying(call)
+	}
 	if before := call.GetEvent().GetBeforeToolCall(); before != nil {
 		tool := before.GetContext().GetIdentifier() + "/" + before.GetContext().GetApiName()
 		if call.GetHookId() == "mock-search" && tool == "web/search" {
@@ -271,6 +353,31 @@ func run(call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
 		}
 	}
 	emit("Handle.call", field{"hookId", call.GetHookId()}, field{"event", eventName(call.GetEvent())}, field{"reply", "done"})
+	return &agenthooksv1.HandlerReply{CallId: call.GetCallId(), Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
+}
+
+// runModifying is the modifying handler: it clamps the search tool's `limit`,
+// and changes nothing else. It gets the point's context as the hooks before it
+// left it, and replies `modified` with its result, or `done` for no change.
+func runModifying(call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
+	point := pointName(call.GetPoint())
+	if call.GetHookId() == "clamp-limit" {
+		// Raw values, so that the other arguments stay as the model wrote them.
+		var pointContext struct {
+			Args map[string]json.RawMessage `json:"args"`
+		}
+		var limit int
+		if json.Unmarshal([]byte(call.GetContextJson()), &pointContext) == nil &&
+			json.Unmarshal(pointContext.Args["limit"], &limit) == nil && limit > searchLimitMax {
+			emit("Handle.call", field{"hookId", call.GetHookId()}, field{"point", point}, field{"reply", "modified"})
+			pointContext.Args["limit"] = json.RawMessage(strconv.Itoa(searchLimitMax))
+			result := toJSON(map[string]any{"args": pointContext.Args})
+			return &agenthooksv1.HandlerReply{CallId: call.GetCallId(), Outcome: &agenthooksv1.HandlerReply_Modified{
+				Modified: &agenthooksv1.HandlerModified{ResultJson: result},
+			}}
+		}
+	}
+	emit("Handle.call", field{"hookId", call.GetHookId()}, field{"point", point}, field{"reply", "done"})
 	return &agenthooksv1.HandlerReply{CallId: call.GetCallId(), Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
 }
 
@@ -545,6 +652,224 @@ func (r *runner) publish(call toolCall, result *agenthooksv1.ToolResult) error {
 	return nil
 }
 
+// errModifyBlocked is a hook with onError: block that failed: the runtime
+// applies nothing of the call.
+var errModifyBlocked = errors.New("agenthooks blocked the agent loop")
+
+// loopMessage is the agent loop's message as JSON: the hooks may answer
+// messages of any shape, and the loop carries them as they are.
+type loopMessage = json.RawMessage
+
+// userMessage, assistantMessage and toolResultMessage are the messages the
+// loop writes itself.
+type userMessage struct {
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+type assistantMessage struct {
+	ID        string         `json:"id"`
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	ToolCalls []loopToolCall `json:"toolCalls,omitempty"`
+}
+
+type loopToolCall struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Arguments searchArgs `json:"arguments"`
+}
+
+type toolResultMessage struct {
+	ID         string `json:"id"`
+	Role       string `json:"role"`
+	ToolCallID string `json:"toolCallId"`
+	ToolName   string `json:"toolName"`
+	Content    string `json:"content"`
+	IsError    bool   `json:"isError"`
+}
+
+// toolRef is a context's `toolCall`: the call's id and the tool's name, which matchers test.
+type toolRef struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// The points' contexts, named as hookbus-hooks.md names them.
+type transformContext struct {
+	Messages  []loopMessage `json:"messages"`
+	Iteration int           `json:"iteration"`
+}
+
+type beforeToolCallContext struct {
+	ToolCall  toolRef         `json:"toolCall"`
+	Args      json.RawMessage `json:"args"`
+	Iteration int             `json:"iteration"`
+}
+
+type shouldStopAfterTurnContext struct {
+	Messages     []loopMessage `json:"messages"`
+	Iteration    int           `json:"iteration"`
+	HadToolCalls bool          `json:"hadToolCalls"`
+}
+
+// modifyResult holds the result members the loop reads; an absent one is nil.
+type modifyResult struct {
+	Messages []loopMessage   `json:"messages"`
+	Args     json.RawMessage `json:"args"`
+	Content  *string         `json:"content"`
+	IsError  *bool           `json:"isError"`
+	Stop     *bool           `json:"stop"`
+}
+
+// search is the search tool: as many results as `limit` asks for.
+func search(args searchArgs) string {
+	return fmt.Sprintf("%d results for %s", args.Limit, args.Query)
+}
+
+// agentLoop is a small agent loop with a scripted model, shaped by the
+// operation's modifying hooks. Each iteration calls Modify at
+// transformContext and uses the messages it answers from then on, takes the
+// scripted model's turn, calls Modify at beforeToolCall for the turn's tool
+// call and runs the tool with the arguments it answers, then calls Modify at
+// shouldStopAfterTurn and stops when told.
+type agentLoop struct {
+	client   agenthooksv1.HookServiceClient
+	messages []loopMessage
+	ids      int
+}
+
+func newAgentLoop(client agenthooksv1.HookServiceClient) *agentLoop {
+	l := &agentLoop{client: client}
+	l.messages = []loopMessage{l.message(func(id string) any { return userMessage{ID: id, Role: "user", Content: prompt} })}
+	return l
+}
+
+// message writes the loop's next message, given its id.
+func (l *agentLoop) message(build func(id string) any) loopMessage {
+	l.ids++
+	return loopMessage(toJSON(build(fmt.Sprintf("%s-loop-%d", operationID, l.ids))))
+}
+
+// modify runs the point's hooks and answers their composed result. A
+// `blocked` answer is errModifyBlocked: the caller applies nothing (fail closed).
+func (l *agentLoop) modify(point agenthooksv1.ModifyPoint, iteration int, pointContext any) (*modifyResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	res, err := l.client.Modify(ctx, &agenthooksv1.ModifyRequest{OperationId: operationID, Point: point, ContextJson: toJSON(pointContext)})
+	if err != nil {
+		return nil, fmt.Errorf("Modify: %w", err)
+	}
+	name := pointName(point)
+	switch o := res.GetOutcome().(type) {
+	case *agenthooksv1.ModifyResponse_Blocked:
+		b := o.Blocked
+		emit("Modify.blocked", field{"point", name}, field{"iteration", iteration}, field{"hookId", b.GetHookId()},
+			field{"errorCode", b.GetErrorCode()}, field{"message", b.GetMessage()})
+		return nil, fmt.Errorf("%w: %s blocked by %s: %s", errModifyBlocked, name, b.GetHookId(), b.GetMessage())
+	case *agenthooksv1.ModifyResponse_ResultJson:
+		var result modifyResult
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(o.ResultJson), &result); err != nil {
+			return nil, fmt.Errorf("Modify: %w", err)
+		}
+		if err := json.Unmarshal([]byte(o.ResultJson), &members); err != nil {
+			return nil, fmt.Errorf("Modify: %w", err)
+		}
+		changed := make([]string, 0, len(members))
+		for member := range members {
+			changed = append(changed, member)
+		}
+		sort.Strings(changed)
+		fields := []field{{"point", name}, {"iteration", iteration}, {"changed", changed}}
+		if point == agenthooksv1.ModifyPoint_MODIFY_POINT_SHOULD_STOP_AFTER_TURN {
+			fields = append(fields, field{"stop", result.Stop != nil && *result.Stop})
+		}
+		emit("Modify", append(fields, field{"outcomes", outcomes(res.GetOutcomes())})...)
+		return &result, nil
+	default:
+		return nil, errors.New("Modify answered without a result")
+	}
+}
+
+func (l *agentLoop) run() error {
+	for i, t := range script {
+		iteration := i + 1
+		transformed, err := l.modify(agenthooksv1.ModifyPoint_MODIFY_POINT_TRANSFORM_CONTEXT, iteration,
+			transformContext{Messages: l.messages, Iteration: iteration})
+		if err != nil {
+			return err
+		}
+		// The hooks' messages replace the runtime's: the card number is gone for good.
+		if transformed.Messages != nil {
+			l.messages = transformed.Messages
+		}
+
+		var calls []loopToolCall
+		if t.search != nil {
+			calls = []loopToolCall{{ID: fmt.Sprintf("%s-loop-call-%d", operationID, iteration), Name: "search", Arguments: *t.search}}
+		}
+		l.messages = append(l.messages, l.message(func(id string) any {
+			return assistantMessage{ID: id, Role: "assistant", Content: t.text, ToolCalls: calls}
+		}))
+		for _, call := range calls {
+			result, err := l.callTool(call, iteration)
+			if err != nil {
+				return err
+			}
+			l.messages = append(l.messages, result)
+		}
+
+		stop, err := l.modify(agenthooksv1.ModifyPoint_MODIFY_POINT_SHOULD_STOP_AFTER_TURN, iteration,
+			shouldStopAfterTurnContext{Messages: l.messages, Iteration: iteration, HadToolCalls: len(calls) > 0})
+		if err != nil {
+			return err
+		}
+		if stop.Stop != nil && *stop.Stop {
+			emit("AgentLoop.stopped", field{"iteration", iteration}, field{"by", "shouldStopAfterTurn"})
+			return nil
+		}
+		if len(calls) == 0 {
+			emit("AgentLoop.stopped", field{"iteration", iteration}, field{"by", "noToolCalls"})
+			return nil
+		}
+	}
+	return errors.New("the scripted model has no more turns")
+}
+
+// callTool runs a tool call as the beforeToolCall hooks say, and answers its result message.
+func (l *agentLoop) callTool(call loopToolCall, iteration int) (loopMessage, error) {
+	args := json.RawMessage(toJSON(call.Arguments))
+	before, err := l.modify(agenthooksv1.ModifyPoint_MODIFY_POINT_BEFORE_TOOL_CALL, iteration,
+		beforeToolCallContext{ToolCall: toolRef{ID: call.ID, Name: call.Name}, Args: args, Iteration: iteration})
+	if err != nil {
+		return nil, err
+	}
+	var content string
+	isError := before.IsError != nil && *before.IsError
+	if before.Content != nil || isError {
+		// A hook answered in the tool's place: the tool must not run.
+		if before.Content != nil {
+			content = *before.Content
+		}
+		emit("Tool.skipped", field{"name", call.Name}, field{"content", content}, field{"isError", isError})
+	} else {
+		if before.Args != nil {
+			args = before.Args
+		}
+		var parsed searchArgs
+		if err := json.Unmarshal(args, &parsed); err != nil {
+			return nil, fmt.Errorf("%s: %w", call.Name, err)
+		}
+		content = search(parsed)
+		emit("Tool", field{"name", call.Name}, field{"limit", parsed.Limit}, field{"content", content})
+	}
+	return l.message(func(id string) any {
+		return toolResultMessage{ID: id, Role: "toolResult", ToolCallID: call.ID, ToolName: call.Name, Content: content, IsError: isError}
+	}), nil
+}
+
 func runOperation() error {
 	// host:port or unix:/path; grpc-go resolves both.
 	conn, err := grpc.NewClient(address, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -613,6 +938,17 @@ func runOperation() error {
 	}
 	if err := notifications.close(); err != nil {
 		return fmt.Errorf("DispatchStream: %w", err)
+	}
+
+	ctx3, cancel3 := context.WithTimeout(context.Background(), timeout)
+	defer cancel3()
+	registered, err = client.RegisterHooks(ctx3, &agenthooksv1.RegisterHooksRequest{OperationId: operationID, Hooks: modifyingHooks()})
+	if err != nil {
+		return fmt.Errorf("RegisterHooks: %w", err)
+	}
+	emit("RegisterHooks", field{"operationId", operationID}, field{"hookCount", registered.GetHookCount()})
+	if err := newAgentLoop(client).run(); err != nil {
+		return err
 	}
 
 	ctx2, cancel2 := context.WithTimeout(context.Background(), timeout)

@@ -15,7 +15,15 @@ gRPC, and does what a runtime does:
    fs/deleteFile is denied; web/search is mocked), sends the afterToolCall
    notifications of the denied and the mocked call on the stream, waits for
    their acks and dispatches afterStep;
-4. publishes the parked call's result and completes the operation.
+4. publishes the parked call's result;
+5. runs a small agent loop with a scripted model, shaped by modifying hooks
+   (hookbus-hooks.md) that it registers on the operation: at transformContext a
+   webhook redacts the card number in the user's message, at beforeToolCall a
+   local handler clamps the search tool's `limit`, and at shouldStopAfterTurn a
+   webhook (a turn budget) stops the loop after its second turn. Each iteration
+   calls Modify at the three points and applies what it answers; a `blocked`
+   answer applies nothing and ends the run with an error;
+6. completes the operation.
 
 As the spec's producers do, it awaits the step events (Dispatch) and the
 terminal ones (CompleteOperation), and does not wait for the tool events: they
@@ -64,6 +72,19 @@ TIMEOUT_SECONDS = 10.0
 SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}'
 READ_RESULT = "- [x] write the examples\n- [ ] ship v1\n"
 
+# The agent loop's first message: the receiver's redactor removes the card number.
+PROMPT = "Find the agenthooks docs. My card is 4111 1111 1111 1111 if a page asks for it."
+# The largest `limit` the search tool takes; the clamp-limit handler enforces it.
+SEARCH_LIMIT_MAX = 10
+# The scripted model: its assistant turn at each iteration, with the search it calls
+# (or None). It would search twice and then answer; the turn budget stops it first.
+SCRIPT: list[tuple[str, dict[str, Any] | None]] = [
+    ("Let me search for it.", {"query": "agenthooks sidecar", "limit": 50}),
+    ("Let me look for the modifying hooks too.",
+     {"query": "agenthooks modifying hooks", "limit": 5}),
+    ("done: the docs are at https://example.com/agenthooks.", None),
+]
+
 _print_lock = threading.Lock()
 
 
@@ -76,6 +97,17 @@ def emit(**line: Any) -> None:
 def event_name(event: events_pb2.HookEvent) -> str:
     """The hook type literal of an event, such as `beforeStep`."""
     return event.DESCRIPTOR.fields_by_name[event.WhichOneof("event")].json_name
+
+
+def point_name(point: int) -> str:
+    """The spec's name of a modifying point, such as `beforeToolCall`."""
+    words = hooks_pb2.ModifyPoint.Name(point).removeprefix("MODIFY_POINT_").lower().split("_")
+    return words[0] + "".join(w.capitalize() for w in words[1:])
+
+
+def to_json(value: Any) -> str:
+    """Writes JSON as the other examples do: compact, non-ASCII as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def struct(value: dict[str, Any]) -> struct_pb2.Struct:
@@ -145,6 +177,36 @@ def hooks() -> list[hooks_pb2.Hook]:
     ]
 
 
+def modifying_hooks() -> list[hooks_pb2.Hook]:
+    """The agent loop's modifying hooks, one per point, each in its plugin."""
+    return [
+        # A webhook: a card number must not reach the model, so if the redactor
+        # fails the answer is `blocked` (onError: block) and the runtime stops.
+        hooks_pb2.Hook(
+            id="redact-card",
+            point=hooks_pb2.MODIFY_POINT_TRANSFORM_CONTEXT,
+            plugin="privacy",
+            webhook=hooks_pb2.Webhook(url=f"{RECEIVER_URL}/redact",
+                                      on_error=hooks_pb2.ON_ERROR_BLOCK),
+        ),
+        # A local handler, served over the Handle stream: the runtime knows its
+        # tools' limits, and checks them with no HTTP round trip per tool call.
+        hooks_pb2.Hook(id="clamp-limit", point=hooks_pb2.MODIFY_POINT_BEFORE_TOOL_CALL,
+                       plugin="limits", matcher="^search$", handler=True),
+        # A webhook, not a handler: the turn budget is the operator's policy, kept in
+        # one service for runtimes in every language and changed without redeploying
+        # them; as a handler the runtime would only ask itself. A budget that cannot
+        # be checked stops the run (onError: block) rather than let it go on unmetered.
+        hooks_pb2.Hook(
+            id="turn-budget",
+            point=hooks_pb2.MODIFY_POINT_SHOULD_STOP_AFTER_TURN,
+            plugin="budget",
+            webhook=hooks_pb2.Webhook(url=f"{RECEIVER_URL}/stop",
+                                      on_error=hooks_pb2.ON_ERROR_BLOCK),
+        ),
+    ]
+
+
 class HandlerStream:
     """Serves the runtime's local handlers over the Handle stream, on its own thread.
 
@@ -183,7 +245,9 @@ class HandlerStream:
             self._attached.set()
 
     def _run(self, call: service_pb2.HandlerCall) -> service_pb2.HandlerReply:
-        """The handler: mocks web/search, and is done with anything else."""
+        """The handler: mocks web/search, runs the modifying handler, and is done with the rest."""
+        if call.point != hooks_pb2.MODIFY_POINT_UNSPECIFIED:
+            return self._modify(call)
         event = call.event
         if event.WhichOneof("event") == "before_tool_call":
             context = event.before_tool_call.context
@@ -196,6 +260,27 @@ class HandlerStream:
                         result=events_pb2.ToolResult(content=SEARCH_RESULT, success=True)),
                 )
         emit(step="Handle.call", hookId=call.hook_id, event=event_name(event), reply="done")
+        return service_pb2.HandlerReply(call_id=call.call_id, done=service_pb2.HandlerDone())
+
+    def _modify(self, call: service_pb2.HandlerCall) -> service_pb2.HandlerReply:
+        """The modifying handler: clamps the search tool's `limit`, and changes nothing else.
+
+        It gets the point's context as the hooks before it left it, and replies
+        `modified` with its result, or `done` for no change.
+        """
+        point = point_name(call.point)
+        if call.hook_id == "clamp-limit":
+            args = json.loads(call.context_json)["args"]
+            limit = args.get("limit")
+            if type(limit) is int and limit > SEARCH_LIMIT_MAX:
+                emit(step="Handle.call", hookId=call.hook_id, point=point, reply="modified")
+                # The other arguments stay as the model wrote them.
+                result = {"args": {**args, "limit": SEARCH_LIMIT_MAX}}
+                return service_pb2.HandlerReply(
+                    call_id=call.call_id,
+                    modified=service_pb2.HandlerModified(result_json=to_json(result)),
+                )
+        emit(step="Handle.call", hookId=call.hook_id, point=point, reply="done")
         return service_pb2.HandlerReply(call_id=call.call_id, done=service_pb2.HandlerDone())
 
     def wait_attached(self) -> None:
@@ -395,6 +480,101 @@ class Runtime:
              published=res.published, content=res.final_result.content)
 
 
+class ModifyBlocked(Exception):
+    """A hook with onError: block failed: the runtime applies nothing of the call."""
+
+
+def search(args: dict[str, Any]) -> str:
+    """The search tool: as many results as `limit` asks for."""
+    return f"{args['limit']} results for {args['query']}"
+
+
+class AgentLoop:
+    """A small agent loop with a scripted model, shaped by the operation's modifying hooks.
+
+    Each iteration calls Modify at transformContext and uses the messages it
+    answers from then on, takes the scripted model's turn, calls Modify at
+    beforeToolCall for the turn's tool call and runs the tool with the arguments
+    it answers, then calls Modify at shouldStopAfterTurn and stops when told.
+    The contexts are JSON objects named as hookbus-hooks.md names them.
+    """
+
+    def __init__(self, stub: service_pb2_grpc.HookServiceStub) -> None:
+        self.stub = stub
+        self._ids = 0
+        self.messages: list[dict[str, Any]] = [self._message(role="user", content=PROMPT)]
+
+    def _message(self, **fields: Any) -> dict[str, Any]:
+        self._ids += 1
+        return {"id": f"{OPERATION_ID}-loop-{self._ids}", **fields}
+
+    def modify(self, point: int, context: dict[str, Any]) -> dict[str, Any]:
+        """Runs the point's hooks and answers their composed result.
+
+        A `blocked` answer raises ModifyBlocked: the caller applies nothing (fail closed).
+        """
+        res = self.stub.Modify(
+            service_pb2.ModifyRequest(operation_id=OPERATION_ID, point=point,
+                                      context_json=to_json(context)),
+            timeout=TIMEOUT_SECONDS,
+        )
+        name, iteration = point_name(point), context["iteration"]
+        outcome = res.WhichOneof("outcome")
+        if outcome == "blocked":
+            blocked = res.blocked
+            emit(step="Modify.blocked", point=name, iteration=iteration, hookId=blocked.hook_id,
+                 errorCode=blocked.error_code, message=blocked.message)
+            raise ModifyBlocked(f"{name} blocked by {blocked.hook_id}: {blocked.message}")
+        if outcome != "result_json":
+            raise RuntimeError("Modify answered without a result")
+        result = json.loads(res.result_json)
+        details = {"stop": result.get("stop", False)} if name == "shouldStopAfterTurn" else {}
+        emit(step="Modify", point=name, iteration=iteration, changed=sorted(result), **details,
+             outcomes=outcomes(res.outcomes))
+        return result
+
+    def run(self) -> None:
+        for iteration, (text, search_args) in enumerate(SCRIPT, start=1):
+            transformed = self.modify(hooks_pb2.MODIFY_POINT_TRANSFORM_CONTEXT,
+                                      {"messages": self.messages, "iteration": iteration})
+            # The hooks' messages replace the runtime's: the card number is gone for good.
+            self.messages = transformed.get("messages", self.messages)
+
+            assistant = self._message(role="assistant", content=text)
+            self.messages.append(assistant)
+            if search_args is not None:
+                call = {"id": f"{OPERATION_ID}-loop-call-{iteration}", "name": "search"}
+                assistant["toolCalls"] = [{**call, "arguments": search_args}]
+                self.messages.append(self.call_tool(call, search_args, iteration))
+
+            stop = self.modify(hooks_pb2.MODIFY_POINT_SHOULD_STOP_AFTER_TURN,
+                               {"messages": self.messages, "iteration": iteration,
+                                "hadToolCalls": search_args is not None})
+            if stop.get("stop") is True:
+                emit(step="AgentLoop.stopped", iteration=iteration, by="shouldStopAfterTurn")
+                return
+            if search_args is None:
+                emit(step="AgentLoop.stopped", iteration=iteration, by="noToolCalls")
+                return
+        raise RuntimeError("the scripted model has no more turns")
+
+    def call_tool(self, call: dict[str, str], args: dict[str, Any],
+                  iteration: int) -> dict[str, Any]:
+        """Runs a tool call as the beforeToolCall hooks say, and answers its result message."""
+        before = self.modify(hooks_pb2.MODIFY_POINT_BEFORE_TOOL_CALL,
+                             {"toolCall": call, "args": args, "iteration": iteration})
+        if "content" in before or before.get("isError") is True:
+            # A hook answered in the tool's place: the tool must not run.
+            content, is_error = before.get("content", ""), before.get("isError", False)
+            emit(step="Tool.skipped", name=call["name"], content=content, isError=is_error)
+        else:
+            args = before.get("args", args)
+            content, is_error = search(args), False
+            emit(step="Tool", name=call["name"], limit=args["limit"], content=content)
+        return self._message(role="toolResult", toolCallId=call["id"], toolName=call["name"],
+                             content=content, isError=is_error)
+
+
 def main() -> None:
     with grpc.insecure_channel(ADDRESS) as channel:
         stub = service_pb2_grpc.HookServiceStub(channel)
@@ -432,6 +612,13 @@ def main() -> None:
                                                      execution_time=12))
         notifier.close()
 
+        res = stub.RegisterHooks(
+            service_pb2.RegisterHooksRequest(operation_id=OPERATION_ID, hooks=modifying_hooks()),
+            timeout=TIMEOUT_SECONDS,
+        )
+        emit(step="RegisterHooks", operationId=OPERATION_ID, hookCount=res.hook_count)
+        AgentLoop(stub).run()
+
         done = stub.CompleteOperation(
             service_pb2.CompleteOperationRequest(event=events_pb2.OnCompleteEvent(
                 agent_id=AGENT_ID, operation_id=OPERATION_ID, user_id=USER_ID, reason="done",
@@ -448,4 +635,7 @@ if __name__ == "__main__":
         main()
     except grpc.RpcError as e:
         print(f"agenthooks call failed: {e.code().name}: {e.details()}", file=sys.stderr)
+        sys.exit(1)
+    except ModifyBlocked as e:
+        print(f"agenthooks blocked the agent loop: {e}", file=sys.stderr)
         sys.exit(1)

@@ -19,7 +19,16 @@
  *    fs/deleteFile is denied; web/search is mocked), sends the afterToolCall
  *    notifications of the denied and the mocked call on the stream, waits for
  *    their acks and dispatches afterStep;
- * 4. publishes the parked call's result and completes the operation.
+ * 4. publishes the parked call's result;
+ * 5. runs a small agent loop with a scripted model, shaped by modifying hooks
+ *    (hookbus-hooks.md) that it registers on the operation: at
+ *    transformContext a webhook redacts the card number in the user's
+ *    message, at beforeToolCall a local handler clamps the search tool's
+ *    `limit`, and at shouldStopAfterTurn a webhook (a turn budget) stops the
+ *    loop after its second turn. Each iteration calls Modify at the three
+ *    points and applies what it answers; a `blocked` answer applies nothing
+ *    and ends the run with an error;
+ * 6. completes the operation.
  *
  * As the spec's producers do, it awaits the step events (Dispatch) and the
  * terminal ones (CompleteOperation), and does not wait for the tool events:
@@ -60,6 +69,7 @@ import {
 import {
   type Hook,
   HookSchema,
+  ModifyPoint,
   OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -88,6 +98,31 @@ const TIMEOUT_MS = 10_000;
 const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.com/agenthooks"}]}';
 const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
 
+/** The agent loop's first message: the receiver's redactor removes the card number. */
+const PROMPT = 'Find the agenthooks docs. My card is 4111 1111 1111 1111 if a page asks for it.';
+/** The largest `limit` the search tool takes; the clamp-limit handler enforces it. */
+const SEARCH_LIMIT_MAX = 10;
+
+/** The search tool's arguments. */
+interface SearchArgs extends JsonObject {
+  query: string;
+  limit: number;
+}
+
+/**
+ * The scripted model: its assistant turn at each iteration, with the search it
+ * calls (or none). It would search twice and then answer; the turn budget
+ * stops it first.
+ */
+const SCRIPT: readonly { text: string; search?: SearchArgs }[] = [
+  { text: 'Let me search for it.', search: { query: 'agenthooks sidecar', limit: 50 } },
+  {
+    text: 'Let me look for the modifying hooks too.',
+    search: { query: 'agenthooks modifying hooks', limit: 5 },
+  },
+  { text: 'done: the docs are at https://example.com/agenthooks.' },
+];
+
 type HookClient = Client<typeof HookService>;
 type HandleRequestInit = MessageInitShape<typeof HandleRequestSchema>;
 
@@ -99,6 +134,11 @@ function emit(step: string, details: Record<string, unknown> = {}): void {
 /** Formats hook outcomes as `hookId:status`, such as `steps-before:delivered`. */
 function outcomes(items: readonly HookOutcome[]): string[] {
   return items.map((o) => `${o.hookId}:${HookOutcomeStatus[o.status].toLowerCase()}`);
+}
+
+/** The spec's name of a modifying point, such as `beforeToolCall`. */
+function pointName(point: ModifyPoint): string {
+  return ModifyPoint[point].toLowerCase().replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
 /**
@@ -181,6 +221,39 @@ function hooks(): Hook[] {
   ];
 }
 
+/** The agent loop's modifying hooks, one per point, each in its plugin. */
+function modifyingHooks(): Hook[] {
+  return [
+    // A webhook: a card number must not reach the model, so if the redactor
+    // fails the answer is `blocked` (onError: block) and the runtime stops.
+    create(HookSchema, {
+      id: 'redact-card',
+      point: ModifyPoint.TRANSFORM_CONTEXT,
+      plugin: 'privacy',
+      webhook: { url: `${RECEIVER_URL}/redact`, onError: OnError.BLOCK },
+    }),
+    // A local handler, served over the Handle stream: the runtime knows its
+    // tools' limits, and checks them with no HTTP round trip per tool call.
+    create(HookSchema, {
+      id: 'clamp-limit',
+      point: ModifyPoint.BEFORE_TOOL_CALL,
+      plugin: 'limits',
+      matcher: '^search$',
+      handler: true,
+    }),
+    // A webhook, not a handler: the turn budget is the operator's policy, kept in
+    // one service for runtimes in every language and changed without redeploying
+    // them; as a handler the runtime would only ask itself. A budget that cannot
+    // be checked stops the run (onError: block) rather than let it go on unmetered.
+    create(HookSchema, {
+      id: 'turn-budget',
+      point: ModifyPoint.SHOULD_STOP_AFTER_TURN,
+      plugin: 'budget',
+      webhook: { url: `${RECEIVER_URL}/stop`, onError: OnError.BLOCK },
+    }),
+  ];
+}
+
 /** The requests of a stream, written by the runtime and read by the transport. */
 class Outbox<T> implements AsyncIterable<T> {
   readonly #items: T[] = [];
@@ -258,8 +331,9 @@ class HandlerStream {
     this.#served.catch(() => {});
   }
 
-  /** The handler: mocks web/search, and is done with anything else. */
+  /** The handler: mocks web/search, runs the modifying handler, and is done with anything else. */
   #run(call: HandlerCall): MessageInitShape<typeof HandlerReplySchema> {
+    if (call.point !== ModifyPoint.UNSPECIFIED) return this.#modify(call);
     const event = call.event?.event;
     if (event?.case === 'beforeToolCall' && event.value.context !== undefined) {
       const tool = `${event.value.context.identifier}/${event.value.context.apiName}`;
@@ -275,6 +349,27 @@ class HandlerStream {
       }
     }
     emit('Handle.call', { hookId: call.hookId, event: event?.case, reply: 'done' });
+    return { callId: call.callId, outcome: { case: 'done', value: {} } };
+  }
+
+  /**
+   * The modifying handler: clamps the search tool's `limit`, and changes
+   * nothing else. It gets the point's context as the hooks before it left it,
+   * and replies `modified` with its result, or `done` for no change.
+   */
+  #modify(call: HandlerCall): MessageInitShape<typeof HandlerReplySchema> {
+    const point = pointName(call.point);
+    if (call.hookId === 'clamp-limit') {
+      const { args } = JSON.parse(call.contextJson) as { args: JsonObject };
+      const limit = args.limit;
+      if (typeof limit === 'number' && Number.isInteger(limit) && limit > SEARCH_LIMIT_MAX) {
+        emit('Handle.call', { hookId: call.hookId, point, reply: 'modified' });
+        // The other arguments stay as the model wrote them.
+        const resultJson = JSON.stringify({ args: { ...args, limit: SEARCH_LIMIT_MAX } });
+        return { callId: call.callId, outcome: { case: 'modified', value: { resultJson } } };
+      }
+    }
+    emit('Handle.call', { hookId: call.hookId, point, reply: 'done' });
     return { callId: call.callId, outcome: { case: 'done', value: {} } };
   }
 
@@ -489,6 +584,152 @@ class Runtime {
   }
 }
 
+/** A hook with onError: block failed: the runtime applies nothing of the call. */
+class ModifyBlockedError extends Error {
+  override readonly name = 'ModifyBlockedError';
+}
+
+/** The search tool: as many results as `limit` asks for. */
+function search(args: SearchArgs): string {
+  return `${args.limit} results for ${args.query}`;
+}
+
+/** The result members the loop reads, as the sidecar composed them. */
+interface ModifyResult {
+  readonly messages?: JsonObject[];
+  readonly args?: SearchArgs;
+  readonly content?: string;
+  readonly isError?: boolean;
+  readonly stop?: boolean;
+}
+
+/**
+ * A small agent loop with a scripted model, shaped by the operation's
+ * modifying hooks. Each iteration calls Modify at transformContext and uses
+ * the messages it answers from then on, takes the scripted model's turn,
+ * calls Modify at beforeToolCall for the turn's tool call and runs the tool
+ * with the arguments it answers, then calls Modify at shouldStopAfterTurn and
+ * stops when told. The contexts are JSON objects named as hookbus-hooks.md
+ * names them.
+ */
+class AgentLoop {
+  readonly #client: HookClient;
+  #messages: JsonObject[];
+  #ids = 0;
+
+  constructor(client: HookClient) {
+    this.#client = client;
+    this.#messages = [this.#message({ role: 'user', content: PROMPT })];
+  }
+
+  #message(fields: JsonObject): JsonObject {
+    this.#ids += 1;
+    return { id: `${OPERATION_ID}-loop-${this.#ids}`, ...fields };
+  }
+
+  /**
+   * Runs the point's hooks and answers their composed result. A `blocked`
+   * answer throws ModifyBlockedError: the caller applies nothing (fail closed).
+   */
+  async modify(
+    point: ModifyPoint,
+    context: JsonObject & { iteration: number },
+  ): Promise<ModifyResult> {
+    const res = await this.#client.modify(
+      { operationId: OPERATION_ID, point, contextJson: JSON.stringify(context) },
+      { timeoutMs: TIMEOUT_MS },
+    );
+    const name = pointName(point);
+    const { iteration } = context;
+    const outcome = res.outcome;
+    if (outcome.case === 'blocked') {
+      const { hookId, errorCode, message } = outcome.value;
+      emit('Modify.blocked', { point: name, iteration, hookId, errorCode, message });
+      throw new ModifyBlockedError(`${name} blocked by ${hookId}: ${message}`);
+    }
+    if (outcome.case !== 'resultJson') throw new Error('Modify answered without a result');
+    const result = JSON.parse(outcome.value) as ModifyResult;
+    const details =
+      point === ModifyPoint.SHOULD_STOP_AFTER_TURN ? { stop: result.stop ?? false } : {};
+    const changed = Object.keys(result).sort();
+    emit('Modify', {
+      point: name,
+      iteration,
+      changed,
+      ...details,
+      outcomes: outcomes(res.outcomes),
+    });
+    return result;
+  }
+
+  async run(): Promise<void> {
+    for (const [index, turn] of SCRIPT.entries()) {
+      const iteration = index + 1;
+      const transformed = await this.modify(ModifyPoint.TRANSFORM_CONTEXT, {
+        messages: this.#messages,
+        iteration,
+      });
+      // The hooks' messages replace the runtime's: the card number is gone for good.
+      this.#messages = transformed.messages ?? this.#messages;
+
+      const assistant = this.#message({ role: 'assistant', content: turn.text });
+      this.#messages.push(assistant);
+      if (turn.search !== undefined) {
+        const call = { id: `${OPERATION_ID}-loop-call-${iteration}`, name: 'search' };
+        assistant.toolCalls = [{ ...call, arguments: turn.search }];
+        this.#messages.push(await this.#callTool(call, turn.search, iteration));
+      }
+
+      const stop = await this.modify(ModifyPoint.SHOULD_STOP_AFTER_TURN, {
+        messages: this.#messages,
+        iteration,
+        hadToolCalls: turn.search !== undefined,
+      });
+      if (stop.stop === true) {
+        emit('AgentLoop.stopped', { iteration, by: 'shouldStopAfterTurn' });
+        return;
+      }
+      if (turn.search === undefined) {
+        emit('AgentLoop.stopped', { iteration, by: 'noToolCalls' });
+        return;
+      }
+    }
+    throw new Error('the scripted model has no more turns');
+  }
+
+  /** Runs a tool call as the beforeToolCall hooks say, and answers its result message. */
+  async #callTool(
+    call: { id: string; name: string },
+    args: SearchArgs,
+    iteration: number,
+  ): Promise<JsonObject> {
+    const before = await this.modify(ModifyPoint.BEFORE_TOOL_CALL, {
+      toolCall: call,
+      args,
+      iteration,
+    });
+    let content: string;
+    let isError = false;
+    if (before.content !== undefined || before.isError === true) {
+      // A hook answered in the tool's place: the tool must not run.
+      content = before.content ?? '';
+      isError = before.isError ?? false;
+      emit('Tool.skipped', { name: call.name, content, isError });
+    } else {
+      const rewritten = before.args ?? args;
+      content = search(rewritten);
+      emit('Tool', { name: call.name, limit: rewritten.limit, content });
+    }
+    return this.#message({
+      role: 'toolResult',
+      toolCallId: call.id,
+      toolName: call.name,
+      content,
+      isError,
+    });
+  }
+}
+
 async function main(): Promise<void> {
   const client = createClient(HookService, grpcTransport(ADDRESS));
   await registerInvalidHook(client);
@@ -558,6 +799,13 @@ async function main(): Promise<void> {
       create(ToolResultSchema, { content: READ_RESULT, success: true, executionTime: 12 }),
     );
     await notifier.close();
+
+    const withLoop = await client.registerHooks(
+      { operationId: OPERATION_ID, hooks: modifyingHooks() },
+      { timeoutMs: TIMEOUT_MS },
+    );
+    emit('RegisterHooks', { operationId: OPERATION_ID, hookCount: withLoop.hookCount });
+    await new AgentLoop(client).run();
 
     const done = await client.completeOperation(
       {

@@ -1,14 +1,17 @@
 /**
  * @module End-to-end: the example runtimes of `examples/` (Python, Go and
- * TypeScript, each on its generated gRPC client) run one whole operation
- * against one real sidecar and the example receiver of
- * `examples/receiver/receiver.mjs`, run as its own process. The assertions read
+ * TypeScript, each on its generated gRPC client) run one whole operation, an
+ * agent loop with modifying hooks included, against one real sidecar and the
+ * example receiver of `examples/receiver/receiver.mjs`, run as its own
+ * process. The assertions read
  * the receiver's log and the sidecar's answers as a recording gRPC proxy saw
  * them on the wire, never the examples' own printout.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -40,6 +43,19 @@ const SEARCH_RESULT = '{"results":[{"title":"agenthooks","url":"https://example.
 const READ_RESULT = '- [x] write the examples\n- [ ] ship v1\n';
 /** Webhooks per operation: beforeStep, 3 controls, 3 afterToolCall, afterStep, onComplete. */
 const PAYLOADS_PER_RUN = 9;
+/** Modifying webhooks per agent loop: transformContext and shouldStopAfterTurn, two iterations. */
+const LOOP_PAYLOADS_PER_RUN = 4;
+/** The agent loop's first message, as the examples send it and as the receiver's redactor leaves it. */
+const CARD_NUMBER = '4111 1111 1111 1111';
+const PROMPT = `Find the agenthooks docs. My card is ${CARD_NUMBER} if a page asks for it.`;
+const REDACTED_PROMPT = 'Find the agenthooks docs. My card is [redacted] if a page asks for it.';
+/** The assistant turn of the examples' scripted model that the turn budget keeps from running. */
+const UNREACHED_TURN = 'done: the docs are at https://example.com/agenthooks.';
+const TRANSFORM_CONTEXT = 'MODIFY_POINT_TRANSFORM_CONTEXT';
+const BEFORE_TOOL_CALL = 'MODIFY_POINT_BEFORE_TOOL_CALL';
+const SHOULD_STOP_AFTER_TURN = 'MODIFY_POINT_SHOULD_STOP_AFTER_TURN';
+/** Members that carry JSON as text (`Modify`, `Handle`): compared as the JSON values they hold. */
+const JSON_TEXT_FIELDS = new Set(['contextJson', 'resultJson']);
 /** Fields whose values differ from run to run (handler call ids, durations, park times). */
 const VARYING_FIELDS = new Set(['callId', 'duration', 'parkedAt']);
 
@@ -78,8 +94,10 @@ interface PrintedError {
 interface Run {
   readonly operationId: string;
   readonly calls: DecodedCall[];
-  /** Receiver requests of the run, normalised, in arrival order. */
+  /** Receiver requests of the run's lifecycle hooks, normalised, in arrival order. */
   readonly payloads: { path: string; json: Record<string, JsonValue> }[];
+  /** Receiver requests of the run's modifying hooks (the agent loop), normalised, in order. */
+  readonly loopPayloads: { path: string; json: Record<string, JsonValue> }[];
   /** The JSON lines the example printed. */
   readonly printed: Record<string, JsonValue>[];
 }
@@ -88,6 +106,18 @@ interface Run {
 function normalise<T>(value: T, operationId: string): T {
   const json = JSON.stringify(value, (key, v) => (VARYING_FIELDS.has(key) ? undefined : v));
   return JSON.parse(json.replaceAll(operationId, OPERATION_ID)) as T;
+}
+
+/**
+ * The value with every JSON text member (`contextJson`, `resultJson`) parsed:
+ * member order and spacing are not part of the contract, and each language's
+ * JSON encoder writes its own (Go's maps, for one, sort their keys).
+ */
+function withJsonTextParsed<T>(value: T): T {
+  const json = JSON.stringify(value, (key, v: unknown) =>
+    JSON_TEXT_FIELDS.has(key) && typeof v === 'string' && v !== '' ? JSON.parse(v) : v,
+  );
+  return JSON.parse(json) as T;
 }
 
 /** Reads the status details the sidecar sent in a call's trailers. */
@@ -163,6 +193,24 @@ async function startExampleReceiver(): Promise<ExampleReceiver> {
   return { url, log, process: child };
 }
 
+/**
+ * Resolves once the receiver's log holds every request it answered before
+ * now: it posts a marker and waits for the marker's line, which the receiver
+ * prints after the lines of the requests before it, on the same pipe.
+ */
+async function receiverLogCaughtUp(receiver: ExampleReceiver, marker: string): Promise<void> {
+  const res = await fetch(`${receiver.url}/events`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ marker }),
+  });
+  expect(res.status).toBe(204);
+  await vi.waitFor(() => expect(receiver.log.some((r) => r.payload.marker === marker)).toBe(true), {
+    timeout: 5_000,
+    interval: 10,
+  });
+}
+
 /** Stops the receiver with SIGTERM, as a user's Ctrl-C, and waits for its exit. */
 async function stopExampleReceiver(receiver: ExampleReceiver): Promise<number | null> {
   const child = receiver.process;
@@ -198,6 +246,30 @@ function runProcess(command: string, args: string[], env: Record<string, string>
   });
 }
 
+/**
+ * Whether a receiver request is a modifying hook's of the run: its context's
+ * messages are the run's agent loop's, whose ids start with the operation id
+ * (a modifying hook's context has no operation id of its own).
+ */
+function isLoopPayloadOf(operationId: string, payload: Record<string, JsonValue>): boolean {
+  const messages = payload.messages;
+  return (
+    Array.isArray(messages) &&
+    messages.length > 0 &&
+    messages.every((m) =>
+      String((m as { id?: unknown } | null)?.id).startsWith(`${operationId}-loop-`),
+    )
+  );
+}
+
+/** The JSON lines an example printed. */
+function printedLines(stdout: string): Record<string, JsonValue>[] {
+  return stdout
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line) as Record<string, JsonValue>);
+}
+
 /** Which tool a payload is about, for tool events. */
 function toolOf(json: Record<string, JsonValue>): string | undefined {
   return json.identifier === undefined ? undefined : `${json.identifier}/${json.apiName}`;
@@ -230,6 +302,101 @@ function sortedPayloads(run: Run): string[] {
   return run.payloads.map((p) => canonicalJson({ path: p.path, ...p.json })).sort();
 }
 
+/** One `Modify` call of a run, with its context and result read from the JSON text on the wire. */
+interface ModifyCall {
+  /** The point, as proto3 JSON names it (`MODIFY_POINT_TRANSFORM_CONTEXT`). */
+  readonly point: string;
+  readonly context: Record<string, JsonValue>;
+  /** The composed result the sidecar answered, unless it answered `blocked`. */
+  readonly result?: Record<string, JsonValue>;
+  readonly blocked?: JsonValue;
+  readonly outcomes: JsonValue[];
+}
+
+/** The run's `Modify` calls, in order, as the sidecar got and answered them. */
+function modifyCallsOf(calls: readonly DecodedCall[]): ModifyCall[] {
+  return calls
+    .filter((c) => c.method === 'Modify')
+    .map((c) => {
+      const request = c.requests[0] as { point: string; contextJson: string };
+      const response = c.responses[0] as
+        | { resultJson?: string; blocked?: JsonValue; outcomes?: JsonValue[] }
+        | undefined;
+      return {
+        point: request.point,
+        context: JSON.parse(request.contextJson) as Record<string, JsonValue>,
+        result:
+          response?.resultJson === undefined
+            ? undefined
+            : (JSON.parse(response.resultJson) as Record<string, JsonValue>),
+        blocked: response?.blocked,
+        outcomes: response?.outcomes ?? [],
+      };
+    });
+}
+
+/** The agent loop's lines of an example's printout (its other lines interleave with stream acks). */
+function loopLinesOf(printed: readonly Record<string, JsonValue>[]): Record<string, JsonValue>[] {
+  const loopSteps = new Set([
+    'Modify',
+    'Modify.blocked',
+    'Tool',
+    'Tool.skipped',
+    'AgentLoop.stopped',
+  ]);
+  return printed.filter(
+    (line) => loopSteps.has(String(line.step)) || (line.step === 'Handle.call' && 'point' in line),
+  );
+}
+
+/**
+ * Starts a stand-in for the example receiver whose redactor is down: it
+ * answers `POST /redact` with a 503 and forwards every other request to
+ * `upstream`, answering what it answers.
+ */
+async function startFailingRedactor(upstream: string): Promise<{
+  readonly url: string;
+  close(): Promise<void>;
+}> {
+  async function forward(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    if (req.url === '/redact') {
+      res.writeHead(503).end();
+      return;
+    }
+    const answer = await fetch(`${upstream}${req.url}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: Buffer.concat(chunks),
+    });
+    const type = answer.headers.get('content-type');
+    res.writeHead(answer.status, type === null ? {} : { 'content-type': type });
+    res.end(Buffer.from(await answer.arrayBuffer()));
+  }
+  const server = http.createServer((req, res) => {
+    // A request cut off by close() (a late notification) just ends.
+    forward(req, res).catch(() => res.destroy());
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    async close() {
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // agenthooks keeps its connections alive.
+      server.closeAllConnections();
+      await closed;
+    },
+  };
+}
+
+/** The agent loop's payloads as canonical JSON, in the order the loop sent them. */
+function loopPayloadsOf(run: Pick<Run, 'loopPayloads'>): string[] {
+  return run.loopPayloads.map((p) => canonicalJson({ path: p.path, ...p.json }));
+}
+
 describe('example runtimes in Python, Go and TypeScript', () => {
   let receiver: ExampleReceiver;
   let sidecar: SidecarProcess;
@@ -241,6 +408,13 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     { command: string; args: string[]; env: Record<string, string> }
   >();
   const runs = new Map<Language, Run>();
+
+  /** The TCP run of one language, which the first test records. */
+  function runOf(language: Language): Run {
+    const run = runs.get(language);
+    if (run === undefined) throw new Error(`the ${language} example did not run`);
+    return run;
+  }
 
   /** Runs one example with its own operation id and waits for all its webhooks. */
   async function runExample(language: Language, address: string, operationId: string) {
@@ -254,20 +428,22 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     });
     expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
     const ofRun = (r: LoggedRequest) => r.payload.operationId === operationId;
+    const ofLoop = (r: LoggedRequest) => isLoopPayloadOf(operationId, r.payload);
     // The afterToolCall of the published result is sent without being awaited.
     await vi.waitFor(() => expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
       timeout: 5_000,
       interval: 10,
     });
-    const payloads = receiver.log.filter(ofRun).map((r) => ({
+    // The loop's webhooks were all answered before the example exited; their
+    // lines may still be on their way through the receiver's pipe.
+    await receiverLogCaughtUp(receiver, operationId);
+    const normalised = (r: LoggedRequest) => ({
       path: r.path,
       json: normalise(r.payload, operationId),
-    }));
-    const printed = exit.stdout
-      .split('\n')
-      .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as Record<string, JsonValue>);
-    return { payloads, printed };
+    });
+    const payloads = receiver.log.filter(ofRun).map(normalised);
+    const loopPayloads = receiver.log.filter(ofLoop).map(normalised);
+    return { payloads, loopPayloads, printed: printedLines(exit.stdout) };
   }
 
   beforeAll(async () => {
@@ -309,11 +485,15 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     async (language) => {
       const operationId = `op-example-${language}`;
       const firstCall = proxy.calls.length;
-      const { payloads, printed } = await runExample(language, proxy.address, operationId);
+      const { payloads, loopPayloads, printed } = await runExample(
+        language,
+        proxy.address,
+        operationId,
+      );
       const proxied = proxy.calls.slice(firstCall);
       await Promise.all(proxied.map((c) => c.ended));
       const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
-      runs.set(language, { operationId, calls, payloads, printed });
+      runs.set(language, { operationId, calls, payloads, loopPayloads, printed });
 
       // Native gRPC over HTTP/2 on every call, not the Connect protocol or gRPC-Web.
       for (const call of calls) {
@@ -331,13 +511,17 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         ['DecideToolCall', 0],
         ['Dispatch', 0],
         ['PublishDeferredResult', 0],
+        // The agent loop: its hooks, then two iterations at three points each.
+        ['RegisterHooks', 0],
+        ...Array.from({ length: 6 }, () => ['Modify', 0]),
         ['CompleteOperation', 0],
         ['DispatchStream', 0],
       ]);
 
       // The sidecar's answers, as the runtime got them.
       const [refused, register, handle, beforeStep, read, park, remove, search, afterStep] = calls;
-      const [publish, complete, notifications] = calls.slice(9);
+      const [publish, registerLoop] = calls.slice(9);
+      const [complete, notifications] = calls.slice(-2);
 
       // The deliberately invalid registration: the runtime read the reason and
       // the field violation of the error exactly as the sidecar sent them.
@@ -351,6 +535,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         { step: 'RegisterHooks.refused', ...refused?.error },
       ]);
       expect(register?.responses).toEqual([{ hookCount: 6 }]);
+      expect(registerLoop?.responses).toEqual([{ hookCount: 9 }]);
       expect(beforeStep?.responses).toMatchObject([
         { outcomes: [{ hookId: 'steps-before', status: 'HOOK_OUTCOME_STATUS_DELIVERED' }] },
       ]);
@@ -399,7 +584,9 @@ describe('example runtimes in Python, Go and TypeScript', () => {
           ],
         },
       ]);
-      // The local handler ran over the Handle stream, and its mock is the answer above.
+      // The local handler ran over the Handle stream, and its mock is the answer
+      // above; the agent loop's beforeToolCall handler ran there twice after it.
+      const clampCall = { call: { hookId: 'clamp-limit', point: 'MODIFY_POINT_BEFORE_TOOL_CALL' } };
       expect(handle?.responses).toMatchObject([
         { attached: { operationIds: [OPERATION_ID] } },
         {
@@ -408,10 +595,14 @@ describe('example runtimes in Python, Go and TypeScript', () => {
             event: { beforeToolCall: { context: { identifier: 'web', apiName: 'search' } } },
           },
         },
+        clampCall,
+        clampCall,
       ]);
       expect(handle?.requests).toMatchObject([
         { attach: { operationIds: [OPERATION_ID] } },
         { reply: { mock: { result: { content: SEARCH_RESULT, success: true } } } },
+        { reply: { modified: {} } },
+        { reply: { done: {} } },
       ]);
       // The tool events go on the operation's one DispatchStream, not awaited
       // one by one: the denied call's afterToolCall carries the blocked result
@@ -544,27 +735,281 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         'steps-after',
         'tool-results',
         'completed',
+        'redact-card',
+        'clamp-limit',
+        'turn-budget',
       ]);
       expect(listed.handlerAttached).toBe(false);
     },
     60_000,
   );
 
+  // The agent loop's messages as the examples write them (the operation id normalised).
+  const userMessage = (content: string) => ({
+    id: `${OPERATION_ID}-loop-1`,
+    role: 'user',
+    content,
+  });
+  const assistantMessage = (n: number, id: number, content: string, args: JsonValue) => ({
+    id: `${OPERATION_ID}-loop-${id}`,
+    role: 'assistant',
+    content,
+    toolCalls: [{ id: `${OPERATION_ID}-loop-call-${n}`, name: 'search', arguments: args }],
+  });
+  const toolResultMessage = (n: number, id: number, content: string) => ({
+    id: `${OPERATION_ID}-loop-${id}`,
+    role: 'toolResult',
+    toolCallId: `${OPERATION_ID}-loop-call-${n}`,
+    toolName: 'search',
+    content,
+    isError: false,
+  });
+  const firstTurn = [
+    assistantMessage(1, 2, 'Let me search for it.', { query: 'agenthooks sidecar', limit: 50 }),
+    toolResultMessage(1, 3, '10 results for agenthooks sidecar'),
+  ];
+  const secondTurn = [
+    assistantMessage(2, 4, 'Let me look for the modifying hooks too.', {
+      query: 'agenthooks modifying hooks',
+      limit: 5,
+    }),
+    toolResultMessage(2, 5, '5 results for agenthooks modifying hooks'),
+  ];
+  const outcome = (hookId: string, plugin: string, point: string, status: string) => ({
+    hookId,
+    plugin,
+    point,
+    status: `HOOK_OUTCOME_STATUS_${status}`,
+  });
+
+  it.each(LANGUAGES)(
+    'applies the transformContext webhook in %s: the redactor got the card number, later requests never do',
+    (language) => {
+      const run = runOf(language);
+      const modifies = modifyCallsOf(run.calls);
+      const redactions = run.loopPayloads.filter((p) => p.path === '/redact');
+
+      // The redactor got the runtime's messages unredacted, with the hook's id, point and plugin.
+      expect(redactions[0]?.json).toEqual({
+        messages: [userMessage(PROMPT)],
+        iteration: 1,
+        hookId: 'redact-card',
+        point: 'transformContext',
+        plugin: 'privacy',
+      });
+      // The sidecar answered the runtime the redacted messages, and the outcome of the hook.
+      const transforms = modifies.filter((c) => c.point === TRANSFORM_CONTEXT);
+      expect(transforms[0]).toMatchObject({
+        context: { messages: [userMessage(PROMPT)], iteration: 1 },
+        result: { messages: [userMessage(REDACTED_PROMPT)] },
+        outcomes: [outcome('redact-card', 'privacy', TRANSFORM_CONTEXT, 'DELIVERED')],
+      });
+      // The runtime applied them: the next request (this turn's shouldStopAfterTurn)
+      // and the next iteration's transformContext open with the redacted prompt.
+      const prompt = (c: ModifyCall | undefined) => (c?.context.messages as JsonValue[])?.[0];
+      expect(modifies[2]?.point).toBe(SHOULD_STOP_AFTER_TURN);
+      expect(prompt(modifies[2])).toEqual(userMessage(REDACTED_PROMPT));
+      expect(prompt(transforms[1])).toEqual(userMessage(REDACTED_PROMPT));
+      // The second redaction had nothing to do: "no change", which leaves the runtime's messages.
+      expect((redactions[1]?.json.messages as JsonValue[] | undefined)?.[0]).toEqual(
+        userMessage(REDACTED_PROMPT),
+      );
+      expect(transforms[1]?.result).toEqual({});
+      // After the first answer no request holds the card number: not the sidecar's, not a webhook's.
+      expect(JSON.stringify(modifies.slice(1).map((c) => c.context))).not.toContain(CARD_NUMBER);
+      expect(JSON.stringify(run.loopPayloads.slice(1))).not.toContain(CARD_NUMBER);
+    },
+  );
+
+  it.each(LANGUAGES)(
+    'runs the beforeToolCall handler in %s on the original arguments, and the tool with the rewritten ones',
+    (language) => {
+      const run = runOf(language);
+      const handle = withJsonTextParsed(run.calls.find((c) => c.method === 'Handle'));
+      // The sidecar called the runtime's handler with the context as the model wrote it.
+      const modifyingCalls = (handle?.responses ?? []).filter(
+        (r) => (r as { call?: { point?: string } }).call?.point !== undefined,
+      );
+      const toolCall = (n: number) => ({ id: `${OPERATION_ID}-loop-call-${n}`, name: 'search' });
+      expect(modifyingCalls).toEqual([
+        {
+          call: {
+            hookId: 'clamp-limit',
+            point: BEFORE_TOOL_CALL,
+            plugin: 'limits',
+            contextJson: {
+              toolCall: toolCall(1),
+              args: { query: 'agenthooks sidecar', limit: 50 },
+              iteration: 1,
+            },
+          },
+        },
+        {
+          call: {
+            hookId: 'clamp-limit',
+            point: BEFORE_TOOL_CALL,
+            plugin: 'limits',
+            contextJson: {
+              toolCall: toolCall(2),
+              args: { query: 'agenthooks modifying hooks', limit: 5 },
+              iteration: 2,
+            },
+          },
+        },
+      ]);
+      // The handler clamped the first limit and left the second alone.
+      expect(handle?.requests.slice(2)).toEqual([
+        {
+          reply: { modified: { resultJson: { args: { query: 'agenthooks sidecar', limit: 10 } } } },
+        },
+        { reply: { done: {} } },
+      ]);
+      // The sidecar answered the runtime the rewritten arguments, and the handler's outcome.
+      const befores = modifyCallsOf(run.calls).filter((c) => c.point === BEFORE_TOOL_CALL);
+      const handled = [outcome('clamp-limit', 'limits', BEFORE_TOOL_CALL, 'HANDLED')];
+      expect(befores).toMatchObject([
+        { result: { args: { query: 'agenthooks sidecar', limit: 10 } }, outcomes: handled },
+        { result: {}, outcomes: handled },
+      ]);
+      // The tool ran with them: the turn's next request carries its result for
+      // limit 10, after the model's own call, which asked for 50.
+      const stops = modifyCallsOf(run.calls).filter((c) => c.point === SHOULD_STOP_AFTER_TURN);
+      const turns = (c: ModifyCall | undefined) => (c?.context.messages as JsonValue[])?.slice(1);
+      expect(turns(stops[0])).toEqual(firstTurn);
+      expect(turns(stops[1])).toEqual([...firstTurn, ...secondTurn]);
+    },
+  );
+
+  it.each(LANGUAGES)(
+    'stops the agent loop in %s at the iteration the shouldStopAfterTurn webhook chose',
+    (language) => {
+      const run = runOf(language);
+      const modifies = modifyCallsOf(run.calls);
+      // The turn budget got each turn's context and said stop after the second.
+      const budget = run.loopPayloads.filter((p) => p.path === '/stop');
+      expect(budget.map((p) => [p.json.iteration, p.json.hadToolCalls, p.json.hookId])).toEqual([
+        [1, true, 'turn-budget'],
+        [2, true, 'turn-budget'],
+      ]);
+      const stops = modifies.filter((c) => c.point === SHOULD_STOP_AFTER_TURN);
+      const delivered = [outcome('turn-budget', 'budget', SHOULD_STOP_AFTER_TURN, 'DELIVERED')];
+      expect(stops).toMatchObject([
+        {
+          context: { iteration: 1, hadToolCalls: true },
+          result: { stop: false },
+          outcomes: delivered,
+        },
+        {
+          context: { iteration: 2, hadToolCalls: true },
+          result: { stop: true },
+          outcomes: delivered,
+        },
+      ]);
+      // The runtime stopped there: two iterations of three points, then the operation completed,
+      // and the model's third turn never reached a request.
+      expect(modifies.map((c) => [c.point, c.context.iteration])).toEqual([
+        [TRANSFORM_CONTEXT, 1],
+        [BEFORE_TOOL_CALL, 1],
+        [SHOULD_STOP_AFTER_TURN, 1],
+        [TRANSFORM_CONTEXT, 2],
+        [BEFORE_TOOL_CALL, 2],
+        [SHOULD_STOP_AFTER_TURN, 2],
+      ]);
+      const lastModify = run.calls.findLastIndex((c) => c.method === 'Modify');
+      expect(run.calls[lastModify + 1]?.method).toBe('CompleteOperation');
+      expect(JSON.stringify(modifies)).not.toContain(UNREACHED_TURN);
+      expect(run.printed.filter((line) => line.step === 'AgentLoop.stopped')).toEqual([
+        { step: 'AgentLoop.stopped', iteration: 2, by: 'shouldStopAfterTurn' },
+      ]);
+    },
+  );
+
+  it.each(LANGUAGES)(
+    'fails closed in %s when the redactor is down: blocked, nothing applied, exit 1',
+    async (language) => {
+      const spec = commands.get(language);
+      if (spec === undefined) throw new Error(`no command for ${language}`);
+      const operationId = `op-example-${language}-blocked`;
+      const failing = await startFailingRedactor(receiver.url);
+      const firstCall = proxy.calls.length;
+      let exit: Exit;
+      try {
+        exit = await runProcess(spec.command, spec.args, {
+          ...spec.env,
+          AGENTHOOKS_ADDRESS: proxy.address,
+          RECEIVER_URL: failing.url,
+          AGENTHOOKS_OPERATION_ID: operationId,
+        });
+      } finally {
+        await failing.close();
+      }
+      const proxied = proxy.calls.slice(firstCall);
+      await Promise.all(proxied.map((c) => c.ended));
+      const calls = inCallOrder(proxied.map((c) => decode(c, operationId)));
+
+      expect(exit.code, exit.stderr).toBe(1);
+      // The sidecar answered the first transformContext with the block of the
+      // redactor, which onError: block makes critical.
+      const modifies = modifyCallsOf(calls);
+      expect(modifies).toEqual([
+        {
+          point: TRANSFORM_CONTEXT,
+          context: { messages: [userMessage(PROMPT)], iteration: 1 },
+          result: undefined,
+          blocked: {
+            hookId: 'redact-card',
+            errorCode: 'http_error',
+            message: expect.stringContaining('HTTP 503'),
+          },
+          outcomes: [
+            expect.objectContaining({
+              hookId: 'redact-card',
+              status: 'HOOK_OUTCOME_STATUS_FAILED',
+              httpStatus: 503,
+            }),
+          ],
+        },
+      ]);
+      // The runtime applied nothing and went no further: no tool call, no
+      // other point, no completion of the operation (its DispatchStream,
+      // closed before the loop, is listed last).
+      expect(
+        calls.slice(calls.findIndex((c) => c.method === 'Modify') + 1).map((c) => c.method),
+      ).toEqual(['DispatchStream']);
+      expect(loopLinesOf(printedLines(exit.stdout))).toEqual([
+        {
+          step: 'Modify.blocked',
+          point: 'transformContext',
+          iteration: 1,
+          hookId: 'redact-card',
+          errorCode: 'http_error',
+          message: expect.stringContaining('HTTP 503'),
+        },
+      ]);
+    },
+    60_000,
+  );
+
   it('gives the receiver equal payloads, and the sidecar equal requests, from the three languages', () => {
-    const [python, go, ts] = LANGUAGES.map((language) => {
-      const run = runs.get(language);
-      if (run === undefined) throw new Error(`the ${language} example did not run`);
-      return run;
-    }) as [Run, Run, Run];
+    const [python, go, ts] = LANGUAGES.map(runOf) as [Run, Run, Run];
     expect(sortedPayloads(go)).toEqual(sortedPayloads(python));
     expect(sortedPayloads(ts)).toEqual(sortedPayloads(python));
     expect(python.payloads).toHaveLength(PAYLOADS_PER_RUN);
-    const requests = (run: Run) => run.calls.map((c) => [c.method, c.requests]);
+    expect(loopPayloadsOf(go)).toEqual(loopPayloadsOf(python));
+    expect(loopPayloadsOf(ts)).toEqual(loopPayloadsOf(python));
+    expect(python.loopPayloads).toHaveLength(LOOP_PAYLOADS_PER_RUN);
+    const requests = (run: Run) => run.calls.map((c) => [c.method, withJsonTextParsed(c.requests)]);
     expect(requests(go)).toEqual(requests(python));
     expect(requests(ts)).toEqual(requests(python));
-    const responses = (run: Run) => run.calls.map((c) => [c.method, c.responses]);
+    const responses = (run: Run) =>
+      run.calls.map((c) => [c.method, withJsonTextParsed(c.responses)]);
     expect(responses(go)).toEqual(responses(python));
     expect(responses(ts)).toEqual(responses(python));
+    // The agent loop prints the same lines in every language.
+    const loopLines = (run: Run) => normalise(loopLinesOf(run.printed), run.operationId);
+    expect(loopLines(go)).toEqual(loopLines(python));
+    expect(loopLines(ts)).toEqual(loopLines(python));
+    expect(loopLines(python)).toHaveLength(11);
   });
 
   it("quotes the examples' error-reading functions in the README, as they are", () => {
@@ -588,12 +1033,13 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     for (const language of LANGUAGES) {
       const overTcp = runs.get(language);
       if (overTcp === undefined) throw new Error(`the ${language} example did not run`);
-      const { payloads } = await runExample(
+      const { payloads, loopPayloads } = await runExample(
         language,
         `unix:${socket}`,
         `op-example-${language}-unix`,
       );
       expect(sortedPayloads({ ...overTcp, payloads })).toEqual(sortedPayloads(overTcp));
+      expect(loopPayloadsOf({ loopPayloads })).toEqual(loopPayloadsOf(overTcp));
     }
   }, 60_000);
 });
