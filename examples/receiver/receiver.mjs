@@ -22,7 +22,7 @@
  * for a modifying hook, `{"path":"/events","payload":{...}}` for a
  * notification; the payload is the JSON agenthooks posted (`hookId`,
  * `hookType` and the event's fields, or for a modifying hook the point's
- * context with `hookId`, `point` and `plugin`). The first line says where it
+ * context with `operationId`, `hookId`, `point` and `plugin`). The first line says where it
  * listens: `{"listening":"http://127.0.0.1:9000"}`.
  *
  * Environment: PORT (default 9000; 0 picks a free port) and HOST (default

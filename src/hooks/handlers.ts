@@ -210,11 +210,12 @@ export class HandlerHub {
           ? {
               callId,
               hookId,
+              operationId,
               point: event.point,
               contextJson: event.contextJson,
               plugin: event.plugin,
             }
-          : { callId, hookId, event };
+          : { callId, hookId, operationId, event };
       connection.send(create(HandleResponseSchema, { message: { case: 'call', value } }));
       if (signal.aborted) onAbort();
     });

@@ -4,8 +4,9 @@
  * given the context as the hooks before it left it, their results composed
  * by the point's rules (`compose.ts`).
  *
- * A webhook gets the context JSON plus `hookId`, `point` and `plugin`; a 2xx
- * with a JSON object is its result, a 204 or an empty body "no change". A
+ * A webhook gets the context JSON plus `operationId`, `hookId`, `point` and
+ * `plugin`; a 2xx with a JSON object is its result, a 204 or an empty body
+ * "no change". A
  * non-2xx, a timeout, a body that is not a JSON object or a result of the
  * wrong shape is a failure: `onError: continue` (the default) skips the hook
  * and keeps the value it was given, `onError: block` answers `blocked` and
@@ -108,10 +109,20 @@ function checkedRequest(request: ModifyRequest): { name: PointName; composition:
   }
 }
 
-/** The body a modifying webhook gets: the context, then `hookId`, `point` and `plugin`. */
-function webhookBody(composition: Composition, hook: Hook, name: PointName): EncodedJson {
+/**
+ * The body a modifying webhook gets: the context, then `operationId` (the
+ * `Modify` call's), `hookId`, `point` and `plugin`, which replace context
+ * members of the same names.
+ */
+function webhookBody(
+  composition: Composition,
+  hook: Hook,
+  name: PointName,
+  operationId: string,
+): EncodedJson {
   return new EncodedJson(
     composition.contextWith({
+      operationId: JSON.stringify(operationId),
       hookId: JSON.stringify(hook.id),
       point: JSON.stringify(name),
       plugin: JSON.stringify(hook.plugin),
@@ -129,6 +140,7 @@ interface Failure {
 /** Sends one hook its context and applies its answer to `composition`; a failure applies nothing. */
 async function runWebhook(
   deps: ModifyDeps,
+  operationId: string,
   hook: Hook,
   composition: Composition,
   name: PointName,
@@ -138,11 +150,19 @@ async function runWebhook(
   if (webhook === undefined) return {};
   if (name === 'afterProviderResponse') {
     // Observe-only: no answer is read, so the hook may use QStash (with its fallback).
-    const sent = await deps.sender.notify(webhook, webhookBody(composition, hook, name), signal);
+    const sent = await deps.sender.notify(
+      webhook,
+      webhookBody(composition, hook, name, operationId),
+      signal,
+    );
     if (sent.ok) return { httpStatus: sent.status };
     return { failure: { code: sent.code, message: sent.message, httpStatus: sent.status } };
   }
-  const response = await deps.sender.post(webhook, webhookBody(composition, hook, name), signal);
+  const response = await deps.sender.post(
+    webhook,
+    webhookBody(composition, hook, name, operationId),
+    signal,
+  );
   if (!response.ok) {
     return {
       failure: { code: response.code, message: response.message, httpStatus: response.status },
@@ -247,7 +267,7 @@ export async function runModifyingHooks(
       signal.throwIfAborted();
       const { failure, httpStatus } = local
         ? await runHandler(deps, request.operationId, hook, composition, signal)
-        : await runWebhook(deps, hook, composition, name, signal);
+        : await runWebhook(deps, request.operationId, hook, composition, name, signal);
       const duration = durationOf(performance.now() - started);
       if (failure === undefined) {
         const status = local ? HookOutcomeStatus.HANDLED : HookOutcomeStatus.DELIVERED;

@@ -123,6 +123,7 @@ describe('local handlers over the Handle stream', () => {
       fields: { messages: { numberValue: 7 } },
     });
     expect(receiver.requests[start]?.json).not.toHaveProperty('finalState');
+    expect(runtime.calls.map((c) => c.operationId)).toEqual([op, op]);
 
     runtime.end();
     await waitUntil(

@@ -143,6 +143,7 @@ describe('Modify', () => {
     expect(bodies[0]?.[1]).toMatchObject({
       messages: [msg('my card is 4111')],
       iteration: 2,
+      operationId: op,
       hookId: 'redact',
       point: 'transformContext',
       plugin: 'privacy',
@@ -406,7 +407,8 @@ describe('Modify with local handlers', () => {
         if (call.hookId === 'local-done') return { done: {} };
         return { error: { message: 'handler crashed' } };
       });
-      await stream.attach([op]);
+      // One stream serving two operations tells them apart by the call's operationId.
+      await stream.attach([op, `${op}-other`]);
       const answer = await client().modify({
         operationId: op,
         point: ModifyPoint.TRANSFORM_CONTEXT,
@@ -422,10 +424,10 @@ describe('Modify with local handlers', () => {
         ['local-fails', HookOutcomeStatus.FAILED, 'handler_error'],
       ]);
       const calls = stream.calls.filter((c) => c.point !== undefined);
-      expect(calls.map((c) => [c.hookId, c.point, c.plugin ?? ''])).toEqual([
-        ['local-redact', 'MODIFY_POINT_TRANSFORM_CONTEXT', 'privacy'],
-        ['local-done', 'MODIFY_POINT_TRANSFORM_CONTEXT', ''],
-        ['local-fails', 'MODIFY_POINT_TRANSFORM_CONTEXT', ''],
+      expect(calls.map((c) => [c.hookId, c.point, c.plugin ?? '', c.operationId])).toEqual([
+        ['local-redact', 'MODIFY_POINT_TRANSFORM_CONTEXT', 'privacy', op],
+        ['local-done', 'MODIFY_POINT_TRANSFORM_CONTEXT', '', op],
+        ['local-fails', 'MODIFY_POINT_TRANSFORM_CONTEXT', '', op],
       ]);
       // The handler saw what the webhook before it returned; the next one saw the redaction.
       expect(JSON.parse(calls[0]?.contextJson ?? '{}')).toEqual({

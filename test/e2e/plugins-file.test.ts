@@ -116,6 +116,7 @@ describe('the operator plugins file', () => {
     expect(pluginRequest).toMatchObject({
       messages: [msg('card 4111111111111111 [own]')],
       iteration: 1,
+      operationId: 'op-own',
       hookId: 'redact',
       point: 'transformContext',
       plugin: 'privacy',

@@ -247,19 +247,11 @@ function runProcess(command: string, args: string[], env: Record<string, string>
 }
 
 /**
- * Whether a receiver request is a modifying hook's of the run: its context's
- * messages are the run's agent loop's, whose ids start with the operation id
- * (a modifying hook's context has no operation id of its own).
+ * Whether a receiver request is a modifying hook's of the run: the sidecar
+ * adds the `Modify` call's `operationId` and the `point` to the context.
  */
 function isLoopPayloadOf(operationId: string, payload: Record<string, JsonValue>): boolean {
-  const messages = payload.messages;
-  return (
-    Array.isArray(messages) &&
-    messages.length > 0 &&
-    messages.every((m) =>
-      String((m as { id?: unknown } | null)?.id).startsWith(`${operationId}-loop-`),
-    )
-  );
+  return payload.operationId === operationId && typeof payload.point === 'string';
 }
 
 /** The JSON lines an example printed. */
@@ -427,7 +419,8 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       AGENTHOOKS_OPERATION_ID: operationId,
     });
     expect(exit.code, `${language} example failed:\n${exit.stderr}\n${exit.stdout}`).toBe(0);
-    const ofRun = (r: LoggedRequest) => r.payload.operationId === operationId;
+    const ofRun = (r: LoggedRequest) =>
+      r.payload.operationId === operationId && r.payload.point === undefined;
     const ofLoop = (r: LoggedRequest) => isLoopPayloadOf(operationId, r.payload);
     // The afterToolCall of the published result is sent without being awaited.
     await vi.waitFor(() => expect(receiver.log.filter(ofRun)).toHaveLength(PAYLOADS_PER_RUN), {
@@ -789,10 +782,11 @@ describe('example runtimes in Python, Go and TypeScript', () => {
       const modifies = modifyCallsOf(run.calls);
       const redactions = run.loopPayloads.filter((p) => p.path === '/redact');
 
-      // The redactor got the runtime's messages unredacted, with the hook's id, point and plugin.
+      // The redactor got the runtime's messages unredacted, with the operation, the hook's id, point and plugin.
       expect(redactions[0]?.json).toEqual({
         messages: [userMessage(PROMPT)],
         iteration: 1,
+        operationId: OPERATION_ID,
         hookId: 'redact-card',
         point: 'transformContext',
         plugin: 'privacy',
@@ -835,6 +829,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         {
           call: {
             hookId: 'clamp-limit',
+            operationId: OPERATION_ID,
             point: BEFORE_TOOL_CALL,
             plugin: 'limits',
             contextJson: {
@@ -847,6 +842,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         {
           call: {
             hookId: 'clamp-limit',
+            operationId: OPERATION_ID,
             point: BEFORE_TOOL_CALL,
             plugin: 'limits',
             contextJson: {

@@ -10,6 +10,8 @@ import type { AnyClient, LoaderObject } from './grpc-client.js';
 export interface ReceivedCall {
   readonly callId: string;
   readonly hookId: string;
+  /** The operation whose hook runs (proto3 JSON omits it when empty). */
+  readonly operationId?: string;
   readonly event: LoaderObject;
   /** A modifying hook's point (its enum name), with `contextJson` and `plugin`; else unset. */
   readonly point?: string;
@@ -58,6 +60,7 @@ export function openHandlerStream(client: AnyClient): HandlerStream {
       const received: ReceivedCall = {
         callId: msg.call.callId,
         hookId: msg.call.hookId,
+        operationId: msg.call.operationId,
         event: msg.call.event,
         point: msg.call.point,
         contextJson: msg.call.contextJson,

@@ -2348,7 +2348,12 @@ type HandlerCall struct {
 	// it left it, a JSON object.
 	ContextJson string `protobuf:"bytes,5,opt,name=context_json,json=contextJson,proto3" json:"context_json,omitempty"`
 	// Plugin of the hook, if it has one.
-	Plugin        string `protobuf:"bytes,6,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	Plugin string `protobuf:"bytes,6,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	// Operation whose hook runs, one of those this stream attached for: the
+	// event's operation (for a call-agent event, the parent it is dispatched
+	// on), or the operation of the `Modify` call. Always set, so a stream that
+	// serves several operations knows which one a call is for.
+	OperationId   string `protobuf:"bytes,7,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2421,6 +2426,13 @@ func (x *HandlerCall) GetContextJson() string {
 func (x *HandlerCall) GetPlugin() string {
 	if x != nil {
 		return x.Plugin
+	}
+	return ""
+}
+
+func (x *HandlerCall) GetOperationId() string {
+	if x != nil {
+		return x.OperationId
 	}
 	return ""
 }
@@ -2603,14 +2615,15 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\breplaced\x18\x03 \x01(\v2\x1d.agenthooks.v1.HandleReplacedH\x00R\breplacedB\t\n" +
 	"\amessage\"5\n" +
 	"\x0eHandleAttached\x12#\n" +
-	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"\xdc\x01\n" +
+	"\roperation_ids\x18\x01 \x03(\tR\foperationIds\"\xff\x01\n" +
 	"\vHandlerCall\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x17\n" +
 	"\ahook_id\x18\x02 \x01(\tR\x06hookId\x12.\n" +
 	"\x05event\x18\x03 \x01(\v2\x18.agenthooks.v1.HookEventR\x05event\x120\n" +
 	"\x05point\x18\x04 \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12!\n" +
 	"\fcontext_json\x18\x05 \x01(\tR\vcontextJson\x12\x16\n" +
-	"\x06plugin\x18\x06 \x01(\tR\x06plugin\"5\n" +
+	"\x06plugin\x18\x06 \x01(\tR\x06plugin\x12!\n" +
+	"\foperation_id\x18\a \x01(\tR\voperationId\"5\n" +
 	"\x0eHandleReplaced\x12#\n" +
 	"\roperation_ids\x18\x01 \x03(\tR\foperationIds*[\n" +
 	"\bParkKind\x12\x19\n" +

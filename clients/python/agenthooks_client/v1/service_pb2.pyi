@@ -324,20 +324,22 @@ class HandleAttached(_message.Message):
     def __init__(self, operation_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HandlerCall(_message.Message):
-    __slots__ = ("call_id", "hook_id", "event", "point", "context_json", "plugin")
+    __slots__ = ("call_id", "hook_id", "event", "point", "context_json", "plugin", "operation_id")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     HOOK_ID_FIELD_NUMBER: _ClassVar[int]
     EVENT_FIELD_NUMBER: _ClassVar[int]
     POINT_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_JSON_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    OPERATION_ID_FIELD_NUMBER: _ClassVar[int]
     call_id: str
     hook_id: str
     event: _events_pb2.HookEvent
     point: _hooks_pb2.ModifyPoint
     context_json: str
     plugin: str
-    def __init__(self, call_id: _Optional[str] = ..., hook_id: _Optional[str] = ..., event: _Optional[_Union[_events_pb2.HookEvent, _Mapping]] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., context_json: _Optional[str] = ..., plugin: _Optional[str] = ...) -> None: ...
+    operation_id: str
+    def __init__(self, call_id: _Optional[str] = ..., hook_id: _Optional[str] = ..., event: _Optional[_Union[_events_pb2.HookEvent, _Mapping]] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., context_json: _Optional[str] = ..., plugin: _Optional[str] = ..., operation_id: _Optional[str] = ...) -> None: ...
 
 class HandleReplaced(_message.Message):
     __slots__ = ("operation_ids",)
