@@ -18,7 +18,9 @@ import {
   invalidEnvironment,
 } from '../hooks/environment-hooks.js';
 import type { Logger } from '../log.js';
-import { type FileRead, WatchedFile } from './watched-file.js';
+import { type FileRead, FileSnapshots, type ReloadCause } from './watched-file.js';
+
+export type { ReloadCause } from './watched-file.js';
 
 /** Largest env file read, in bytes; Kubernetes caps a ConfigMap or Secret at 1 MiB. */
 export const MAX_ENV_FILE_BYTES = 1024 * 1024;
@@ -37,9 +39,6 @@ const BOM = '\uFEFF';
 
 /** Escapes of a double-quoted value; any other backslash is kept as written. */
 const DOUBLE_QUOTE_ESCAPES: Readonly<Record<string, string>> = { n: '\n', '"': '"', '\\': '\\' };
-
-/** Why the snapshot was recomputed. */
-export type ReloadCause = 'start' | 'file' | 'signal' | 'manual';
 
 /** One computed effective environment. Snapshots are frozen and never change. */
 export interface EnvironmentSnapshot {
@@ -84,11 +83,9 @@ export class EffectiveEnvironment {
   readonly #processEnv: Readonly<Record<string, string | undefined>>;
   /** The env file as configured, for messages. */
   readonly #envFile: string | undefined;
-  /** The watched env file; `undefined` when none is configured. */
-  readonly #file: WatchedFile | undefined;
   readonly #logger: Logger;
   readonly #onReload: ((snapshot: EnvironmentSnapshot) => void) | undefined;
-  #snapshot: EnvironmentSnapshot;
+  readonly #snapshots: FileSnapshots<EnvironmentSnapshot>;
 
   /**
    * Loads the environment (generation 1, cause `start`) and, unless `watch`
@@ -100,25 +97,19 @@ export class EffectiveEnvironment {
     this.#envFile = o.envFile;
     this.#logger = o.logger;
     this.#onReload = o.onReload;
-    this.#file =
-      o.envFile === undefined
-        ? undefined
-        : new WatchedFile({
-            path: o.envFile,
-            label: 'env file',
-            logKey: 'envFile',
-            logger: o.logger,
-            watch: o.watch,
-            onChange: (read) => {
-              this.#snapshot = this.#load('file', this.#snapshot.generation, read);
-            },
-          });
-    this.#snapshot = this.#load('start', 0, this.#file?.read());
+    this.#snapshots = new FileSnapshots({
+      path: o.envFile,
+      label: 'env file',
+      logKey: 'envFile',
+      logger: o.logger,
+      watch: o.watch,
+      load: (cause, generation, read) => this.#load(cause, generation, read),
+    });
   }
 
   /** Returns the current snapshot; it changes only on reload. */
   current(): EnvironmentSnapshot {
-    return this.#snapshot;
+    return this.#snapshots.current();
   }
 
   /**
@@ -127,8 +118,7 @@ export class EffectiveEnvironment {
    * reloaded` line. Never throws.
    */
   reload(cause: ReloadCause): EnvironmentSnapshot {
-    this.#snapshot = this.#load(cause, this.#snapshot.generation, this.#file?.read());
-    return this.#snapshot;
+    return this.#snapshots.reload(cause);
   }
 
   /**
@@ -137,19 +127,18 @@ export class EffectiveEnvironment {
    * @throws AgentHooksError with reason `INVALID_ENVIRONMENT` while the environment is invalid.
    */
   hooksOrThrow(): readonly Hook[] {
-    const { hooks } = this.#snapshot;
+    const { hooks } = this.#snapshots.current();
     if (!hooks.ok) throw hooks.error;
     return hooks.hooks;
   }
 
   /** Stops watching the env file. The snapshot stays readable and `reload()` still works. */
   close(): void {
-    this.#file?.close();
+    this.#snapshots.close();
   }
 
   /** Computes a snapshot from the process environment and one read of the env file. */
-  #load(cause: ReloadCause, previous: number, read: FileRead | undefined): EnvironmentSnapshot {
-    const generation = previous + 1;
+  #load(cause: ReloadCause, generation: number, read: FileRead | undefined): EnvironmentSnapshot {
     let fileEnv: Record<string, string> = {};
     let fileError: AgentHooksError | undefined;
     if (read !== undefined) {

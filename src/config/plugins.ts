@@ -32,8 +32,7 @@ import {
   validateHook,
 } from '../hooks/validate.js';
 import type { Logger } from '../log.js';
-import type { ReloadCause } from './environment.js';
-import { type FileRead, WatchedFile } from './watched-file.js';
+import { type FileRead, FileSnapshots, type ReloadCause } from './watched-file.js';
 
 /** Largest plugins file read, in bytes; Kubernetes caps a ConfigMap at 1 MiB. */
 export const MAX_PLUGINS_FILE_BYTES = 1024 * 1024;
@@ -87,12 +86,11 @@ export interface OperatorPluginsOptions {
  */
 export class OperatorPlugins {
   readonly #pluginsFile: string | undefined;
-  readonly #file: WatchedFile | undefined;
   readonly #logger: Logger;
   readonly #validation: ValidationOptions;
   readonly #maxHooks: number;
   readonly #onReload: ((snapshot: PluginsSnapshot) => void) | undefined;
-  #snapshot: PluginsSnapshot;
+  readonly #snapshots: FileSnapshots<PluginsSnapshot>;
 
   /**
    * Loads the plugins (generation 1, cause `start`) and, unless `watch` is
@@ -105,31 +103,24 @@ export class OperatorPlugins {
     this.#validation = { ...o.validation };
     this.#maxHooks = o.maxHooks;
     this.#onReload = o.onReload;
-    this.#file =
-      o.pluginsFile === undefined
-        ? undefined
-        : new WatchedFile({
-            path: o.pluginsFile,
-            label: 'plugins file',
-            logKey: 'pluginsFile',
-            logger: o.logger,
-            watch: o.watch,
-            onChange: (read) => {
-              this.#snapshot = this.#load('file', this.#snapshot.generation, read);
-            },
-          });
-    this.#snapshot = this.#load('start', 0, this.#file?.read());
+    this.#snapshots = new FileSnapshots({
+      path: o.pluginsFile,
+      label: 'plugins file',
+      logKey: 'pluginsFile',
+      logger: o.logger,
+      watch: o.watch,
+      load: (cause, generation, read) => this.#load(cause, generation, read),
+    });
   }
 
   /** Returns the current snapshot; it changes only on reload. */
   current(): PluginsSnapshot {
-    return this.#snapshot;
+    return this.#snapshots.current();
   }
 
   /** Reads the file again and replaces the snapshot. Logs one `plugins reloaded` line. Never throws. */
   reload(cause: ReloadCause): PluginsSnapshot {
-    this.#snapshot = this.#load(cause, this.#snapshot.generation, this.#file?.read());
-    return this.#snapshot;
+    return this.#snapshots.reload(cause);
   }
 
   /**
@@ -138,18 +129,17 @@ export class OperatorPlugins {
    * @throws AgentHooksError with reason `INVALID_PLUGINS` while the file cannot be used.
    */
   hooksOrThrow(): readonly Hook[] {
-    const { hooks } = this.#snapshot;
+    const { hooks } = this.#snapshots.current();
     if (!hooks.ok) throw hooks.error;
     return hooks.hooks;
   }
 
   /** Stops watching the file. The snapshot stays readable and `reload()` still works. */
   close(): void {
-    this.#file?.close();
+    this.#snapshots.close();
   }
 
-  #load(cause: ReloadCause, previous: number, read: FileRead | undefined): PluginsSnapshot {
-    const generation = previous + 1;
+  #load(cause: ReloadCause, generation: number, read: FileRead | undefined): PluginsSnapshot {
     const hooks: PluginHooks =
       read === undefined ? { ok: true, plugins: 0, hooks: [] } : this.#parse(read);
     const snapshot: PluginsSnapshot = Object.freeze({ generation, hooks });

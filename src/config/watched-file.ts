@@ -5,9 +5,12 @@
  * directory, coalesces a burst of events into one read, and reports a read
  * only when the file's bytes or existence changed since the last read. While
  * the directory cannot be watched it polls, and watches again once it can.
+ * {@link FileSnapshots} keeps the snapshot computed from the file's latest
+ * read, numbered by generation, for both.
  */
 import { type FSWatcher, readFileSync, watch } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 
 /** Quiet time after the last change event in the file's directory before the file is read. */
@@ -185,4 +188,74 @@ function sameRead(a: FileRead, b: FileRead): boolean {
   if (a.kind === 'ok' && b.kind === 'ok') return a.bytes.equals(b.bytes);
   if (a.kind === 'error' && b.kind === 'error') return a.code === b.code;
   return a.kind === b.kind;
+}
+
+/** Why a snapshot was computed. */
+export type ReloadCause = 'start' | 'file' | 'signal' | 'manual';
+
+/**
+ * Computes a snapshot from one read of the file (`undefined` when no file is
+ * configured), for `generation` (1 for the first load, then one more per
+ * reload). It must not throw: an unusable file is an invalid snapshot.
+ */
+export type SnapshotLoader<S> = (
+  cause: ReloadCause,
+  generation: number,
+  read: FileRead | undefined,
+) => S;
+
+/** Options of {@link FileSnapshots}. */
+export interface FileSnapshotsOptions<S> extends Omit<WatchedFileOptions, 'path' | 'onChange'> {
+  /** The file; without one every snapshot is loaded from no read. */
+  readonly path: string | undefined;
+  readonly load: SnapshotLoader<S>;
+}
+
+/**
+ * The snapshots of an optional watched configuration file: the first is
+ * loaded at construction (cause `start`), a new one when the file changes
+ * (`file`) and on {@link FileSnapshots.reload} (SIGHUP, or a test).
+ *
+ * @example
+ * const snapshots = new FileSnapshots({ path, label: 'plugins file', logKey: 'pluginsFile',
+ *   logger, load: (cause, generation, read) => parse(read) });
+ * snapshots.current();
+ */
+export class FileSnapshots<S extends { readonly generation: number }> {
+  readonly #file: WatchedFile | undefined;
+  readonly #load: SnapshotLoader<S>;
+  #snapshot: S;
+
+  constructor(o: FileSnapshotsOptions<S>) {
+    this.#load = o.load;
+    const { path, load: _load, ...watched } = o;
+    this.#file =
+      path === undefined
+        ? undefined
+        : new WatchedFile(
+            extend(watched, {
+              path,
+              onChange: (read: FileRead) => {
+                this.#snapshot = this.#load('file', this.#snapshot.generation + 1, read);
+              },
+            }),
+          );
+    this.#snapshot = this.#load('start', 1, this.#file?.read());
+  }
+
+  /** The current snapshot; it changes only on a reload. */
+  current(): S {
+    return this.#snapshot;
+  }
+
+  /** Reads the file again and loads a new snapshot, whether or not anything changed. */
+  reload(cause: ReloadCause): S {
+    this.#snapshot = this.#load(cause, this.#snapshot.generation + 1, this.#file?.read());
+    return this.#snapshot;
+  }
+
+  /** Stops watching the file. The snapshot stays readable and `reload()` still works. */
+  close(): void {
+    this.#file?.close();
+  }
 }

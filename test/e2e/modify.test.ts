@@ -688,7 +688,7 @@ const POINT_CASES: PointCase[] = [
 
 /** A webhook body without what the sidecar adds to the context. */
 function contextOf(body: Record<string, unknown> | undefined): Record<string, unknown> {
-  const { hookId: _h, point: _p, plugin: _g, ...context } = body ?? {};
+  const { operationId: _o, hookId: _h, point: _p, plugin: _g, ...context } = body ?? {};
   return context;
 }
 
