@@ -1,6 +1,7 @@
 package k8scheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -45,6 +46,7 @@ var flagEnv = map[string]string{
 	"auth-token-file": "AGENTHOOKS_AUTH_TOKEN_FILE",
 	"db":              "AGENTHOOKS_DB",
 	"env-file":        "AGENTHOOKS_ENV_FILE",
+	"plugins-file":    "AGENTHOOKS_PLUGINS_FILE",
 	"shutdown-grace":  "AGENTHOOKS_SHUTDOWN_GRACE",
 	"socket-mode":     "AGENTHOOKS_SOCKET_MODE",
 	"socket-group":    "AGENTHOOKS_SOCKET_GROUP",
@@ -404,34 +406,34 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 	envFile := s.one("env-file")
 	if envFile == "" {
 		t.Errorf("%s: no AGENTHOOKS_ENV_FILE / --env-file", sidecarName)
-	} else if em := mountFor(sidecar, envFile); em == nil {
-		t.Errorf("%s: the env file %s is on no volume", sidecarName, envFile)
-	} else if em.SubPath != "" {
-		t.Errorf("%s: the env file volume uses subPath, so ConfigMap updates never arrive", sidecarName)
-	} else if v := volume(spec, em.Name); v == nil || v.ConfigMap == nil {
-		t.Errorf("%s: the env file volume %s is not a ConfigMap", sidecarName, em.Name)
-	} else {
-		key := strings.TrimPrefix(envFile, strings.TrimSuffix(em.MountPath, "/")+"/")
-		for _, item := range v.ConfigMap.Items {
-			if item.Path == key {
-				key = item.Key
+	} else if text, ok := configMapFile(t, m, spec, sidecar, envFile, "env file"); ok {
+		vars := parseEnvFile(text)
+		for _, want := range []string{"AGENT_HOOK_WEBHOOK_URL", "AGENT_HOOK_WEBHOOK_EVENTS"} {
+			if vars[want] == "" {
+				t.Errorf("the env file %s does not set %s", envFile, want)
 			}
 		}
-		cm, ok := m.configMaps[v.ConfigMap.Name]
-		switch {
-		case !ok:
-			t.Errorf("the ConfigMap %s is not in %s", v.ConfigMap.Name, manifestDir)
-		case cm.Data[key] == "":
-			t.Errorf("the ConfigMap %s has no key %s", cm.Name, key)
-		default:
-			vars := parseEnvFile(cm.Data[key])
-			for _, want := range []string{"AGENT_HOOK_WEBHOOK_URL", "AGENT_HOOK_WEBHOOK_EVENTS"} {
-				if vars[want] == "" {
-					t.Errorf("the env file in ConfigMap %s does not set %s", cm.Name, want)
-				}
+		if _, ok := vars["AGENT_HOOK_WEBHOOK_TOKEN"]; ok {
+			t.Errorf("the env file %s sets the token: it belongs in the Secret", envFile)
+		}
+	}
+
+	// The operator plugins file, when set, from a ConfigMap volume too, and JSON
+	// the sidecar reads: an unreadable one fails every Modify call closed.
+	if pluginsFile := s.one("plugins-file"); pluginsFile != "" {
+		if text, ok := configMapFile(t, m, spec, sidecar, pluginsFile, "plugins file"); ok {
+			var doc struct {
+				Plugins []struct {
+					Name  string            `json:"name"`
+					Hooks []json.RawMessage `json:"hooks"`
+				} `json:"plugins"`
 			}
-			if _, ok := vars["AGENT_HOOK_WEBHOOK_TOKEN"]; ok {
-				t.Errorf("the env file in ConfigMap %s sets the token: it belongs in the Secret", cm.Name)
+			dec := json.NewDecoder(strings.NewReader(text))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&doc); err != nil {
+				t.Errorf("the plugins file %s is not JSON of the documented shape: %v", pluginsFile, err)
+			} else if doc.Plugins == nil {
+				t.Errorf("the plugins file %s has no plugins array", pluginsFile)
 			}
 		}
 	}
@@ -773,4 +775,41 @@ func parseEnvFile(text string) map[string]string {
 		}
 	}
 	return vars
+}
+
+// configMapFile finds the ConfigMap behind the file `path` the sidecar reads:
+// mounted as a folder (a subPath mount never sees an update), from a ConfigMap
+// in the manifests with that key. It answers the file's text.
+func configMapFile(t *testing.T, m manifests, spec *corev1.PodSpec, sidecar *corev1.Container, path, what string) (string, bool) {
+	t.Helper()
+	mount := mountFor(sidecar, path)
+	if mount == nil {
+		t.Errorf("%s: the %s %s is on no volume", sidecarName, what, path)
+		return "", false
+	}
+	if mount.SubPath != "" {
+		t.Errorf("%s: the %s volume uses subPath, so ConfigMap updates never arrive", sidecarName, what)
+		return "", false
+	}
+	v := volume(spec, mount.Name)
+	if v == nil || v.ConfigMap == nil {
+		t.Errorf("%s: the %s volume %s is not a ConfigMap", sidecarName, what, mount.Name)
+		return "", false
+	}
+	key := strings.TrimPrefix(path, strings.TrimSuffix(mount.MountPath, "/")+"/")
+	for _, item := range v.ConfigMap.Items {
+		if item.Path == key {
+			key = item.Key
+		}
+	}
+	cm, ok := m.configMaps[v.ConfigMap.Name]
+	switch {
+	case !ok:
+		t.Errorf("the ConfigMap %s is not in %s", v.ConfigMap.Name, manifestDir)
+		return "", false
+	case cm.Data[key] == "":
+		t.Errorf("the ConfigMap %s has no key %s", cm.Name, key)
+		return "", false
+	}
+	return cm.Data[key], true
 }
