@@ -7,6 +7,7 @@
  * errors.
  */
 import Database from 'better-sqlite3';
+import type { HookRow, StoredHookRow } from './hook-codec.js';
 import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
 import { hookConfigTooLargeError, operationExpiredError, type UserRecord } from './store.js';
@@ -23,21 +24,6 @@ export interface ConnectionSettings {
    * empty database that would answer "no hooks".
    */
   readonly create: boolean;
-}
-
-/** A hook ready to insert: its canonical proto3 JSON and the two columns copied from it. */
-export interface HookRow {
-  readonly hookId: string;
-  readonly hookType: number;
-  readonly config: string;
-}
-
-/** A `hooks` row as read back. */
-export interface StoredHookRow {
-  readonly seq: number;
-  readonly hook_id: string;
-  readonly hook_type: number;
-  readonly config: string;
 }
 
 /** The value of `operations.status`. */

@@ -42,11 +42,11 @@
  */
 import { type BigIntStats, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { fromJsonString, toJsonString } from '@bufbuild/protobuf';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
-import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { AgentHooksError, InvalidArgumentError, StoreUnavailableError } from '../errors.js';
+import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { type AgentHooksError, StoreUnavailableError } from '../errors.js';
 import { extend } from '../extend.js';
+import { fromHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
   decodeResult,
@@ -56,10 +56,8 @@ import {
 } from './parked-codec.js';
 import {
   type ConnectionSettings,
-  type HookRow,
   openConnection,
   type SqliteConnection,
-  type StoredHookRow,
   whyNotAgentHooksDatabase,
 } from './sqlite-connection.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
@@ -714,54 +712,4 @@ function closeQuietly(connection: SqliteConnection | undefined): void {
   } catch (_e: unknown) {
     // close() closed the handle even though `PRAGMA optimize` failed.
   }
-}
-
-/** Serialises one hook to its row, templates as given (`toJsonString` resolves nothing). */
-function toHookRow(hook: Hook, index: number): HookRow {
-  let config: string;
-  try {
-    config = toJsonString(HookSchema, hook);
-  } catch (e: unknown) {
-    // Binary protobuf can carry what JSON cannot, such as a NaN in a `body` Struct.
-    throw new InvalidArgumentError(
-      `hooks[${index}]`,
-      'HOOK_NOT_SERIALIZABLE',
-      `hook ${index} cannot be stored as JSON: ${e instanceof Error ? e.message : String(e)}`,
-      { cause: e },
-    );
-  }
-  return { hookId: hook.id, hookType: hook.type, config };
-}
-
-/**
- * Parses one stored row. A row that does not parse, or whose JSON disagrees
- * with its `hook_id`/`hook_type` columns, fails the whole read: skipping it
- * would silently drop a hook, which could be a control.
- */
-function fromHookRow(operationId: string, row: StoredHookRow): Hook {
-  let hook: Hook;
-  try {
-    hook = fromJsonString(HookSchema, row.config);
-  } catch (e: unknown) {
-    throw corruptHook(operationId, row.seq, e);
-  }
-  if (hook.id !== row.hook_id || hook.type !== row.hook_type) {
-    throw corruptHook(
-      operationId,
-      row.seq,
-      new Error(
-        `config has id ${JSON.stringify(hook.id)} and type ${hook.type}, the row has id ${JSON.stringify(row.hook_id)} and type ${row.hook_type}`,
-      ),
-    );
-  }
-  return hook;
-}
-
-function corruptHook(operationId: string, seq: number, cause: unknown): AgentHooksError {
-  return new AgentHooksError(
-    'failed_precondition',
-    'STORED_HOOK_CORRUPT',
-    `stored hook ${seq} of operation ${operationId} is corrupt`,
-    { cause },
-  );
 }

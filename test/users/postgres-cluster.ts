@@ -34,6 +34,12 @@ export interface PostgresCluster {
   readonly url: string;
   /** Runs SQL statements as the superuser. */
   sql(text: string, values?: unknown[]): Promise<pg.QueryResult>;
+  /** Creates a fresh, empty database and resolves to its connection URL as {@link SUPERUSER}. */
+  createDatabase(): Promise<string>;
+  /** Stops the server (fast shutdown) and keeps its folder, for {@link PostgresCluster.startServer}. */
+  stopServer(): Promise<void>;
+  /** Starts the stopped server again, on the same port. */
+  startServer(): Promise<void>;
   /** Stops the server (fast shutdown) and removes its folder. */
   stop(): Promise<void>;
 }
@@ -70,28 +76,49 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
       '--no-sync',
     ]);
     const port = await freePort();
-    await server('pg_ctl', [
-      '-D',
-      data,
-      '-l',
-      join(dir, 'server.log'),
-      '-w',
-      '-t',
-      PG_CTL_WAIT_SECONDS,
-      '-o',
-      `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
-      'start',
-    ]);
-    const url = `postgres://${SUPERUSER}@127.0.0.1:${port}/postgres`;
-    const admin = new pg.Client({ connectionString: url });
-    // end() resolves once the socket closed; errors after that are not this test's.
-    admin.on('error', () => undefined);
-    await admin.connect();
+    const startServer = (): Promise<void> =>
+      server('pg_ctl', [
+        '-D',
+        data,
+        '-l',
+        join(dir, 'server.log'),
+        '-w',
+        '-t',
+        PG_CTL_WAIT_SECONDS,
+        '-o',
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+        'start',
+      ]);
+    await startServer();
+    const urlOf = (database: string): string =>
+      `postgres://${SUPERUSER}@127.0.0.1:${port}/${database}`;
+    const url = urlOf('postgres');
+    // The admin connection is opened per statement, so it survives stopServer().
+    const sql = async (text: string, values?: unknown[]): Promise<pg.QueryResult> => {
+      const admin = new pg.Client({ connectionString: url });
+      // end() resolves once the socket closed; errors after that are not this test's.
+      admin.on('error', () => undefined);
+      await admin.connect();
+      try {
+        return await admin.query(text, values);
+      } finally {
+        await admin.end();
+      }
+    };
+    let databases = 0;
     return {
       url,
-      sql: (text, values) => admin.query(text, values),
+      sql,
+      createDatabase: async () => {
+        databases += 1;
+        const name = `test_${databases}`;
+        await sql(`CREATE DATABASE ${name}`);
+        return urlOf(name);
+      },
+      stopServer: () =>
+        server('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', PG_CTL_WAIT_SECONDS, 'stop']),
+      startServer,
       stop: async () => {
-        await admin.end();
         await server('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', PG_CTL_WAIT_SECONDS, 'stop']);
         rmSync(dir, { recursive: true, force: true });
       },

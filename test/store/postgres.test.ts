@@ -1,0 +1,323 @@
+/**
+ * @module The PostgreSQL store: the store contract (`./contract.ts`) and what
+ * only a shared server shows (several pools on one database, concurrent
+ * migrations, schema compatibility, a server that stops), on a private
+ * cluster started for this file (`../users/postgres-cluster.ts`) with a
+ * fresh database per test.
+ */
+import { toJsonString } from '@bufbuild/protobuf';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  openPostgresStore,
+  type PostgresStore,
+  type PostgresStoreOptions,
+} from '../../src/store/postgres.js';
+import {
+  MIGRATIONS_TABLE,
+  POSTGRES_MIGRATIONS,
+  POSTGRES_SCHEMA_VERSION,
+} from '../../src/store/postgres-migrations.js';
+import { type PostgresCluster, startPostgresCluster } from '../users/postgres-cluster.js';
+import { describeStoreContract } from './contract.js';
+import { parkedCall, toolResult, webhookHook } from './helpers.js';
+
+let cluster: PostgresCluster;
+/** URL of this test's fresh database. */
+let url: string;
+const cleanups: Array<() => Promise<unknown>> = [];
+
+beforeAll(async () => {
+  cluster = await startPostgresCluster();
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+beforeEach(async () => {
+  url = await cluster.createDatabase();
+});
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) {
+    await cleanup();
+  }
+});
+
+/** Opens a store (its own pool) on this test's database; closed after the test. */
+async function open(options?: PostgresStoreOptions): Promise<PostgresStore> {
+  const store = await openPostgresStore(url, options);
+  cleanups.push(() => store.close());
+  return store;
+}
+
+/** Runs SQL on this test's database on a connection of its own. */
+async function sql(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    return await client.query(text, values);
+  } finally {
+    await client.end();
+  }
+}
+
+async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (e: unknown) {
+    return e;
+  }
+  throw new Error('expected the call to reject');
+}
+
+describeStoreContract('PostgreSQL', {
+  open: () => open(),
+  exec: async (text) => {
+    await sql(text);
+  },
+  bytesLiteral: (hex) => `'\\x${hex}'::bytea`,
+});
+
+describe('PostgreSQL store across pools and processes', () => {
+  it('lets two stores on one database see each other’s writes at once', async () => {
+    const a = await open();
+    const b = await open();
+
+    await a.appendHooks('op-1', 'parent-1', [webhookHook('a')]);
+    expect((await b.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+    await b.appendHooks('op-1', undefined, [webhookHook('b')]);
+    expect((await a.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+    await b.markOperationCompleted('op-1', 1_000);
+    expect((await a.operationState(['op-1'])).get('op-1')).toBe('completed');
+    await a.upsertUsers([{ id: 'u', email: 'u@example.com' }]);
+    expect(await b.lookupUserEmail('u')).toBe('u@example.com');
+  });
+
+  it('never interleaves concurrent batches of two stores and numbers them in commit order', async () => {
+    const a = await open({ maxConnections: 4 });
+    const b = await open({ maxConnections: 4 });
+    const batches = Array.from({ length: 16 }, (_, i) =>
+      Array.from({ length: 5 }, (_, j) => webhookHook(`b${i}-${j}`)),
+    );
+
+    const counts = await Promise.all(
+      batches.map((hooks, i) => (i % 2 === 0 ? a : b).appendHooks('op-1', undefined, hooks)),
+    );
+
+    // Each append saw the others' whole batches: the counts are 5, 10, ... 80.
+    expect([...counts].sort((x, y) => x - y)).toEqual(batches.map((_, i) => (i + 1) * 5));
+    const ids = (await a.listHooks('op-1')).hooks.map((h) => h.id);
+    expect(ids).toHaveLength(80);
+    for (let at = 0; at < ids.length; at += 5) {
+      const batch = ids[at]?.split('-')[0];
+      expect(ids.slice(at, at + 5)).toEqual([0, 1, 2, 3, 4].map((j) => `${batch}-${j}`));
+    }
+    // The batch order is the order of the counts each append resolved to.
+    const byCount = batches
+      .map((hooks, i) => ({ first: hooks[0]?.id, count: counts[i] ?? 0 }))
+      .sort((x, y) => x.count - y.count)
+      .map((x) => x.first);
+    expect(ids.filter((_, i) => i % 5 === 0)).toEqual(byCount);
+  });
+
+  it('keeps the config-size limit across stores under concurrent appends', async () => {
+    const a = await open();
+    const b = await open();
+    const hook = (id: string) => webhookHook(id);
+    const size = Buffer.byteLength(toJsonString(HookSchema, hook('x0')), 'utf8');
+    // Room for exactly three hooks of this size.
+    const limit = size * 3;
+
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        (i % 2 === 0 ? a : b).appendHooks('op-1', undefined, [hook(`x${i}`)], {
+          maxConfigBytes: limit,
+        }),
+      ),
+    );
+
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3);
+    expect((await a.listHooks('op-1')).hooks).toHaveLength(3);
+  });
+
+  it('publishes exactly once across two stores', async () => {
+    const a = await open();
+    const b = await open();
+    await a.parkCall(parkedCall('call-1'));
+
+    const outcomes = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 === 0 ? a : b).publishResult('call-1', toolResult(`r${i}`), 1_000 + i),
+      ),
+    );
+
+    expect(outcomes.filter((o) => o.published)).toHaveLength(1);
+    expect(new Set(outcomes.map((o) => o.finalResult.content)).size).toBe(1);
+  });
+});
+
+describe('PostgreSQL migrations', () => {
+  it('migrates an empty database once when two stores open it at the same time', async () => {
+    const [a, b] = await Promise.all([open(), open()]);
+
+    const { rows } = await sql(`SELECT version FROM ${MIGRATIONS_TABLE} ORDER BY version`);
+    expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
+    expect(a.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
+    expect(b.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
+    await a.appendHooks('op-1', undefined, [webhookHook('a')]);
+    expect((await b.listHooks('op-1')).hooks).toHaveLength(1);
+  });
+
+  it('opens a current database without applying anything again', async () => {
+    const first = await open();
+    await first.appendHooks('op-1', undefined, [webhookHook('a')]);
+    await first.close();
+
+    const second = await open();
+
+    expect((await second.listHooks('op-1')).hooks).toHaveLength(1);
+    const { rows } = await sql(`SELECT count(*)::int AS n FROM ${MIGRATIONS_TABLE}`);
+    expect(rows[0].n).toBe(POSTGRES_SCHEMA_VERSION);
+  });
+
+  it('keeps running on a newer schema whose minimum-compatible version allows this code', async () => {
+    await (await open()).close();
+    const newer = POSTGRES_SCHEMA_VERSION + 1;
+    await sql(`INSERT INTO ${MIGRATIONS_TABLE} (version, min_compatible_version) VALUES ($1, $2)`, [
+      newer,
+      POSTGRES_SCHEMA_VERSION,
+    ]);
+
+    const store = await open();
+
+    expect(store.schemaVersion).toBe(newer);
+    expect(await store.appendHooks('op-1', undefined, [webhookHook('a')])).toBe(1);
+  });
+
+  it('refuses a schema whose minimum-compatible version is above this code’s', async () => {
+    await (await open()).close();
+    const newer = POSTGRES_SCHEMA_VERSION + 1;
+    await sql(`INSERT INTO ${MIGRATIONS_TABLE} (version, min_compatible_version) VALUES ($1, $2)`, [
+      newer,
+      newer,
+    ]);
+
+    const error = await rejectionOf(openPostgresStore(url));
+
+    expect(error).toMatchObject({
+      reason: 'STORE_NEWER_THAN_CODE',
+      kind: 'unavailable',
+      metadata: {
+        schemaVersion: String(newer),
+        minCompatibleVersion: String(newer),
+        supportedVersion: String(POSTGRES_SCHEMA_VERSION),
+      },
+    });
+  });
+});
+
+/**
+ * Holds the lock on the operation's row from a connection of its own, as
+ * an append of another pod would, until `release()`.
+ */
+async function holdOperationLock(operationId: string): Promise<{ release(): Promise<void> }> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  await client.connect();
+  await client.query('BEGIN');
+  await client.query('SELECT 1 FROM operations WHERE id = $1 FOR UPDATE', [operationId]);
+  return {
+    release: async () => {
+      await client.query('ROLLBACK').catch(() => undefined);
+      await client.end();
+    },
+  };
+}
+
+/** Resolves once a connection of the store waits on a lock (polls pg_stat_activity). */
+async function storeWaitsOnLock(): Promise<void> {
+  for (;;) {
+    const { rows } = await sql(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE application_name = 'agenthooks-store' AND wait_event_type = 'Lock'`,
+    );
+    if (rows[0].n > 0) return;
+  }
+}
+
+describe('PostgreSQL store faults', () => {
+  it('fails an append that waits on another transaction’s lock past the statement timeout with STORE_LOCKED', async () => {
+    const store = await open({ statementTimeoutMs: 300 });
+    await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+    const lock = await holdOperationLock('op-1');
+    cleanups.push(() => lock.release());
+
+    const error = await rejectionOf(store.appendHooks('op-1', undefined, [webhookHook('b')]));
+
+    expect(error).toMatchObject({ reason: 'STORE_LOCKED', kind: 'unavailable' });
+    await lock.release();
+    expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+  });
+
+  it('rejects a transaction whose connection is killed with STORE_UNAVAILABLE, and serves the next call', async () => {
+    const store = await open();
+    await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+    const lock = await holdOperationLock('op-1');
+    cleanups.push(() => lock.release());
+    const append = rejectionOf(store.appendHooks('op-1', undefined, [webhookHook('b')]));
+    await storeWaitsOnLock();
+
+    await sql(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+       WHERE application_name = 'agenthooks-store' AND datname = current_database()`,
+    );
+
+    expect(await append).toMatchObject({
+      name: 'StoreUnavailableError',
+      reason: 'STORE_UNAVAILABLE',
+    });
+    await lock.release();
+    expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+  });
+
+  it('rejects with STORE_UNAVAILABLE, without the URL, when the server cannot be reached', async () => {
+    const unreachable = 'postgres://agenthooks:private-password@127.0.0.1:1/postgres';
+
+    const error = await rejectionOf(openPostgresStore(unreachable, { connectTimeoutMs: 2_000 }));
+
+    expect(error).toMatchObject({ reason: 'STORE_UNAVAILABLE', kind: 'unavailable' });
+    expect(String((error as Error).message)).not.toContain('private-password');
+  });
+
+  it('fails calls with StoreUnavailableError while the server is stopped, never empty answers, and recovers', async () => {
+    const store = await open({ connectTimeoutMs: 2_000, statementTimeoutMs: 2_000 });
+    await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+
+    await cluster.stopServer();
+    let restarted = false;
+    try {
+      for (const call of [
+        store.listHooks('op-1'),
+        store.listHooks('never'),
+        store.operationState(['op-1']),
+        store.getParkedCall('call-1'),
+        store.appendHooks('op-1', undefined, [webhookHook('b')]),
+        store.ping(),
+      ]) {
+        const error = await rejectionOf(call);
+        expect(error).toMatchObject({ name: 'StoreUnavailableError', reason: 'STORE_UNAVAILABLE' });
+      }
+      await cluster.startServer();
+      restarted = true;
+    } finally {
+      if (!restarted) await cluster.startServer();
+    }
+
+    await store.ping();
+    expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+  });
+});
