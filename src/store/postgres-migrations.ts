@@ -45,33 +45,35 @@ export const MIGRATIONS_TABLE = 'agenthooks_schema_migrations';
  */
 export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
   {
-    // Version 1: the whole store as SQLite has it at its version 4.
-    // - `operations.status` is `active`, `completed` or `expired`; an expired
+    // Version 1: the whole store as SQLite has it at its version 4. Every
+    // table's name starts with `agenthooks_`, so the store can share a
+    // database (or a user directory's `users` table) with the application.
+    // - `agenthooks_operations.status` is `active`, `completed` or `expired`; an expired
     //   row is a tombstone kept after its hooks were deleted, so a decision
     //   fails closed with `OPERATION_EXPIRED`. `completed_at` is the last
     //   completion, `expired_at` when retention made the tombstone. Appends
     //   and parks lock the row, which serialises registrations of one
     //   operation across pods.
-    // - `hooks.config` is the hook as canonical proto3 JSON in `text`, not
+    // - `agenthooks_hooks.config` is the hook as canonical proto3 JSON in `text`, not
     //   `jsonb`: the bytes stay exactly as written (the config-size limit
     //   counts them) and templates stay unresolved. `hook_id`, `hook_type`
     //   and `plugin` repeat fields of it for queries; `plugin` is '' for a
     //   hook without one. The primary key starts with `operation_id`, so it
-    //   also serves the cascade from `operations`.
-    // - `parked_calls.context` and `final_result` are protobuf binary in
+    //   also serves the cascade from `agenthooks_operations`.
+    // - `agenthooks_parked_calls.context` and `final_result` are protobuf binary in
     //   `bytea`; `chain` is a `jsonb` array of operation ids. An empty
     //   placeholder is `final_result IS NULL`; the CHECK keeps
     //   `published_at` in step.
-    // - `parked_call_operations` links a parked call to each operation of
+    // - `agenthooks_parked_call_operations` links a parked call to each operation of
     //   its chain, so retention asks "does a waiting call need this
     //   operation?" through an index.
     // - Partial indexes hold only the rows retention walks: completed
     //   operations, tombstones and published calls, each by its time.
-    // - `probe` stays empty: `ping()` inserts a row and rolls it back.
+    // - `agenthooks_probe` stays empty: `ping()` inserts a row and rolls it back.
     version: 1,
     minCompatibleVersion: 1,
     sql: `
-      CREATE TABLE operations (
+      CREATE TABLE agenthooks_operations (
         id text PRIMARY KEY,
         parent_id text,
         status text NOT NULL DEFAULT 'active'
@@ -81,13 +83,13 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         completed_at bigint,
         expired_at bigint
       );
-      CREATE INDEX operations_completed_at ON operations (completed_at)
+      CREATE INDEX agenthooks_operations_completed_at ON agenthooks_operations (completed_at)
         WHERE status = 'completed';
-      CREATE INDEX operations_expired_at ON operations (expired_at)
+      CREATE INDEX agenthooks_operations_expired_at ON agenthooks_operations (expired_at)
         WHERE status = 'expired';
 
-      CREATE TABLE hooks (
-        operation_id text NOT NULL REFERENCES operations (id) ON DELETE CASCADE,
+      CREATE TABLE agenthooks_hooks (
+        operation_id text NOT NULL REFERENCES agenthooks_operations (id) ON DELETE CASCADE,
         seq integer NOT NULL,
         hook_id text NOT NULL,
         hook_type integer NOT NULL,
@@ -96,15 +98,15 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         PRIMARY KEY (operation_id, seq)
       );
 
-      CREATE TABLE users (
+      CREATE TABLE agenthooks_users (
         id text PRIMARY KEY,
         email text,
         updated_at bigint NOT NULL
       );
 
-      CREATE TABLE parked_calls (
+      CREATE TABLE agenthooks_parked_calls (
         tool_call_id text PRIMARY KEY,
-        operation_id text NOT NULL REFERENCES operations (id),
+        operation_id text NOT NULL REFERENCES agenthooks_operations (id),
         chain jsonb NOT NULL CHECK (jsonb_typeof(chain) = 'array'),
         kind integer NOT NULL CHECK (kind > 0),
         context bytea NOT NULL,
@@ -113,18 +115,18 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         published_at bigint,
         CHECK ((final_result IS NULL) = (published_at IS NULL))
       );
-      CREATE INDEX parked_calls_published_at ON parked_calls (published_at)
+      CREATE INDEX agenthooks_parked_calls_published_at ON agenthooks_parked_calls (published_at)
         WHERE published_at IS NOT NULL;
-      CREATE INDEX parked_calls_operation_id ON parked_calls (operation_id);
+      CREATE INDEX agenthooks_parked_calls_operation_id ON agenthooks_parked_calls (operation_id);
 
-      CREATE TABLE parked_call_operations (
-        operation_id text NOT NULL REFERENCES operations (id),
-        tool_call_id text NOT NULL REFERENCES parked_calls (tool_call_id) ON DELETE CASCADE,
+      CREATE TABLE agenthooks_parked_call_operations (
+        operation_id text NOT NULL REFERENCES agenthooks_operations (id),
+        tool_call_id text NOT NULL REFERENCES agenthooks_parked_calls (tool_call_id) ON DELETE CASCADE,
         PRIMARY KEY (operation_id, tool_call_id)
       );
-      CREATE INDEX parked_call_operations_tool_call_id ON parked_call_operations (tool_call_id);
+      CREATE INDEX agenthooks_parked_call_operations_tool_call_id ON agenthooks_parked_call_operations (tool_call_id);
 
-      CREATE TABLE probe (
+      CREATE TABLE agenthooks_probe (
         id integer PRIMARY KEY
       );
     `,

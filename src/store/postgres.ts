@@ -242,7 +242,9 @@ class PostgresStoreImpl implements PostgresStore {
 
   async lookupUserEmail(userId: string): Promise<string | null> {
     const { rows } = await this.#run('lookupUserEmail', 'look up a user', (db) =>
-      db.query<{ email: string | null }>('SELECT email FROM users WHERE id = $1', [userId]),
+      db.query<{ email: string | null }>('SELECT email FROM agenthooks_users WHERE id = $1', [
+        userId,
+      ]),
     );
     return rows[0]?.email ?? null;
   }
@@ -255,7 +257,7 @@ class PostgresStoreImpl implements PostgresStore {
       for (let at = 0; at < latest.length; at += USERS_PER_STATEMENT) {
         const chunk = latest.slice(at, at + USERS_PER_STATEMENT);
         await db.query(
-          `INSERT INTO users (id, email, updated_at)
+          `INSERT INTO agenthooks_users (id, email, updated_at)
            SELECT id, email, $3 FROM unnest($1::text[], $2::text[]) AS u (id, email)
            ON CONFLICT (id) DO UPDATE SET email = excluded.email, updated_at = excluded.updated_at`,
           [chunk.map((u) => u.id), chunk.map((u) => u.email), now],
@@ -282,9 +284,9 @@ class PostgresStoreImpl implements PostgresStore {
       // non-empty parent wins. A tombstone is updated too (and rolled back
       // below), so that it is locked and read in the same statement.
       const { rows: upserted } = await db.query<{ status: string }>(
-        `INSERT INTO operations (id, parent_id, created_at, updated_at) VALUES ($1, $2, $3, $3)
+        `INSERT INTO agenthooks_operations (id, parent_id, created_at, updated_at) VALUES ($1, $2, $3, $3)
          ON CONFLICT (id) DO UPDATE SET
-           parent_id = coalesce(operations.parent_id, excluded.parent_id),
+           parent_id = coalesce(agenthooks_operations.parent_id, excluded.parent_id),
            updated_at = excluded.updated_at
          RETURNING status`,
         [operationId, parentId, now],
@@ -297,7 +299,7 @@ class PostgresStoreImpl implements PostgresStore {
       const { rows: counted } = await db.query<{ count: number; last: number; bytes: number }>(
         `SELECT count(*) AS count, coalesce(max(seq), 0) AS last,
                 coalesce(sum(octet_length(config)), 0)::bigint AS bytes
-         FROM hooks WHERE operation_id = $1`,
+         FROM agenthooks_hooks WHERE operation_id = $1`,
         [operationId],
       );
       const existing = counted[0] ?? { count: 0, last: 0, bytes: 0 };
@@ -310,7 +312,7 @@ class PostgresStoreImpl implements PostgresStore {
       if (rows.length > 0) {
         // One statement for the batch; WITH ORDINALITY keeps the given order.
         await db.query(
-          `INSERT INTO hooks (operation_id, seq, hook_id, hook_type, plugin, config)
+          `INSERT INTO agenthooks_hooks (operation_id, seq, hook_id, hook_type, plugin, config)
            SELECT $1, $2 + h.ord, h.hook_id, h.hook_type, h.plugin, h.config
            FROM unnest($3::text[], $4::integer[], $5::text[], $6::text[])
              WITH ORDINALITY AS h (hook_id, hook_type, plugin, config, ord)`,
@@ -333,7 +335,7 @@ class PostgresStoreImpl implements PostgresStore {
     const { rows } = await this.#run('listHooks', 'list hooks', (db) =>
       db.query<OperationHookRow>(
         `SELECT o.status, o.parent_id, h.seq, h.hook_id, h.hook_type, h.config
-         FROM operations AS o LEFT JOIN hooks AS h ON h.operation_id = o.id
+         FROM agenthooks_operations AS o LEFT JOIN agenthooks_hooks AS h ON h.operation_id = o.id
          WHERE o.id = $1
          ORDER BY h.seq`,
         [operationId],
@@ -358,18 +360,21 @@ class PostgresStoreImpl implements PostgresStore {
     const now = Date.now();
     return this.#transaction('deleteHooks', 'delete hooks', async (db) => {
       // Waits for a running append of the operation, like another append.
-      await db.query('SELECT 1 FROM operations WHERE id = $1 FOR UPDATE', [operationId]);
+      await db.query('SELECT 1 FROM agenthooks_operations WHERE id = $1 FOR UPDATE', [operationId]);
       const { rowCount } =
         plugin === undefined
-          ? await db.query('DELETE FROM hooks WHERE operation_id = $1', [operationId])
-          : await db.query('DELETE FROM hooks WHERE operation_id = $1 AND plugin = $2', [
+          ? await db.query('DELETE FROM agenthooks_hooks WHERE operation_id = $1', [operationId])
+          : await db.query('DELETE FROM agenthooks_hooks WHERE operation_id = $1 AND plugin = $2', [
               operationId,
               plugin,
             ]);
       const deleted = rowCount ?? 0;
       if (deleted > 0) {
         // The operation row stays (with its parent): only the hooks are purged.
-        await db.query('UPDATE operations SET updated_at = $1 WHERE id = $2', [now, operationId]);
+        await db.query('UPDATE agenthooks_operations SET updated_at = $1 WHERE id = $2', [
+          now,
+          operationId,
+        ]);
       }
       return deleted;
     });
@@ -386,7 +391,7 @@ class PostgresStoreImpl implements PostgresStore {
         return found;
       }
       await db.query(
-        `INSERT INTO operations (id, parent_id, created_at, updated_at)
+        `INSERT INTO agenthooks_operations (id, parent_id, created_at, updated_at)
          SELECT id, NULL, $2, $2 FROM unnest($1::text[]) WITH ORDINALITY AS o (id, ord)
          ORDER BY ord
          ON CONFLICT (id) DO NOTHING`,
@@ -396,7 +401,7 @@ class PostgresStoreImpl implements PostgresStore {
       // LOCKED), and a retention batch that locked one first makes this
       // wait and then read the tombstone.
       const { rows: states } = await db.query<{ id: string; status: string }>(
-        'SELECT id, status FROM operations WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE',
+        'SELECT id, status FROM agenthooks_operations WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE',
         [operationIds],
       );
       const expired = states.find((s) => s.status === 'expired');
@@ -404,7 +409,7 @@ class PostgresStoreImpl implements PostgresStore {
         throw operationExpiredError(expired.id);
       }
       const { rowCount } = await db.query(
-        `INSERT INTO parked_calls
+        `INSERT INTO agenthooks_parked_calls
            (tool_call_id, operation_id, chain, kind, context, parked_at, final_result, published_at)
          VALUES ($1, $2, $3::jsonb, $4, $5, $6, NULL, NULL)
          ON CONFLICT (tool_call_id) DO NOTHING`,
@@ -415,7 +420,7 @@ class PostgresStoreImpl implements PostgresStore {
         return selectParked(db, row.tool_call_id);
       }
       await db.query(
-        `INSERT INTO parked_call_operations (operation_id, tool_call_id)
+        `INSERT INTO agenthooks_parked_call_operations (operation_id, tool_call_id)
          SELECT id, $2 FROM unnest($1::text[]) AS o (id)`,
         [operationIds, row.tool_call_id],
       );
@@ -449,7 +454,7 @@ class PostgresStoreImpl implements PostgresStore {
       // The whole arbitration: a concurrent UPDATE waits for the row lock,
       // then re-checks `final_result IS NULL` on the committed row.
       const { rowCount } = await db.query(
-        `UPDATE parked_calls SET final_result = $1, published_at = $2
+        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2
          WHERE tool_call_id = $3 AND final_result IS NULL`,
         [bytes, publishedAt, toolCallId],
       );
@@ -457,7 +462,7 @@ class PostgresStoreImpl implements PostgresStore {
         return null;
       }
       const { rows } = await db.query<{ final_result: Uint8Array | null }>(
-        'SELECT final_result FROM parked_calls WHERE tool_call_id = $1',
+        'SELECT final_result FROM agenthooks_parked_calls WHERE tool_call_id = $1',
         [toolCallId],
       );
       return rows[0];
@@ -480,7 +485,7 @@ class PostgresStoreImpl implements PostgresStore {
     if (operationIds.length > 0) {
       const { rows } = await this.#run('operationState', 'read operation states', (db) =>
         db.query<{ id: string; status: OperationState }>(
-          'SELECT id, status FROM operations WHERE id = ANY($1::text[])',
+          'SELECT id, status FROM agenthooks_operations WHERE id = ANY($1::text[])',
           [[...operationIds]],
         ),
       );
@@ -494,13 +499,13 @@ class PostgresStoreImpl implements PostgresStore {
     // Retention counts from the last completion; a tombstone stays a tombstone.
     await this.#run('markOperationCompleted', 'complete an operation', (db) =>
       db.query(
-        `INSERT INTO operations (id, parent_id, created_at, updated_at, status, completed_at)
+        `INSERT INTO agenthooks_operations (id, parent_id, created_at, updated_at, status, completed_at)
          VALUES ($1, NULL, $2, $2, 'completed', $2)
          ON CONFLICT (id) DO UPDATE SET
            status = 'completed',
-           completed_at = greatest(operations.completed_at, excluded.completed_at),
+           completed_at = greatest(agenthooks_operations.completed_at, excluded.completed_at),
            updated_at = excluded.updated_at
-         WHERE operations.status <> 'expired'`,
+         WHERE agenthooks_operations.status <> 'expired'`,
         [operationId, at],
       ),
     );
@@ -524,15 +529,15 @@ class PostgresStoreImpl implements PostgresStore {
       // Published calls go first, so that their links no longer hold back
       // the operations and tombstones they named.
       const published = await db.query(
-        `DELETE FROM parked_calls WHERE tool_call_id IN (
-           SELECT tool_call_id FROM parked_calls
+        `DELETE FROM agenthooks_parked_calls WHERE tool_call_id IN (
+           SELECT tool_call_id FROM agenthooks_parked_calls
            WHERE published_at IS NOT NULL AND published_at < $1
            ORDER BY published_at LIMIT $2
            FOR UPDATE SKIP LOCKED)`,
         [cutoff, batchSize],
       );
       const { rows: candidates } = await db.query<{ id: string }>(
-        `SELECT id FROM operations
+        `SELECT id FROM agenthooks_operations
          WHERE status = 'completed' AND completed_at < $1
          ORDER BY completed_at LIMIT $2
          FOR UPDATE SKIP LOCKED`,
@@ -541,11 +546,11 @@ class PostgresStoreImpl implements PostgresStore {
       // A new statement, so its snapshot is taken with the rows locked: a
       // park that committed before the lock is seen, a later one waits.
       const { rows: expired } = await db.query<{ id: string }>(
-        `UPDATE operations AS o SET status = 'expired', updated_at = $2, expired_at = $2
+        `UPDATE agenthooks_operations AS o SET status = 'expired', updated_at = $2, expired_at = $2
          WHERE o.id = ANY($1::text[])
            AND NOT EXISTS (
-             SELECT 1 FROM parked_call_operations AS l
-             JOIN parked_calls AS p ON p.tool_call_id = l.tool_call_id
+             SELECT 1 FROM agenthooks_parked_call_operations AS l
+             JOIN agenthooks_parked_calls AS p ON p.tool_call_id = l.tool_call_id
              WHERE l.operation_id = o.id AND p.final_result IS NULL)
          RETURNING o.id`,
         [candidates.map((c) => c.id), now],
@@ -555,18 +560,20 @@ class PostgresStoreImpl implements PostgresStore {
         candidates.map((c) => c.id),
       );
       if (operations.length > 0) {
-        await db.query('DELETE FROM hooks WHERE operation_id = ANY($1::text[])', [operations]);
+        await db.query('DELETE FROM agenthooks_hooks WHERE operation_id = ANY($1::text[])', [
+          operations,
+        ]);
       }
       let tombstones = 0;
       if (tombstoneCutoff !== undefined) {
         // A tombstone a remaining parked call names stays until retention
         // deletes that call (the foreign keys would refuse the delete).
         const deleted = await db.query(
-          `DELETE FROM operations WHERE id IN (
-             SELECT o.id FROM operations AS o
+          `DELETE FROM agenthooks_operations WHERE id IN (
+             SELECT o.id FROM agenthooks_operations AS o
              WHERE o.status = 'expired' AND o.expired_at < $1
-               AND NOT EXISTS (SELECT 1 FROM parked_call_operations AS l WHERE l.operation_id = o.id)
-               AND NOT EXISTS (SELECT 1 FROM parked_calls AS p WHERE p.operation_id = o.id)
+               AND NOT EXISTS (SELECT 1 FROM agenthooks_parked_call_operations AS l WHERE l.operation_id = o.id)
+               AND NOT EXISTS (SELECT 1 FROM agenthooks_parked_calls AS p WHERE p.operation_id = o.id)
              ORDER BY o.expired_at LIMIT $2
              FOR UPDATE SKIP LOCKED)`,
           [tombstoneCutoff, batchSize],
@@ -584,7 +591,7 @@ class PostgresStoreImpl implements PostgresStore {
       const client = await this.#connect();
       try {
         await client.query('BEGIN');
-        await client.query('INSERT INTO probe (id) VALUES (1)');
+        await client.query('INSERT INTO agenthooks_probe (id) VALUES (1)');
         await client.query('ROLLBACK');
         client.release();
       } catch (e: unknown) {
@@ -689,7 +696,7 @@ function ignoreCheckedOutError(): void {}
 /** The stored row of a parked call, or undefined. */
 async function selectParked(db: Queryable, toolCallId: string): Promise<ParkedCallRow | undefined> {
   const { rows } = await db.query<ParkedCallRow>(
-    `SELECT ${PARKED_CALL_SELECT} FROM parked_calls WHERE tool_call_id = $1`,
+    `SELECT ${PARKED_CALL_SELECT} FROM agenthooks_parked_calls WHERE tool_call_id = $1`,
     [toolCallId],
   );
   return rows[0];

@@ -23,6 +23,8 @@ export interface StoreBackend {
   exec(sql: string): Promise<void>;
   /** An SQL literal of the bytes written in hex (`X'ff'`, `'\xff'::bytea`). */
   bytesLiteral(hex: string): string;
+  /** The backend's name of one of the store's tables (`hooks`, `agenthooks_hooks`). */
+  table(name: 'hooks' | 'parked_calls'): string;
 }
 
 /** Concurrent publications of one placeholder in the exactly-once test. */
@@ -159,7 +161,9 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
       it('fails the whole read with STORED_HOOK_CORRUPT when a stored hook does not decode', async () => {
         const store = await backend.open();
         await store.appendHooks('op-1', undefined, [webhookHook('a'), webhookHook('b')]);
-        await backend.exec("UPDATE hooks SET config = '{not json' WHERE hook_id = 'b'");
+        await backend.exec(
+          `UPDATE ${backend.table('hooks')} SET config = '{not json' WHERE hook_id = 'b'`,
+        );
 
         const error = await rejectionOf(store.listHooks('op-1'));
 
@@ -239,7 +243,7 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         const store = await backend.open();
         await store.parkCall(parkedCall('call-1'));
         await backend.exec(
-          `UPDATE parked_calls SET context = ${backend.bytesLiteral('ffffffff')} WHERE tool_call_id = 'call-1'`,
+          `UPDATE ${backend.table('parked_calls')} SET context = ${backend.bytesLiteral('ffffffff')} WHERE tool_call_id = 'call-1'`,
         );
 
         const error = await rejectionOf(store.getParkedCall('call-1'));
@@ -256,7 +260,7 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         await store.parkCall(parkedCall('call-1'));
         const other = toBinary(ToolCallContextSchema, parkedCall('call-2').context);
         await backend.exec(
-          `UPDATE parked_calls SET context = ${backend.bytesLiteral(Buffer.from(other).toString('hex'))} WHERE tool_call_id = 'call-1'`,
+          `UPDATE ${backend.table('parked_calls')} SET context = ${backend.bytesLiteral(Buffer.from(other).toString('hex'))} WHERE tool_call_id = 'call-1'`,
         );
 
         const error = await rejectionOf(store.getParkedCall('call-1'));

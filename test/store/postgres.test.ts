@@ -80,6 +80,7 @@ describeStoreContract('PostgreSQL', {
     await sql(text);
   },
   bytesLiteral: (hex) => `'\\x${hex}'::bytea`,
+  table: (name) => `agenthooks_${name}`,
 });
 
 describe('PostgreSQL store across pools and processes', () => {
@@ -229,7 +230,7 @@ async function holdOperationLock(operationId: string): Promise<{ release(): Prom
   client.on('error', () => undefined);
   await client.connect();
   await client.query('BEGIN');
-  await client.query('SELECT 1 FROM operations WHERE id = $1 FOR UPDATE', [operationId]);
+  await client.query('SELECT 1 FROM agenthooks_operations WHERE id = $1 FOR UPDATE', [operationId]);
   return {
     release: async () => {
       await client.query('ROLLBACK').catch(() => undefined);

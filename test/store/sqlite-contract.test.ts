@@ -13,4 +13,5 @@ describeStoreContract('SQLite', {
     temp.raw().exec(sql);
   },
   bytesLiteral: (hex) => `X'${hex}'`,
+  table: (name) => name,
 });
