@@ -9,7 +9,11 @@ import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import {
+  createConnectTransport,
+  createGrpcTransport,
+  createGrpcWebTransport,
+} from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus, HookSource } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -166,16 +170,20 @@ describe('the operator plugins file', () => {
     expect(pathsSince(start)).toEqual(['/plugin-v2']);
   });
 
-  it('fails every Modify call with INVALID_PLUGINS while the file is invalid, over gRPC and Connect', async () => {
+  it('fails every Modify call with INVALID_PLUGINS while the file is invalid, the same over every protocol', async () => {
     const line = await writePlugins(redactor('', 'redact', 'ftp://nowhere'));
     expect(line).toMatchObject({ valid: false, reason: 'INVALID_PLUGINS' });
     const start = receiver.requests.length;
-    const connect = createClient(
-      HookService,
-      createConnectTransport({ baseUrl: `http://${sidecar.http}`, httpVersion: '1.1' }),
-    );
-    for (const c of [client(), connect]) {
-      const e = await c
+    const http = `http://${sidecar.http}`;
+    const transports = [
+      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+      createConnectTransport({ baseUrl: http, httpVersion: '1.1' }),
+      createConnectTransport({ baseUrl: http, httpVersion: '1.1', useBinaryFormat: true }),
+      createGrpcWebTransport({ baseUrl: http, httpVersion: '1.1' }),
+    ];
+    const answers = [];
+    for (const transport of transports) {
+      const e = await createClient(HookService, transport)
         .modify({
           operationId: 'op-own',
           point: ModifyPoint.TRANSFORM_CONTEXT,
@@ -185,17 +193,29 @@ describe('the operator plugins file', () => {
           () => undefined,
           (err: unknown) => ConnectError.from(err),
         );
-      expect(e?.code).toBe(Code.FailedPrecondition);
-      expect(e?.rawMessage).toContain(
-        `plugins file ${pluginsFile} is invalid at plugins[0].hooks[0].webhook.url`,
-      );
       const [info] = e?.findDetails(ErrorInfoSchema) ?? [];
-      expect(info?.reason).toBe('INVALID_PLUGINS');
-      expect(info?.metadata).toMatchObject({
-        pluginsFile,
-        field: 'plugins[0].hooks[0].webhook.url',
-        rule: 'INVALID_WEBHOOK_URL',
+      answers.push({
+        code: e?.code,
+        message: e?.rawMessage,
+        reason: info?.reason,
+        metadata: info?.metadata,
       });
+    }
+    // The same answer over gRPC, Connect JSON, Connect binary and gRPC-Web.
+    for (const answer of answers) {
+      expect(answer).toEqual({
+        code: Code.FailedPrecondition,
+        message: expect.stringContaining(
+          `plugins file ${pluginsFile} is invalid at plugins[0].hooks[0].webhook.url`,
+        ),
+        reason: 'INVALID_PLUGINS',
+        metadata: expect.objectContaining({
+          pluginsFile,
+          field: 'plugins[0].hooks[0].webhook.url',
+          rule: 'INVALID_WEBHOOK_URL',
+        }),
+      });
+      expect(answer.message).toBe(answers[0]?.message);
     }
     // Not even the operation's own hook ran: the call fails whole.
     expect(pathsSince(start)).toEqual([]);
