@@ -68,6 +68,14 @@ export interface RegistryOptions extends ValidationOptions {
    * Default {@link validateStoredHook}; a test passes a wrapper to count calls.
    */
   readonly checkStoredHook?: StoredHookCheck;
+  /**
+   * Whether an operation's hooks are kept in memory between calls. Default
+   * true, which is fresh only while this registry is the store's one writer
+   * (an embedded SQLite file). Over a store that other processes write (the
+   * shared PostgreSQL store), pass false: every read goes to the store, so a
+   * decision sees every registration committed before it began, on any pod.
+   */
+  readonly cache?: boolean;
 }
 
 /**
@@ -90,6 +98,7 @@ export class HookRegistry {
   readonly #validation: ValidationOptions;
   readonly #maxHooks: number;
   readonly #checkStored: StoredHookCheck;
+  readonly #caching: boolean;
   /** The registration in progress per operation, so that count checks and appends do not interleave. */
   readonly #registering = new Map<string, Promise<unknown>>();
 
@@ -99,7 +108,8 @@ export class HookRegistry {
    */
   constructor(store: HookStore, options: RegistryOptions = {}) {
     this.#store = store;
-    const { maxHooksPerOperation, checkStoredHook, ...validation } = options;
+    const { maxHooksPerOperation, checkStoredHook, cache, ...validation } = options;
+    this.#caching = cache ?? true;
     this.#checkStored = checkStoredHook ?? validateStoredHook;
     this.#validation = extend(validation, {
       callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
@@ -227,7 +237,7 @@ export class HookRegistry {
     this.#cache.set(operationId, entry);
   }
 
-  /** Reads the operation from the store, checks each hook once, and caches the verdict. */
+  /** Reads the operation from the store, checks each hook once, and caches the verdict (when caching). */
   async #load(operationId: string): Promise<CachedOperation> {
     const stored = await this.#store.listHooks(operationId);
     let invalid: AgentHooksError | undefined;
@@ -241,6 +251,8 @@ export class HookRegistry {
       }
     }
     const entry: CachedOperation = { stored, invalid, placed: 0 };
+    // Uncached, each call reads and checks the rows again: nothing here can go stale.
+    if (!this.#caching) return entry;
     this.#place(operationId, entry);
     if (this.#cache.size > HOOK_CACHE_OPERATIONS) {
       const oldest = this.#cache.keys().next().value;

@@ -160,3 +160,43 @@ describe('HookRegistry: the bounded cache', () => {
     expect(checked).toEqual(['busy', 'idle', 'idle']);
   });
 });
+
+describe('HookRegistry: without a cache, over a store other processes write', () => {
+  const temp = useTempStore();
+
+  it('sees a registration made through another registry at once', async () => {
+    const store = temp.open();
+    const writer = new HookRegistry(store, { cache: false });
+    const reader = new HookRegistry(store, { cache: false });
+    await writer.register('op-1', undefined, [notification('a')]);
+    expect((await reader.hooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+
+    await writer.register('op-1', undefined, [notification('b')]);
+    expect((await reader.hooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+    expect((await reader.storedHooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+    expect(reader.cachedHooksOf('op-1')).toBeUndefined();
+
+    await writer.unregister('op-1', true);
+    expect((await reader.hooksOf('op-1')).hooks).toEqual([]);
+  });
+
+  it('checks the stored hooks on every read instead of once', async () => {
+    const store = temp.open();
+    const { checked, check } = countingCheck();
+    const registry = new HookRegistry(store, { cache: false, checkStoredHook: check });
+    await registry.register('op-1', undefined, [notification('a')]);
+    await registry.hooksOf('op-1');
+    await registry.hooksOf('op-1');
+    expect(checked).toEqual(['a', 'a']);
+  });
+
+  it('is stale with the default cache, which is why a shared store turns it off', async () => {
+    const store = temp.open();
+    const writer = new HookRegistry(store);
+    const reader = new HookRegistry(store);
+    await writer.register('op-1', undefined, [notification('a')]);
+    expect((await reader.hooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+    await writer.register('op-1', undefined, [notification('b')]);
+    expect((await reader.hooksOf('op-1')).hooks.map((h) => h.id)).toEqual(['a']);
+  });
+});
