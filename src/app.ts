@@ -1,5 +1,6 @@
 /**
- * @module The composition root: builds the store, the webhook sender, email
+ * @module The composition root: opens the store (the SQLite file, or the
+ * shared PostgreSQL database of a `postgres://` `--db`), builds the webhook sender, email
  * enrichment, the hook registry, the handler hub, retention, store health
  * and the HookService implementation from a validated config, owns their
  * background work, and closes them in order. It listens on nothing: the
@@ -22,8 +23,10 @@ import { Metrics } from './metrics.js';
 import { HealthState, ServingStatus } from './server/health.js';
 import { createHookService } from './service/hook-service.js';
 import { StoreHealthMonitor } from './store/health-monitor.js';
+import { openPostgresStore } from './store/postgres.js';
 import { startRetention } from './store/retention.js';
 import { openSqliteStore } from './store/sqlite.js';
+import type { HookStore, ParkStore, RetentionStore, UserStore } from './store/store.js';
 import { createUserDirectory } from './users/directory.js';
 
 /** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
@@ -38,8 +41,29 @@ const RETENTION_SWEEP_MIN_INTERVAL_MS = 100;
 /** Rows removed per retention transaction, so a sweep never stalls calls. */
 export const RETENTION_BATCH_SIZE = 200;
 
+/** Every store interface the app uses; the SQLite and the PostgreSQL store both have them. */
+export type AppStore = HookStore & UserStore & ParkStore & RetentionStore;
+
+/** A store opened before the app, and whether other processes write it too. */
+export interface OpenedStore {
+  readonly store: AppStore;
+  /**
+   * Other sidecars write it (the shared PostgreSQL store): nothing read from
+   * it is cached, and every health interval asks the server.
+   */
+  readonly shared: boolean;
+}
+
 /** What `createApp` needs beyond the config. */
 export interface AppOptions {
+  /**
+   * The store, already open; the app closes it. Default: the SQLite file of
+   * `config.dbPath`, opened by `createApp` ({@link openApp} opens the
+   * PostgreSQL store of `config.dbUrl`).
+   */
+  readonly store?: OpenedStore;
+  /** The process's metrics, when the store already reports to them; default new ones. */
+  readonly metrics?: Metrics;
   /** The process environment the effective environment starts from. Default `process.env`. */
   readonly processEnv?: Readonly<Record<string, string | undefined>>;
   /**
@@ -77,16 +101,49 @@ export interface App {
 }
 
 /**
- * Builds the application from a validated config.
+ * Opens the store the config names and builds the application on it: the
+ * PostgreSQL store of `config.dbUrl` (connected and migrated first, so this
+ * is async), else {@link createApp}'s SQLite file.
  *
- * @throws StoreUnavailableError when the database cannot be opened.
+ * @throws StoreUnavailableError when the database cannot be reached, opened or migrated.
+ * @example
+ * const app = await openApp(config, logger);
+ */
+export async function openApp(
+  config: ServeConfig,
+  logger: Logger,
+  options: AppOptions = {},
+): Promise<App> {
+  if (options.store !== undefined || config.dbUrl === undefined) {
+    return createApp(config, logger, options);
+  }
+  const metrics = options.metrics ?? new Metrics();
+  const store = await openPostgresStore(config.dbUrl, {
+    observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
+    // The pool replaces the connection; calls and health report the outage itself.
+    onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
+  });
+  try {
+    return createApp(config, logger, { ...options, metrics, store: { store, shared: true } });
+  } catch (e: unknown) {
+    await store.close();
+    throw e;
+  }
+}
+
+/**
+ * Builds the application from a validated config, on `options.store` or
+ * else on the SQLite file of `config.dbPath`, opened here.
+ *
+ * @throws StoreUnavailableError when the SQLite database cannot be opened.
+ * @throws Error when the config names a PostgreSQL store and none is given: use {@link openApp}.
  * @example
  * const app = createApp(config, logger);
  * // ... serve it ...
  * await app.close(Date.now() + config.shutdownGraceMs);
  */
 export function createApp(config: ServeConfig, logger: Logger, options: AppOptions = {}): App {
-  const metrics = new Metrics();
+  const metrics = options.metrics ?? new Metrics();
   const destinations = new DestinationPolicy({
     allow: config.webhookAllow,
     deny: config.webhookDeny,
@@ -105,18 +162,22 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     maxHooks: config.maxHooksPerOperation,
     onReload: (snapshot) => metrics.pluginsReloaded(snapshot.generation, snapshot.hooks.ok),
   });
-  let store: ReturnType<typeof openSqliteStore>;
+  let opened: OpenedStore;
   try {
-    store = openSqliteStore(config.dbPath, {
-      busyTimeoutMs: config.dbBusyTimeoutMs,
-      maxSizeBytes: config.dbMaxSizeBytes,
-      observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
-    });
+    opened = options.store ?? {
+      store: openSqliteStore(sqlitePath(config), {
+        busyTimeoutMs: config.dbBusyTimeoutMs,
+        maxSizeBytes: config.dbMaxSizeBytes,
+        observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
+      }),
+      shared: false,
+    };
   } catch (e: unknown) {
     environment.close();
     plugins.close();
     throw e;
   }
+  const { store, shared } = opened;
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent for fetch and QStash delivery, also set as the global dispatcher.
   const sender = new WebhookSender({
@@ -135,6 +196,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     callerEnvAllowlist: new Set(config.callerEnvAllowlist),
     destinations,
     maxHooksPerOperation: config.maxHooksPerOperation,
+    // Another pod may register at any moment: a cached list could miss it.
+    cache: !shared,
   });
   const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
   // Detached webhooks are bounded in count and payload bytes; the excess is dropped and counted.
@@ -152,8 +215,11 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   // Health follows the store: NOT_SERVING while it cannot be written or its file is
   // lost. The interval runs the quick check (two stats, no transaction) while healthy,
   // the write probe while unhealthy and at once after a call failed with a store error.
+  // A shared server can fail while this sidecar is idle, and no local check sees
+  // it (the PostgreSQL quickCheck only checks the store is open): ask the server
+  // each interval, one round trip off the event loop.
   const storeHealth = new StoreHealthMonitor({
-    quickCheck: () => store.quickCheck(),
+    quickCheck: shared ? () => store.ping() : () => store.quickCheck(),
     ping: () => store.ping(),
     intervalMs: config.storeCheckIntervalMs,
     logger,
@@ -237,4 +303,12 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       return stopped;
     },
   };
+}
+
+/** The SQLite file of a config; a config naming a PostgreSQL store has none. */
+function sqlitePath(config: ServeConfig): string {
+  if (config.dbPath === undefined) {
+    throw new Error('the config names a PostgreSQL store, which opens asynchronously: use openApp');
+  }
+  return config.dbPath;
 }

@@ -7,7 +7,7 @@
  */
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
-import { type App, createApp } from './app.js';
+import { type App, openApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
 import { AgentHooksError } from './errors.js';
 import { createLogger, routeProcessOutput } from './log.js';
@@ -98,11 +98,13 @@ async function main(argv: string[]): Promise<number> {
   process.once('SIGINT', () => onSignal('SIGINT'));
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
-  const dbExisted = existsSync(config.dbPath);
+  // Only an SQLite file is created by a start; a PostgreSQL database is never removed.
+  const createdDb =
+    config.dbPath !== undefined && !existsSync(config.dbPath) ? config.dbPath : undefined;
   try {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
-    app = createApp(config, logger);
+    app = await openApp(config, logger);
     server = createServer(app, config, security);
     const addresses = await server.listen();
     logger.info('listening', { ...addresses });
@@ -112,7 +114,7 @@ async function main(argv: string[]): Promise<number> {
     await server?.shutdown(Date.now());
     await app?.close(Date.now());
     // A start that failed leaves no database behind that it created itself.
-    if (!dbExisted) removeCreatedDatabase(config.dbPath, logger);
+    if (createdDb !== undefined) removeCreatedDatabase(createdDb, logger);
     return 1;
   }
   const started = { app, server };

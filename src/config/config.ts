@@ -13,6 +13,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
+import { isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
 import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
@@ -141,22 +142,22 @@ export const OPTIONS: readonly OptionSpec[] = [
   {
     flag: 'db',
     env: DB_PATH_VAR,
-    value: 'PATH',
+    value: 'PATH_OR_URL',
     default: DEFAULT_DB_PATH,
-    help: 'SQLite database file (created with its folder if missing)',
+    help: `SQLite file (created with its folder if missing), or a postgres:// URL of a shared PostgreSQL store; no password in the flag: use ${DB_PATH_VAR}, PGPASSWORD or PGPASSFILE`,
   },
   {
     flag: 'db-busy-timeout',
     env: 'AGENTHOOKS_DB_BUSY_TIMEOUT',
     value: 'SECONDS',
     default: '1',
-    help: 'how long a write waits for a database lock before the call fails UNAVAILABLE (STORE_LOCKED); the wait blocks the sidecar',
+    help: 'SQLite only: how long a write waits for a database lock before the call fails UNAVAILABLE (STORE_LOCKED); the wait blocks the sidecar',
   },
   {
     flag: 'db-max-size',
     env: 'AGENTHOOKS_DB_MAX_SIZE',
     value: 'BYTES',
-    help: 'size cap of the database file; writes past it fail UNAVAILABLE (STORE_FULL)',
+    help: 'SQLite only: size cap of the database file; writes past it fail UNAVAILABLE (STORE_FULL)',
   },
   {
     flag: 'store-check-interval',
@@ -364,7 +365,14 @@ export interface ServeConfig {
   readonly metricsListen?: ListenAddress;
   /** Connection cap and timeouts of every listener. */
   readonly connections: ConnectionLimits;
-  readonly dbPath: string;
+  /** SQLite database file; absent when `dbUrl` is set. */
+  readonly dbPath?: string;
+  /**
+   * URL of the shared PostgreSQL store (`postgres://` or `postgresql://`),
+   * with libpq's query options (`sslmode`...); absent for SQLite. May hold a
+   * password (from `AGENTHOOKS_DB`): a secret, never log it.
+   */
+  readonly dbUrl?: string;
   /** Env file overlaid on the process environment (environment hooks, templates, app URLs). */
   readonly envFile?: string;
   /** Operator plugins file: modifying hooks for every operation, run after its own. */
@@ -622,7 +630,7 @@ export function parseServeConfig(
       `--log-level must be one of ${LOG_LEVELS.join(', ')}`,
     );
   }
-  const dbPath = one('db') as string;
+  const { dbPath, dbUrl } = parseDb(one('db') as string, values.db !== undefined);
   const dbBusyTimeoutMs = positiveSeconds(one('db-busy-timeout'), 'db-busy-timeout', true);
   const maxSize = one('db-max-size');
   const dbMaxSizeBytes = maxSize === undefined ? undefined : Number(maxSize);
@@ -690,6 +698,7 @@ export function parseServeConfig(
           : parseListen(metrics, 'metrics-listen', false),
       connections,
       dbPath,
+      dbUrl,
       envFile: one('env-file'),
       pluginsFile: one('plugins-file'),
       shutdownGraceMs: grace * 1000,
@@ -701,6 +710,35 @@ export function parseServeConfig(
       usersPostgresQuery,
     }),
   );
+}
+
+/**
+ * Reads `--db`: a `postgres://` or `postgresql://` URL names the PostgreSQL
+ * store, anything else is an SQLite file. A password in the flag itself (in
+ * the URL's user part or its `password` query option) is refused, as flags
+ * show in `ps`; the variable may hold one. Messages never quote the value.
+ */
+function parseDb(text: string, fromFlag: boolean): { dbPath?: string; dbUrl?: string } {
+  if (!isPostgresUrl(text)) return { dbPath: text };
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch (e: unknown) {
+    throw new InvalidArgumentError(
+      'db',
+      INVALID_FLAG,
+      '--db is not a valid postgres:// or postgresql:// URL',
+      { cause: e },
+    );
+  }
+  if (fromFlag && (url.password !== '' || url.searchParams.has('password'))) {
+    throw new InvalidArgumentError(
+      'db',
+      INVALID_FLAG,
+      `--db must not hold a password (flags show in ps): put the URL in ${DB_PATH_VAR}, or the password in PGPASSWORD or a password file (PGPASSFILE)`,
+    );
+  }
+  return { dbUrl: text };
 }
 
 /** True when `text` parses as a URL with one of `protocols`. */

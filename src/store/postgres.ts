@@ -60,6 +60,16 @@ import {
   type UserStore,
 } from './store.js';
 
+/**
+ * Whether a `--db` value names the PostgreSQL store: a `postgres://` or
+ * `postgresql://` URL (libpq's two schemes); anything else is an SQLite file.
+ *
+ * @example isPostgresUrl('postgresql:///agenthooks?host=/run/postgresql') // true
+ */
+export function isPostgresUrl(text: string): boolean {
+  return /^postgres(?:ql)?:\/\//i.test(text);
+}
+
 /** Default of {@link PostgresStoreOptions.maxConnections}. */
 export const DEFAULT_POSTGRES_POOL_SIZE = 10;
 

@@ -10,6 +10,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH, openSqliteStore } from '../store/sqlite.js';
 import type { UserRecord, UserStore } from '../store/store.js';
 
@@ -188,6 +189,13 @@ export async function runUsersCommand(
     return EXIT_USAGE;
   }
   const dbPath = dbFlag ?? defaultDbPath(env);
+  if (isPostgresUrl(dbPath)) {
+    // The URL may hold a password: the message never quotes it.
+    out.stderr(
+      `agenthooks: users import fills the SQLite store only; ${dbFlag === undefined ? DB_PATH_VAR : '--db'} names a PostgreSQL database (fill its agenthooks_users table, or use --users-postgres-url)\n`,
+    );
+    return EXIT_USAGE;
+  }
   try {
     // The file is checked before the store is opened (or created).
     const users = readUsersFile(file);

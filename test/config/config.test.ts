@@ -66,6 +66,35 @@ describe('serve configuration', () => {
     expect(flags.dbPath).toBe('x.db');
   });
 
+  it('takes a PostgreSQL URL for --db, from the flag without a password or from the variable', () => {
+    const url = 'postgresql://agenthooks@db:5432/agenthooks?sslmode=verify-full';
+    expect(parseServeConfig(['--db', url], {})).toMatchObject({ dbUrl: url, dbPath: undefined });
+    const withPassword = 'postgres://agenthooks:s3cret@db/agenthooks';
+    expect(parseServeConfig([], { AGENTHOOKS_DB: withPassword })).toMatchObject({
+      dbUrl: withPassword,
+      dbPath: undefined,
+    });
+    expect(parseServeConfig([], {}).dbUrl).toBeUndefined();
+  });
+
+  it.each([
+    'postgres://agenthooks:s3cret@db/agenthooks',
+    'postgresql://agenthooks@db/agenthooks?sslmode=require&password=s3cret',
+  ])('refuses a password in the --db flag (%s) and points at the safe places', (url) => {
+    let error: unknown;
+    try {
+      parseServeConfig(['--db', url], {});
+    } catch (e: unknown) {
+      error = e;
+    }
+    expect(error).toMatchObject({ field: 'db', reason: 'INVALID_FLAG' });
+    const message = (error as Error).message;
+    for (const hint of ['--db', 'AGENTHOOKS_DB', 'PGPASSWORD', 'PGPASSFILE']) {
+      expect(message).toContain(hint);
+    }
+    expect(message).not.toContain('s3cret');
+  });
+
   it('rounds a duration to whole milliseconds, and refuses one that rounds to nothing', () => {
     // 2.3 * 3,600,000 is 8,279,999.999... in floating point.
     expect(parseServeConfig(['--retention', '2.3h'], {}).retentionMs).toBe(8_280_000);

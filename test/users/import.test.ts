@@ -183,6 +183,21 @@ describe('runUsersCommand', () => {
     expect(await open(db).lookupUserEmail('007')).toBe('grace@example.com');
   });
 
+  it('refuses a PostgreSQL AGENTHOOKS_DB without quoting it, and creates nothing', async () => {
+    const err: string[] = [];
+    const out = { stdout: () => undefined, stderr: (t: string) => err.push(t) };
+    const url = 'postgres://agenthooks:s3cret@127.0.0.1:1/agenthooks';
+    const code = await runUsersCommand(
+      ['import', file('u.jsonl', GOOD)],
+      { AGENTHOOKS_DB: url },
+      out,
+    );
+    expect(code).toBe(2);
+    expect(err.join('')).toContain('AGENTHOOKS_DB names a PostgreSQL database');
+    expect(err.join('')).not.toContain('s3cret');
+    expect(existsSync('postgres:')).toBe(false);
+  });
+
   it('exits 2 for a bad command line, 1 for a missing file, and creates no database', async () => {
     const quiet = { stdout: () => undefined, stderr: () => undefined };
     const db = join(dir, 'never.db');
