@@ -268,8 +268,12 @@ export function withTimeout<T>(promise: Promise<T>, ms: number, message: string)
 
 /** Options of {@link startSidecar}. */
 export interface SidecarOptions {
-  /** Database file; default: a new temp folder's `agenthooks.db` (see {@link tempDbPath}). */
-  readonly db?: string;
+  /**
+   * Database file; default: a new temp folder's `agenthooks.db` (see
+   * {@link tempDbPath}). `false` passes no `--db` and makes no folder, for a
+   * database named by `env` (`AGENTHOOKS_DB`, such as a PostgreSQL URL).
+   */
+  readonly db?: string | false;
   /** Extra arguments after `serve`. */
   readonly args?: readonly string[];
   /** Node flags before the entry point, such as `--cpu-prof`. */
@@ -286,8 +290,9 @@ export interface SidecarOptions {
 
 /** A running sidecar process. */
 export interface SidecarProcess extends NodeChild {
+  /** The database file; empty with `db: false`. */
   readonly db: string;
-  /** The database's folder. */
+  /** The database's folder; empty with `db: false`. */
   readonly dir: string;
   /** `host:port` of the first gRPC listener. */
   readonly grpc: string;
@@ -310,8 +315,8 @@ export interface SidecarProcess extends NodeChild {
  * try { … } finally { await killSidecar(sidecar); }
  */
 export async function startSidecar(options: SidecarOptions = {}): Promise<SidecarProcess> {
-  const db = options.db ?? tempDbPath();
-  const dir = dirname(db);
+  const db = options.db === false ? '' : (options.db ?? tempDbPath());
+  const dir = db === '' ? '' : dirname(db);
   const launched = launchNode({
     args: [
       ...(options.nodeFlags ?? []),
@@ -321,14 +326,13 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
       '127.0.0.1:0',
       '--http-listen',
       options.http === false ? 'off' : '127.0.0.1:0',
-      '--db',
-      db,
+      ...(db === '' ? [] : ['--db', db]),
       ...(options.args ?? []),
     ],
     env: options.env,
     cwd: options.cwd,
     uid: options.uid,
-    dirs: [dir],
+    dirs: dir === '' ? [] : [dir],
   });
   let listening: Record<string, unknown>;
   try {
