@@ -29,6 +29,7 @@ import pg from 'pg';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, StoreUnavailableError } from '../errors.js';
+import { extend } from '../extend.js';
 import { fromHookRow, type StoredHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
@@ -196,16 +197,17 @@ export async function openPostgresStore(
   } finally {
     await migrator.end().catch(() => undefined);
   }
-  const pool = new pg.Pool({
-    ...connection,
-    max,
-    idleTimeoutMillis: IDLE_TIMEOUT_MS,
-    statement_timeout: statementTimeoutMs,
-    query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
-    // A transaction left open by a client that vanished would hold its row
-    // locks (and block that operation's registrations on every pod).
-    idle_in_transaction_session_timeout: statementTimeoutMs,
-  });
+  const pool = new pg.Pool(
+    extend(connection, {
+      max,
+      idleTimeoutMillis: IDLE_TIMEOUT_MS,
+      statement_timeout: statementTimeoutMs,
+      query_timeout: statementTimeoutMs + QUERY_TIMEOUT_MARGIN_MS,
+      // A transaction left open by a client that vanished would hold its row
+      // locks (and block that operation's registrations on every pod).
+      idle_in_transaction_session_timeout: statementTimeoutMs,
+    }),
+  );
   const onIdleError = options.onIdleError;
   // Without a listener, an idle connection's failure (a server restart)
   // would crash the process through the pool's 'error' event.
