@@ -16,6 +16,7 @@ import { createDnsResolver, DestinationPolicy } from './delivery/destination.js'
 import { EmailEnricher } from './delivery/email.js';
 import { WebhookSender } from './delivery/webhook.js';
 import { StoreUnavailableError } from './errors.js';
+import { extend } from './extend.js';
 import { HandlerHub } from './hooks/handlers.js';
 import { HookRegistry } from './hooks/registry.js';
 import type { Logger } from './log.js';
@@ -124,7 +125,7 @@ export async function openApp(
     onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
   });
   try {
-    return createApp(config, logger, { ...options, metrics, store: { store, shared: true } });
+    return createApp(config, logger, extend(options, { metrics, store: { store, shared: true } }));
   } catch (e: unknown) {
     await store.close();
     throw e;
