@@ -5,8 +5,8 @@
  * values, and a connection error can name the host.
  */
 import { DatabaseError } from 'pg';
-import { AgentHooksError, StoreUnavailableError } from '../errors.js';
-import type { StoreErrorReason } from './store.js';
+import { AgentHooksError } from '../errors.js';
+import { storeInternalError, storeUnavailableError } from './store.js';
 
 /**
  * Messages of the errors `pg` raises itself (no SQLSTATE) when the
@@ -51,33 +51,33 @@ export function storeErrorFromPostgres(e: unknown, action: string): AgentHooksEr
       case '28':
       case '3D':
       case '58':
-        return unavailable('STORE_UNAVAILABLE', action, detail, e);
+        return storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
       case '57':
         // statement_timeout or lock_timeout cancelled the statement, which
         // waited on another transaction's lock or on an overloaded server:
         // the analogue of SQLite's busy timeout. Retryable.
         return code === '57014'
-          ? unavailable('STORE_LOCKED', action, detail, e)
-          : unavailable('STORE_UNAVAILABLE', action, detail, e);
+          ? storeUnavailableError('STORE_LOCKED', action, detail, e)
+          : storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
       // Serialization failure or deadlock: retryable contention.
       case '40':
-        return unavailable('STORE_LOCKED', action, detail, e);
+        return storeUnavailableError('STORE_LOCKED', action, detail, e);
       // Insufficient resources: 53100 is a full disk; out of memory and too
       // many connections leave the store unusable for now.
       case '53':
         return code === '53100'
-          ? unavailable('STORE_FULL', action, detail, e)
-          : unavailable('STORE_UNAVAILABLE', action, detail, e);
+          ? storeUnavailableError('STORE_FULL', action, detail, e)
+          : storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
       // Internal error class: XX001 data_corrupted, XX002 index_corrupted.
       case 'XX':
         return code === 'XX001' || code === 'XX002'
-          ? unavailable('STORE_CORRUPT', action, detail, e)
-          : unavailable('STORE_UNAVAILABLE', action, detail, e);
+          ? storeUnavailableError('STORE_CORRUPT', action, detail, e)
+          : storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
       default:
         // 55P03 lock_not_available (lock_timeout, NOWAIT).
-        if (code === '55P03') return unavailable('STORE_LOCKED', action, detail, e);
+        if (code === '55P03') return storeUnavailableError('STORE_LOCKED', action, detail, e);
         // 25006 read_only_sql_transaction: a standby, or a read-only default.
-        if (code === '25006') return unavailable('STORE_READ_ONLY', action, detail, e);
+        if (code === '25006') return storeUnavailableError('STORE_READ_ONLY', action, detail, e);
         // Constraint, syntax, data and other SQL errors are bugs of this
         // code (or a schema changed by hand), not an unavailable store.
         return new AgentHooksError('internal', 'STORE_INTERNAL', `cannot ${action}: ${detail}`, {
@@ -89,24 +89,18 @@ export function storeErrorFromPostgres(e: unknown, action: string): AgentHooksEr
   if (code !== undefined) {
     // ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTFOUND, EPIPE, EHOSTUNREACH...:
     // the socket to the server failed.
-    return unavailable('STORE_UNAVAILABLE', action, `PostgreSQL unreachable (${code})`, e);
+    return storeUnavailableError(
+      'STORE_UNAVAILABLE',
+      action,
+      `PostgreSQL unreachable (${code})`,
+      e,
+    );
   }
   if (e instanceof Error && CONNECTION_FAILURE_MESSAGES.some((re) => re.test(e.message))) {
-    return unavailable('STORE_UNAVAILABLE', action, 'PostgreSQL unreachable', e);
+    return storeUnavailableError('STORE_UNAVAILABLE', action, 'PostgreSQL unreachable', e);
   }
   // Anything else is a bug in this code; fail closed, never as "no hooks".
-  return new AgentHooksError('internal', 'STORE_INTERNAL', `cannot ${action}: unexpected failure`, {
-    cause: e,
-  });
-}
-
-function unavailable(
-  reason: StoreErrorReason,
-  action: string,
-  detail: string,
-  cause: unknown,
-): StoreUnavailableError {
-  return new StoreUnavailableError(reason, `cannot ${action}: ${detail}`, { cause });
+  return storeInternalError(action, e);
 }
 
 /** The `code` of a Node system error (`ECONNREFUSED`), else undefined. */

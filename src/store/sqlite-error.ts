@@ -4,8 +4,8 @@
  * escapes `src/store/`.
  */
 import Database from 'better-sqlite3';
-import { AgentHooksError, StoreUnavailableError } from '../errors.js';
-import type { StoreErrorReason } from './store.js';
+import { AgentHooksError } from '../errors.js';
+import { storeInternalError, storeUnavailableError } from './store.js';
 
 /**
  * Returns the domain error for a failure of `action` on the SQLite store; the
@@ -30,7 +30,7 @@ export function storeErrorFromSqlite(
   // better-sqlite3 throws a plain TypeError ("The database connection is not
   // open") once the connection is closed, so ask the connection instead.
   if (db !== undefined && !db.open) {
-    return unavailable('STORE_CLOSED', action, 'the store is closed', e);
+    return storeUnavailableError('STORE_CLOSED', action, 'the store is closed', e);
   }
   if (e instanceof Database.SqliteError) {
     // Codes are extended codes (`SQLITE_BUSY_SNAPSHOT`); the primary code is
@@ -44,18 +44,18 @@ export function storeErrorFromSqlite(
       case 'SQLITE_LOCKED':
       // The WAL locking protocol kept failing under contention.
       case 'SQLITE_PROTOCOL':
-        return unavailable('STORE_LOCKED', action, detail, e);
+        return storeUnavailableError('STORE_LOCKED', action, detail, e);
       // The file, its directory or the file system is read-only, or the file
       // was moved or replaced under the connection (SQLITE_READONLY_DBMOVED).
       case 'SQLITE_READONLY':
-        return unavailable('STORE_READ_ONLY', action, detail, e);
+        return storeUnavailableError('STORE_READ_ONLY', action, detail, e);
       // The disk is full, or the file reached max_page_count (maxSizeBytes).
       case 'SQLITE_FULL':
-        return unavailable('STORE_FULL', action, detail, e);
+        return storeUnavailableError('STORE_FULL', action, detail, e);
       // The file is damaged, or is something other than an SQLite database.
       case 'SQLITE_CORRUPT':
       case 'SQLITE_NOTADB':
-        return unavailable('STORE_CORRUPT', action, detail, e);
+        return storeUnavailableError('STORE_CORRUPT', action, detail, e);
       // The operating system failed a read, write, lock or open, denied access,
       // or ran out of memory: the store cannot be used right now.
       case 'SQLITE_IOERR':
@@ -63,7 +63,7 @@ export function storeErrorFromSqlite(
       case 'SQLITE_PERM':
       case 'SQLITE_NOLFS':
       case 'SQLITE_NOMEM':
-        return unavailable('STORE_UNAVAILABLE', action, detail, e);
+        return storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
       // Constraint, SQL, mismatch, misuse and range errors are bugs of this
       // code (or a schema changed by hand), not an unavailable store.
       default:
@@ -78,28 +78,17 @@ export function storeErrorFromSqlite(
       // Creating the parent directory hit a full disk.
       case 'ENOSPC':
       case 'EDQUOT':
-        return unavailable('STORE_FULL', action, detail, e);
+        return storeUnavailableError('STORE_FULL', action, detail, e);
       // Creating the parent directory on a read-only file system.
       case 'EROFS':
-        return unavailable('STORE_READ_ONLY', action, detail, e);
+        return storeUnavailableError('STORE_READ_ONLY', action, detail, e);
       // Any other file-system failure (EACCES, ENOTDIR, EIO, ...) while opening.
       default:
-        return unavailable('STORE_UNAVAILABLE', action, detail, e);
+        return storeUnavailableError('STORE_UNAVAILABLE', action, detail, e);
     }
   }
   // Anything else is a bug in this code; fail closed, never as "no hooks".
-  return new AgentHooksError('internal', 'STORE_INTERNAL', `cannot ${action}: unexpected failure`, {
-    cause: e,
-  });
-}
-
-function unavailable(
-  reason: StoreErrorReason,
-  action: string,
-  detail: string,
-  cause: unknown,
-): StoreUnavailableError {
-  return new StoreUnavailableError(reason, `cannot ${action}: ${detail}`, { cause });
+  return storeInternalError(action, e);
 }
 
 function isErrnoException(e: unknown): e is NodeJS.ErrnoException & { code: string } {

@@ -9,7 +9,7 @@
 import type { ToolCallContext, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import type { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
-import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError, StoreUnavailableError } from '../errors.js';
 
 /** An operation's persisted hooks and its parent, as {@link HookStore.listHooks} returns them. */
 export interface OperationHooks {
@@ -137,6 +137,34 @@ export type StoreErrorReason =
   | 'STORE_NEWER_THAN_CODE'
   | typeof STORE_FILE_MISSING
   | typeof STORE_FILE_REPLACED;
+
+/**
+ * Returns the error of a store call the database could not serve:
+ * `unavailable` with `reason`, the message `cannot <action>: <detail>`, and
+ * the driver's error as `cause` (logged, never sent).
+ *
+ * @example throw storeUnavailableError('STORE_LOCKED', 'append hooks', 'database is locked', e);
+ */
+export function storeUnavailableError(
+  reason: StoreErrorReason,
+  action: string,
+  detail: string,
+  cause: unknown,
+): StoreUnavailableError {
+  return new StoreUnavailableError(reason, `cannot ${action}: ${detail}`, { cause });
+}
+
+/**
+ * Returns the error of a store call that failed in a way no reason covers:
+ * a bug in the store, which fails closed as `internal` (never as "no hooks").
+ *
+ * @example return storeInternalError('list hooks', e);
+ */
+export function storeInternalError(action: string, cause: unknown): AgentHooksError {
+  return new AgentHooksError('internal', 'STORE_INTERNAL', `cannot ${action}: unexpected failure`, {
+    cause,
+  });
+}
 
 /**
  * Reason of every store call once the database file (or its `-wal` file) was

@@ -33,6 +33,8 @@ const REASON_ARGUMENT: Readonly<Record<string, number>> = {
   InvalidArgumentError: 1,
   StoreUnavailableError: 0,
   errorInfo: 0,
+  // src/store/store.ts: the stores' shared builder of a StoreUnavailableError.
+  storeUnavailableError: 0,
 };
 
 /** One place in src/ where a reason is given. */
