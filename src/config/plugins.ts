@@ -276,6 +276,21 @@ function parsePlugins(json: unknown, validation: ValidationOptions): Plugin[] {
   });
 }
 
+/**
+ * A proto JSON decoding message without the value it quotes: the file may
+ * hold secrets (a token typed where a header map goes), and the message
+ * reaches every `Modify` caller and the log.
+ *
+ * @example
+ * withoutValue('cannot decode field agenthooks.v1.Webhook.headers from JSON: expected object, got "Bearer x"')
+ * // 'cannot decode field agenthooks.v1.Webhook.headers from JSON: expected object'
+ */
+function withoutValue(message: string): string {
+  return message
+    .replace(/, got [\s\S]*$/, '')
+    .replace(/(from JSON): "[\s\S]*"$/, '$1: a value it does not define');
+}
+
 /** Decodes and checks one hook of plugin `name`. */
 function pluginHook(json: unknown, name: string, at: string, validation: ValidationOptions): Hook {
   if (!isObject(json)) throw shapeError(at, 'a hook must be an object');
@@ -283,7 +298,7 @@ function pluginHook(json: unknown, name: string, at: string, validation: Validat
   try {
     hook = fromJson(HookSchema, json as JsonValue);
   } catch (e: unknown) {
-    throw shapeError(at, e instanceof Error ? e.message : String(e), e);
+    throw shapeError(at, withoutValue(e instanceof Error ? e.message : String(e)), e);
   }
   if (hook.type !== HookType.UNSPECIFIED) {
     throw shapeError(

@@ -187,7 +187,7 @@ describe('the operator plugins file', () => {
       'a misspelled point',
       { plugins: [{ name: 'p', hooks: [{ ...REDACT, point: 'MODIFY_POINT_TRANSFORM' }] }] },
       'plugins[0].hooks[0]',
-      /MODIFY_POINT_TRANSFORM/,
+      /cannot decode enum agenthooks\.v1\.ModifyPoint from JSON: a value it does not define/,
     ],
   ])('refuses %s, naming the field', (_what, json, field, message) => {
     const e = invalid(json);
@@ -237,6 +237,16 @@ describe('the operator plugins file', () => {
     expect(e.reason).toBe(INVALID_PLUGINS);
     expect(e.metadata).toMatchObject({ pluginsFile: file, field, rule });
     expect(e.message).toContain(`at ${field}: `);
+  });
+
+  it('never quotes a value of the file in its error or its log line', () => {
+    const secret = 'Bearer synthetic-plugin-token-91f2';
+    const hook = { ...REDACT, webhook: { url: 'https://x.example/', headers: secret } };
+    const { plugins, log } = open(JSON.stringify({ plugins: [{ name: 'p', hooks: [hook] }] }));
+    const e = errorOf(() => plugins.hooksOrThrow());
+    expect(e.message).toMatch(/Webhook\.headers from JSON: expected object$/);
+    expect(e.message).not.toContain('synthetic-plugin-token');
+    expect(JSON.stringify(log.lines)).not.toContain('synthetic-plugin-token');
   });
 
   it('refuses a webhook whose address the destination policy denies', () => {
