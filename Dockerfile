@@ -33,6 +33,8 @@ RUN prefix="$(dirname "$(dirname "$(command -v node)")")"; \
     if [ -f "${prefix}/include/node/common.gypi" ]; then export npm_config_nodedir="${prefix}"; fi; \
     npm ci
 COPY tsconfig.json tsconfig.build.json ./
+# `npm run build` bundles dist/src/main.js with it (esbuild, a devDependency).
+COPY scripts/bundle.mjs ./scripts/bundle.mjs
 # gen/ also holds descriptors.binpb (server reflection with the proto
 # comments), which `npm run build` copies into dist/gen/ for the runtime stage.
 COPY gen ./gen

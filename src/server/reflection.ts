@@ -28,14 +28,10 @@ import {
   type ServerReflection as ServerReflectionV1,
 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import type { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
+import { DESCRIPTOR_SET_URL } from '../descriptor-set.js';
 import { extend } from '../extend.js';
 
-/**
- * Location of the descriptor set of every file in proto/ and its imports,
- * with source info: gen/descriptors.binpb beside src/, dist/gen/descriptors.binpb
- * beside dist/src/ (the same path relative to this module).
- */
-export const DESCRIPTOR_SET_URL: URL = new URL('../../gen/descriptors.binpb', import.meta.url);
+export { DESCRIPTOR_SET_URL } from '../descriptor-set.js';
 
 /** A reflection answer as a plain init object, so v1 and v1alpha can both build their message from it. */
 type ResponseInit = Exclude<

@@ -67,7 +67,14 @@ describe('quick start', () => {
       // A copy of the sources, so that its build does not rewrite the dist/ that
       // other test files are starting sidecars from meanwhile.
       const checkout = join(dir, 'checkout');
-      for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.build.json', 'src', 'gen']) {
+      for (const entry of [
+        'package.json',
+        'tsconfig.json',
+        'tsconfig.build.json',
+        'scripts',
+        'src',
+        'gen',
+      ]) {
         cpSync(join(REPO_ROOT, entry), join(checkout, entry), { recursive: true });
       }
       symlinkSync(join(REPO_ROOT, 'node_modules'), join(checkout, 'node_modules'));
