@@ -17,13 +17,16 @@ import { runUsersCommand } from './users/import.js';
 
 /**
  * How far V8's old space may grow past the live heap before a full GC, in
- * percent. A sidecar shares its pod's memory with the runtime, so it favours
- * a small, steady heap over a few full GCs more: under a streamed load of
- * 100,000 events V8's default growth (up to 4x the live size) took RSS up by
- * about 90 MB, 25% by about 40 MB (the live heap is about 20 MB). A flag
- * given on the node command line wins.
+ * percent. A sidecar shares its pod's memory with the runtime, so it keeps
+ * the heap well under V8's own growth (up to 4x the live size: under a
+ * streamed load of 100,000 events that took RSS up by about 90 MB). Too
+ * little room costs CPU instead: at 25% a live heap of 20 MB left 5 MB, and
+ * a decision load ran a full GC every second or so (c=64 CPU per call 1.82x
+ * the floor's; 1.23x at 40%, with RSS under 150 MiB at 10,000 operations in
+ * the bundled build; BENCHMARKS.md). A flag given on the node command line
+ * wins.
  */
-export const HEAP_GROWING_PERCENT = 25;
+export const HEAP_GROWING_PERCENT = 40;
 
 const USAGE = `Usage: agenthooks <command> [options]
 
