@@ -47,25 +47,6 @@ describe('operation lifecycle and retention (SQLite)', () => {
   const temp = useTempStore();
 
   describe('markOperationCompleted and operationState', () => {
-    it('reports active, completed, expired and unknown operations, one entry per id asked', async () => {
-      const store = temp.open();
-      await store.appendHooks('active', undefined, [webhookHook('a')]);
-      await store.appendHooks('done', undefined, [webhookHook('a')]);
-      await store.markOperationCompleted('done', CUTOFF + 1);
-      await store.markOperationCompleted('gone', OLD);
-      await store.expireBefore(CUTOFF, 10);
-
-      const states = await store.operationState(['active', 'done', 'gone', 'never', 'active']);
-
-      expect([...states]).toEqual([
-        ['active', 'active'],
-        ['done', 'completed'],
-        ['gone', 'expired'],
-        ['never', 'unknown'],
-      ]);
-      expect(await store.operationState([])).toEqual(new Map());
-    });
-
     it('creates a completed row for an unknown operation, keeps parents, and moves completed_at forward', async () => {
       const store = temp.open();
       await store.appendHooks('op-1', 'parent-1', [webhookHook('a')]);
