@@ -22,9 +22,9 @@ import { runUsersCommand } from './users/import.js';
  * streamed load of 100,000 events that took RSS up by about 90 MB). Too
  * little room costs CPU instead: at 25% a live heap of 20 MB left 5 MB, and
  * a decision load ran a full GC every second or so (c=64 CPU per call 1.82x
- * the floor's; 1.23x at 40%, with RSS under 150 MiB at 10,000 operations in
- * the bundled build; BENCHMARKS.md). A flag given on the node command line
- * wins.
+ * the floor's; 1.23-1.46x at 40%). With the bundled build (`scripts/bundle.mjs`)
+ * 40% keeps RSS under 150 MiB at 10,000 operations (BENCHMARKS.md). A flag
+ * given on the node command line wins.
  */
 export const HEAP_GROWING_PERCENT = 40;
 
