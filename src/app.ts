@@ -199,6 +199,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     maxHooksPerOperation: config.maxHooksPerOperation,
     // Another pod may register at any moment: a cached list could miss it.
     cache: !shared,
+    cacheBytes: config.hookCacheBytes,
   });
   const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
   // Detached webhooks are bounded in count and payload bytes; the excess is dropped and counted.

@@ -11,7 +11,7 @@ import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
-import { DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
+import { DEFAULT_HOOK_CACHE_BYTES, DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
 import { isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
@@ -340,6 +340,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'event bytes the detached webhooks in flight may hold; past it they are not sent, and counted',
   },
   {
+    flag: 'hook-cache-size',
+    env: 'AGENTHOOKS_HOOK_CACHE_SIZE',
+    value: 'BYTES',
+    default: String(DEFAULT_HOOK_CACHE_BYTES),
+    help: 'SQLite only: estimated heap bytes of the caller hooks kept in memory; the least recently used operations past it are read from the store again',
+  },
+  {
     flag: 'webhook-max-connections',
     env: 'AGENTHOOKS_WEBHOOK_MAX_CONNECTIONS',
     value: 'N',
@@ -429,6 +436,8 @@ export interface ServeConfig {
   readonly maxDetachedBytes: number;
   /** Connections open at once per webhook origin (`--webhook-max-connections`). */
   readonly webhookMaxConnections: number;
+  /** Estimated heap bytes of cached caller hooks (`--hook-cache-size`). */
+  readonly hookCacheBytes: number;
 }
 
 /** How many connections each listener holds, and how long an idle or slow one may stay. */
@@ -683,6 +692,7 @@ export function parseServeConfig(
       maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
       maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
       webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
+      hookCacheBytes: wholeNumber(one('hook-cache-size'), 'hook-cache-size'),
       dbBusyTimeoutMs,
       dbMaxSizeBytes,
       storeCheckIntervalMs,

@@ -14,7 +14,8 @@
  * one makes dispatch reject rather than being dropped). `ListHooks` still
  * lists them, and `UnregisterHooks` with `purge` removes them.
  */
-import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { toBinary } from '@bufbuild/protobuf';
+import { type Hook, HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import type { HookStore, OperationHooks } from '../store/store.js';
@@ -35,8 +36,20 @@ import {
   validateStoredHook,
 } from './validate.js';
 
-/** Operations whose hooks are kept in memory; older entries are read again from the store. */
-export const HOOK_CACHE_OPERATIONS = 10_000;
+/**
+ * Default of `--hook-cache-size`: the estimated heap bytes of the hooks kept
+ * in memory (8 MiB, about 4,000 operations of five webhooks each); the least
+ * recently used operations beyond it are read again from the store.
+ */
+export const DEFAULT_HOOK_CACHE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Heap bytes of a cached hook beyond its binary encoding, and of a cached
+ * operation beyond its hooks. Measured on Node 20: 10,000 operations of five
+ * webhooks (about 50 encoded bytes each) held 2,040 bytes of heap apiece.
+ */
+const HOOK_OVERHEAD_BYTES = 300;
+const OPERATION_OVERHEAD_BYTES = 120;
 
 /** Default of `--max-hooks-per-operation`. */
 export const DEFAULT_MAX_HOOKS_PER_OPERATION = 1_000;
@@ -69,6 +82,11 @@ export interface RegistryOptions extends ValidationOptions {
    */
   readonly checkStoredHook?: StoredHookCheck;
   /**
+   * Estimated heap bytes the cached hooks may hold (see
+   * {@link estimateCachedBytes}). Default {@link DEFAULT_HOOK_CACHE_BYTES}.
+   */
+  readonly cacheBytes?: number;
+  /**
    * Whether an operation's hooks are kept in memory between calls. Default
    * true, which is fresh only while this registry is the store's one writer
    * (an embedded SQLite file). Over a store that other processes write (the
@@ -87,12 +105,33 @@ interface CachedOperation {
   readonly invalid: AgentHooksError | undefined;
   /** The cache's insertion count when this entry last moved to the young end. */
   placed: number;
+  /** Its estimated heap bytes ({@link estimateCachedBytes}). */
+  readonly bytes: number;
+}
+
+/**
+ * Estimates the heap bytes an operation's hooks take once decoded: their
+ * binary encoding twice over (strings, maps and templates) plus a fixed cost
+ * per message. An estimate, not a measurement: it bounds the cache by what
+ * its entries hold rather than by how many there are.
+ *
+ * @example
+ * estimateCachedBytes(stored.hooks); // about 2,000 for five plain webhooks
+ */
+export function estimateCachedBytes(hooks: readonly Hook[]): number {
+  let bytes = OPERATION_OVERHEAD_BYTES;
+  for (const hook of hooks)
+    bytes += HOOK_OVERHEAD_BYTES + 2 * toBinary(HookSchema, hook).byteLength;
+  return bytes;
 }
 
 /** Registers, lists and drops caller hooks, with the store as the source of truth. */
 export class HookRegistry {
   readonly #store: HookStore;
   readonly #cache = new Map<string, CachedOperation>();
+  /** Estimated bytes of the cached entries together. */
+  #cachedBytes = 0;
+  readonly #cacheBudget: number;
   /** Entries placed at the cache's young end so far: the age clock of `placed`. */
   #placements = 0;
   readonly #validation: ValidationOptions;
@@ -108,8 +147,9 @@ export class HookRegistry {
    */
   constructor(store: HookStore, options: RegistryOptions = {}) {
     this.#store = store;
-    const { maxHooksPerOperation, checkStoredHook, cache, ...validation } = options;
+    const { maxHooksPerOperation, checkStoredHook, cache, cacheBytes, ...validation } = options;
     this.#caching = cache ?? true;
+    this.#cacheBudget = cacheBytes ?? DEFAULT_HOOK_CACHE_BYTES;
     this.#checkStored = checkStoredHook ?? validateStoredHook;
     this.#validation = extend(validation, {
       callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
@@ -162,7 +202,7 @@ export class HookRegistry {
     parentOperationId: string | undefined,
     hooks: readonly Hook[],
   ): Promise<number> {
-    this.#cache.delete(operationId);
+    this.#forget(operationId);
     const stored = (await this.#store.listHooks(operationId)).hooks;
     const existing = stored.length;
     if (existing + hooks.length > this.#maxHooks) throw this.#tooMany(existing, hooks.length);
@@ -172,7 +212,7 @@ export class HookRegistry {
         maxConfigBytes: MAX_OPERATION_CONFIG_BYTES,
       });
     } finally {
-      this.#cache.delete(operationId);
+      this.#forget(operationId);
     }
   }
 
@@ -225,7 +265,7 @@ export class HookRegistry {
     // has drifted into the older half: moving it on every hit would give the
     // Map a deleted slot per decision, and V8 then rebuilds the table and
     // promotes the garbage chain of its obsolete copies.
-    if (cached !== undefined && this.#placements - cached.placed > HOOK_CACHE_OPERATIONS / 2) {
+    if (cached !== undefined && this.#placements - cached.placed > this.#cache.size / 2) {
       this.#cache.delete(operationId);
       this.#place(operationId, cached);
     }
@@ -250,31 +290,54 @@ export class HookRegistry {
         break;
       }
     }
-    const entry: CachedOperation = { stored, invalid, placed: 0 };
     // Uncached, each call reads and checks the rows again: nothing here can go stale.
-    if (!this.#caching) return entry;
+    if (!this.#caching) return { stored, invalid, placed: 0, bytes: 0 };
+    const entry: CachedOperation = {
+      stored,
+      invalid,
+      placed: 0,
+      bytes: estimateCachedBytes(stored.hooks),
+    };
+    // A load that raced a registration of the same operation replaces its entry.
+    this.#forget(operationId);
     this.#place(operationId, entry);
-    if (this.#cache.size > HOOK_CACHE_OPERATIONS) {
+    this.#cachedBytes += entry.bytes;
+    // The least recently placed go first; the entry just loaded always stays.
+    while (this.#cachedBytes > this.#cacheBudget && this.#cache.size > 1) {
       const oldest = this.#cache.keys().next().value;
-      if (oldest !== undefined) this.#cache.delete(oldest);
+      if (oldest === undefined) break;
+      this.#forget(oldest);
     }
     return entry;
   }
 
+  /** Drops one operation's entry, if cached, and its bytes. */
+  #forget(operationId: string): void {
+    const entry = this.#cache.get(operationId);
+    if (entry === undefined) return;
+    this.#cache.delete(operationId);
+    this.#cachedBytes -= entry.bytes;
+  }
+
+  /** Estimated heap bytes of the hooks cached now. */
+  get cachedBytes(): number {
+    return this.#cachedBytes;
+  }
+
   /** Forgets the cached hooks of operations (after they expired). */
   forget(operationIds: readonly string[]): void {
-    for (const id of operationIds) this.#cache.delete(id);
+    for (const id of operationIds) this.#forget(id);
   }
 
   /** Forgets the cached hooks of an operation; with `purge`, deletes its stored hooks too. */
   async unregister(operationId: string, purge: boolean, plugin?: string): Promise<number> {
     validateOperationId(operationId);
-    this.#cache.delete(operationId);
+    this.#forget(operationId);
     if (!purge) return 0;
     try {
       return await this.#store.deleteHooks(operationId, plugin);
     } finally {
-      this.#cache.delete(operationId);
+      this.#forget(operationId);
     }
   }
 }

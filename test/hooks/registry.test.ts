@@ -10,7 +10,7 @@ import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError } from '../../src/errors.js';
 import {
-  HOOK_CACHE_OPERATIONS,
+  estimateCachedBytes,
   HookRegistry,
   STORED_HOOK_INVALID,
 } from '../../src/hooks/registry.js';
@@ -138,10 +138,18 @@ describe('HookRegistry: stored hooks re-validated on read', () => {
 describe('HookRegistry: the bounded cache', () => {
   const temp = useTempStore();
 
+  /** Operations of one small hook the test cache holds. */
+  const OPERATIONS = 200;
+  /** Bytes of an operation that was never registered: it caches an empty list. */
+  const EMPTY = estimateCachedBytes([]);
+
   it('keeps an operation read between loads of many others cached; an unread one is evicted', async () => {
     const store = temp.open();
     const { checked, check } = countingCheck();
-    const registry = new HookRegistry(store, { checkStoredHook: check });
+    const registry = new HookRegistry(store, {
+      checkStoredHook: check,
+      cacheBytes: OPERATIONS * EMPTY,
+    });
     await registry.register('op-busy', undefined, [notification('busy')]);
     await registry.register('op-idle', undefined, [notification('idle')]);
     await registry.hooksOf('op-busy');
@@ -149,15 +157,73 @@ describe('HookRegistry: the bounded cache', () => {
 
     // Three times the cache's size of other operations pass through it,
     // while op-busy is read after every 100 of them.
-    for (let i = 0; i < 3 * HOOK_CACHE_OPERATIONS; i++) {
+    for (let i = 0; i < 3 * OPERATIONS; i++) {
       await registry.hooksOf(`op-${i}`);
-      if (i % 100 === 0) await registry.hooksOf('op-busy');
+      if (i % 20 === 0) await registry.hooksOf('op-busy');
     }
     expect(checked).toEqual(['busy', 'idle']);
 
     await registry.hooksOf('op-busy');
     await registry.hooksOf('op-idle');
     expect(checked).toEqual(['busy', 'idle', 'idle']);
+  });
+
+  it('is bounded by the estimated bytes of its entries, not by how many there are', async () => {
+    const store = temp.open();
+    const budget = OPERATIONS * EMPTY;
+    const registry = new HookRegistry(store, { cacheBytes: budget });
+    // Hooks with large header templates: each operation is worth many empty ones.
+    const large = (id: string) =>
+      create(HookSchema, {
+        id,
+        type: HookType.AFTER_STEP,
+        webhook: { url: HOOK_URL, headers: { 'x-note': 'n'.repeat(2000) } },
+      });
+    for (let i = 0; i < 20; i++) await registry.register(`op-large-${i}`, undefined, [large('h')]);
+    const perLarge = estimateCachedBytes([large('h')]);
+    expect(perLarge).toBeGreaterThan(20 * EMPTY);
+
+    for (let i = 0; i < OPERATIONS; i++) await registry.hooksOf(`op-small-${i}`);
+    expect(registry.cachedBytes).toBe(OPERATIONS * EMPTY);
+    for (let i = 0; i < 20; i++) await registry.hooksOf(`op-large-${i}`);
+    expect(registry.cachedBytes).toBeLessThanOrEqual(budget);
+    // The large ones pushed out far more small ones than their own number.
+    const smallLeft = Array.from({ length: OPERATIONS }, (_, i) => `op-small-${i}`).filter(
+      (id) => registry.cachedHooksOf(id) !== undefined,
+    ).length;
+    const largeKept = Array.from({ length: 20 }, (_, i) => `op-large-${i}`).filter(
+      (id) => registry.cachedHooksOf(id) !== undefined,
+    ).length;
+    expect(largeKept).toBeGreaterThan(0);
+    expect(largeKept * perLarge + smallLeft * EMPTY).toBe(registry.cachedBytes);
+    expect(smallLeft).toBeLessThan(OPERATIONS - 20);
+  });
+
+  it('keeps the entry just loaded even when it alone is over the budget', async () => {
+    const store = temp.open();
+    const registry = new HookRegistry(store, { cacheBytes: 1 });
+    await registry.register('op-1', undefined, [notification('a')]);
+    await registry.hooksOf('op-1');
+    expect(registry.cachedHooksOf('op-1')?.hooks.map((h) => h.id)).toEqual(['a']);
+    await registry.hooksOf('op-2');
+    expect(registry.cachedHooksOf('op-1')).toBeUndefined();
+    expect(registry.cachedBytes).toBe(EMPTY);
+  });
+
+  it('gives back the bytes of what it forgets', async () => {
+    const store = temp.open();
+    const registry = new HookRegistry(store);
+    await registry.register('op-1', undefined, [notification('a'), notification('b')]);
+    await registry.hooksOf('op-1');
+    await registry.hooksOf('op-2');
+    expect(registry.cachedBytes).toBe(
+      estimateCachedBytes([notification('a'), notification('b')]) + EMPTY,
+    );
+    await registry.register('op-1', undefined, [notification('c')]);
+    expect(registry.cachedBytes).toBe(EMPTY);
+    registry.forget(['op-2']);
+    await registry.unregister('op-1', false);
+    expect(registry.cachedBytes).toBe(0);
   });
 });
 
