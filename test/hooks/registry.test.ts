@@ -199,6 +199,28 @@ describe('HookRegistry: the bounded cache', () => {
     expect(smallLeft).toBeLessThan(OPERATIONS - 20);
   });
 
+  it('evicts in placement order after many reloads of one operation', async () => {
+    const store = temp.open();
+    const registry = new HookRegistry(store, { cacheBytes: 50 * EMPTY });
+    await registry.hooksOf('op-first');
+    // Each unregister forgets op-hot and each read places it again: thousands
+    // of placements while the cache stays far under its budget.
+    for (let i = 0; i < 3000; i++) {
+      await registry.unregister('op-hot', false);
+      await registry.hooksOf('op-hot');
+    }
+    for (let i = 0; i < 48; i++) await registry.hooksOf(`op-${i}`);
+    expect(registry.cachedBytes).toBe(50 * EMPTY);
+    await registry.hooksOf('op-48');
+    // The oldest placement goes first, then op-hot's last one (a read
+    // through cachedHooksOf counts as a use, so only misses are checked).
+    expect(registry.cachedHooksOf('op-first')).toBeUndefined();
+    await registry.hooksOf('op-49');
+    expect(registry.cachedHooksOf('op-hot')).toBeUndefined();
+    expect(registry.cachedBytes).toBe(50 * EMPTY);
+    expect(registry.cachedHooksOf('op-0')).toBeDefined();
+  });
+
   it('keeps the entry just loaded even when it alone is over the budget', async () => {
     const store = temp.open();
     const registry = new HookRegistry(store, { cacheBytes: 1 });
