@@ -90,6 +90,7 @@ import {
 } from './lib/scenarios.js';
 import { runSoak } from './lib/soak.js';
 import { MS_PER_S, type Spread, spread } from './lib/stats.js';
+import { stopStoreFixtures } from './lib/stores.js';
 import { evaluateTargets, type Target } from './lib/targets.js';
 
 /** Rounds of a normal run; fewer only with `--quick`. */
@@ -522,6 +523,7 @@ async function main(): Promise<number> {
     }
     return 0;
   } finally {
+    await stopStoreFixtures();
     await receiver.stop();
   }
 }

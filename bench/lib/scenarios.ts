@@ -64,6 +64,7 @@ import {
 } from './processes.js';
 import { runPythonClient } from './python.js';
 import { median, NS_PER_MS } from './stats.js';
+import { storedOperationsScenario, storesScenario } from './stores.js';
 
 /** How many calls, events and processes each scenario uses; see {@link DEFAULT_PARAMS}. */
 export interface Params {
@@ -912,6 +913,8 @@ const coldStart: Scenario = {
 export const SCENARIOS: readonly Scenario[] = [
   ...PAIRED_SCENARIOS,
   registrations,
+  storesScenario,
+  storedOperationsScenario,
   memory,
   coldStart,
 ];

@@ -15,6 +15,8 @@ export const MODIFY_CPU_RATIO = 1.5;
 export const MODIFY_OVERHEAD_MS = 0.15;
 /** RSS limit with 10,000 operations x 5 hooks, in MiB. */
 export const RSS_LIMIT_MB = 150;
+/** A decision with 100,000 operations stored: CPU per call over the 1,000-operation case, at most. */
+export const STORED_OPERATIONS_CPU_RATIO = 1.15;
 /** Cold start limit, in milliseconds. */
 export const COLD_START_LIMIT_MS = 1000;
 /** Open loop: the sidecar's p99 over the floor's at the same offered rate. */
@@ -200,6 +202,19 @@ const SPECS: readonly TargetSpec[] = [
     '<=',
     RSS_LIMIT_MB,
     `${RSS_LIMIT_MB} MiB`,
+  ),
+  ...(['sqlite', 'postgres'] as const).map((store) =>
+    fixed(
+      `stores-100k-${store}`,
+      `${store === 'sqlite' ? 'SQLite' : 'PostgreSQL'}: decision CPU with 100,000 operations stored <= ${STORED_OPERATIONS_CPU_RATIO}x the 1,000 case`,
+      'stores-100k',
+      `${store}Ratio`,
+      'x',
+      2,
+      '<=',
+      STORED_OPERATIONS_CPU_RATIO,
+      `${STORED_OPERATIONS_CPU_RATIO} (per-round ratio)`,
+    ),
   ),
   fixed(
     'cold-start',

@@ -44,12 +44,23 @@ export interface PostgresCluster {
   stop(): Promise<void>;
 }
 
+/** Options of {@link startPostgresCluster}. */
+export interface PostgresClusterOptions {
+  /**
+   * Keeps PostgreSQL's default durability (`fsync` on), as a deployment
+   * runs it, for the bench. Default false: tests skip the flushes.
+   */
+  readonly durable?: boolean;
+}
+
 /**
  * Creates and starts a private cluster.
  *
  * @throws Error when no server binaries are installed; the tests never skip.
  */
-export async function startPostgresCluster(): Promise<PostgresCluster> {
+export async function startPostgresCluster(
+  options: PostgresClusterOptions = {},
+): Promise<PostgresCluster> {
   const bin = findServerBin();
   const dir = mkdtempSync(join(tmpdir(), 'agenthooks-pg-'));
   const data = join(dir, 'data');
@@ -73,7 +84,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
       SUPERUSER,
       '--auth=trust',
       '--encoding=UTF8',
-      '--no-sync',
+      ...(options.durable === true ? [] : ['--no-sync']),
     ]);
     const port = await freePort();
     const startServer = (): Promise<void> =>
@@ -86,7 +97,7 @@ export async function startPostgresCluster(): Promise<PostgresCluster> {
         '-t',
         PG_CTL_WAIT_SECONDS,
         '-o',
-        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`,
+        `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1${options.durable === true ? '' : ' -c fsync=off'}`,
         'start',
       ]);
     await startServer();
