@@ -80,14 +80,17 @@ export interface AppOptions {
 export interface App {
   /** The HookService implementation (unguarded: the edge wraps it). */
   readonly hookService: Partial<ServiceImpl<typeof HookService>>;
-  /** Serving status of the server and its services; NOT_SERVING while the store fails. */
+  /**
+   * Serving status of the server and its services: liveness SERVING while
+   * listening; readiness (and the rest) NOT_SERVING while the store fails.
+   */
   readonly health: HealthState;
   /** The process's Prometheus metrics. */
   readonly metrics: Metrics;
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
-  /** Called once the listeners are bound: health turns SERVING unless the store already failed. */
+  /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
   serverFault(e: unknown): void;
@@ -227,7 +230,9 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     onChange: (healthy) => {
       // Before the listeners are bound nothing is served yet; markListening sets the first status.
       if (closing || !listening) return;
-      health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      // Readiness only: liveness stays SERVING, so an outage takes the pod
+      // out of service without its liveness probe restarting it.
+      health.setReadiness(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
   const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
@@ -279,7 +284,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     background,
     markListening() {
       listening = true;
-      if (storeHealth.healthy) health.setAll(ServingStatus.SERVING);
+      health.setLiveness(ServingStatus.SERVING);
+      if (storeHealth.healthy) health.setReadiness(ServingStatus.SERVING);
     },
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();

@@ -96,13 +96,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_HTTP_LISTEN',
     value: 'ADDR',
     default: '127.0.0.1:8080',
-    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web, /metrics and /healthz; "off" disables it',
+    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web, /metrics and the probes (/healthz, /livez, /readyz); "off" disables it',
   },
   {
     flag: 'metrics-listen',
     env: 'AGENTHOOKS_METRICS_LISTEN',
     value: 'ADDR',
-    help: 'extra HTTP/1.1 listener serving only /metrics and /healthz, no API (host:port)',
+    help: 'extra HTTP/1.1 listener serving only /metrics and the probes (/healthz, /livez, /readyz), no API (host:port)',
   },
   {
     flag: 'max-connections',
@@ -361,7 +361,7 @@ export interface ServeConfig {
   readonly grpcListen: readonly ListenAddress[];
   readonly healthListen?: ListenAddress;
   readonly httpListen?: ListenAddress;
-  /** HTTP listener serving only `/metrics` and `/healthz`. */
+  /** HTTP listener serving only `/metrics` and the probes (`/healthz`, `/livez`, `/readyz`). */
   readonly metricsListen?: ListenAddress;
   /** Connection cap and timeouts of every listener. */
   readonly connections: ConnectionLimits;
