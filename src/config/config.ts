@@ -160,6 +160,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'SQLite only: size cap of the database file; writes past it fail UNAVAILABLE (STORE_FULL)',
   },
   {
+    flag: 'db-start-timeout',
+    env: 'AGENTHOOKS_DB_START_TIMEOUT',
+    value: 'DURATION',
+    help: 'PostgreSQL only: how long a sidecar whose database cannot be reached at start keeps retrying (listening, readiness NOT_SERVING) before it exits 1; off retries until it opens',
+  },
+  {
     flag: 'store-check-interval',
     env: 'AGENTHOOKS_STORE_CHECK_INTERVAL',
     value: 'SECONDS',
@@ -381,6 +387,11 @@ export interface ServeConfig {
   readonly dbBusyTimeoutMs: number;
   /** Size cap of the database file, in bytes. */
   readonly dbMaxSizeBytes?: number;
+  /**
+   * How long a sidecar on PostgreSQL retries opening its store at start
+   * before it exits 1; undefined retries until it opens.
+   */
+  readonly dbStartTimeoutMs?: number;
   /** Interval of the store health check. */
   readonly storeCheckIntervalMs: number;
   /** How long completed operations and published results are kept. */
@@ -644,6 +655,11 @@ export function parseServeConfig(
       `--db-max-size must be a whole number of bytes >= ${MIN_DB_MAX_SIZE_BYTES}`,
     );
   }
+  const startTimeout = one('db-start-timeout');
+  const dbStartTimeoutMs =
+    startTimeout === undefined || startTimeout === 'off'
+      ? undefined
+      : parseDuration(startTimeout, 'db-start-timeout');
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
   const retentionMs = parseDuration(one('retention') as string, 'retention');
   const tombstoneRetentionMs = parseDuration(
@@ -685,6 +701,7 @@ export function parseServeConfig(
       webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
       dbBusyTimeoutMs,
       dbMaxSizeBytes,
+      dbStartTimeoutMs,
       storeCheckIntervalMs,
       retentionMs,
       tombstoneRetentionMs,

@@ -5,15 +5,23 @@
  * turns NOT_SERVING and liveness (gRPC `liveness`, `/livez`) stays SERVING,
  * on the health-only listener, the API listener and the metrics listener
  * alike; both come back without a restart; shutdown turns both NOT_SERVING.
+ * A sidecar started while the server is down listens anyway (liveness
+ * SERVING, readiness NOT_SERVING, calls UNAVAILABLE) and serves once the
+ * server is up, or exits 1 past `--db-start-timeout`.
  */
-import { type Client, createClient } from '@connectrpc/connect';
+import { type Client, Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import {
   Health,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from '../../gen/grpc/health/v1/health_pb.js';
-import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+import { type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, type SidecarProcess, startSidecar, withTimeout } from '../support/sidecar.js';
 import { type PostgresCluster, startPostgresCluster } from '../users/postgres-cluster.js';
 
 /** Seconds between store checks, so that readiness follows the server quickly. */
@@ -115,6 +123,42 @@ async function pollUntil(
   }
 }
 
+/** The code and ErrorInfo reason a call fails with; fails the test when it succeeds. */
+async function failure(call: Promise<unknown>): Promise<{ code: string; reason?: string }> {
+  try {
+    await call;
+  } catch (e: unknown) {
+    const err = ConnectError.from(e);
+    return { code: Code[err.code], reason: err.findDetails(ErrorInfoSchema)[0]?.reason };
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** Polls until `probe` resolves to true; fails after {@link DEADLINE_MS}. */
+async function eventually(what: string, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`${what} within ${DEADLINE_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+/** A decision on `operationId` for the tool call `toolCallId`. */
+function decision(operationId: string, toolCallId: string) {
+  return {
+    event: {
+      context: {
+        operationId,
+        toolCallId,
+        assistantMessageId: 'msg_1',
+        identifier: 'fs',
+        apiName: 'writeFile',
+        executor: Executor.SERVER,
+      },
+    },
+  };
+}
+
 /** Collects a Watch stream's statuses until it ends or fails. */
 function watch(client: HealthClient, service: string) {
   const seen: string[] = [];
@@ -130,14 +174,17 @@ function watch(client: HealthClient, service: string) {
 
 describe('liveness and readiness on PostgreSQL', () => {
   let cluster: PostgresCluster;
+  let receiver: Receiver;
   let sidecar: SidecarProcess | undefined;
 
   beforeAll(async () => {
     cluster = await startPostgresCluster();
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
   }, 60_000);
 
   afterAll(async () => {
     await killSidecar(sidecar);
+    await receiver?.close();
     await cluster?.stop();
   });
 
@@ -187,5 +234,86 @@ describe('liveness and readiness on PostgreSQL', () => {
     await Promise.all([liveness.done, readiness.done]);
     expect(liveness.seen).toEqual(['SERVING', 'NOT_SERVING']);
     expect(readiness.seen).toEqual(['SERVING', 'NOT_SERVING', 'SERVING', 'NOT_SERVING']);
+  }, 60_000);
+
+  it('starts while its database is down, failing calls UNAVAILABLE, and serves once it is up', async () => {
+    await killSidecar(sidecar);
+    const url = await cluster.createDatabase();
+    await cluster.stopServer();
+    try {
+      sidecar = await startSidecar({
+        db: false,
+        env: { AGENTHOOKS_DB: url },
+        args: ['--health-listen', '127.0.0.1:0', '--store-check-interval', CHECK_INTERVAL_S],
+      });
+      const health = healthAt(sidecar.health as string);
+      expect(await check(health, 'liveness')).toBe('SERVING');
+      expect(await check(health, 'readiness')).toBe('NOT_SERVING');
+      expect(await check(health, '')).toBe('NOT_SERVING');
+      const hooks = createClient(
+        HookService,
+        createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+      );
+      const unavailable = { code: 'Unavailable', reason: 'STORE_UNAVAILABLE' };
+      expect(await failure(hooks.listHooks({ operationId: 'op-early' }))).toEqual(unavailable);
+      expect(await failure(hooks.decideToolCall(decision('op-early', 'call-early')))).toEqual(
+        unavailable,
+      );
+      expect(sidecar.logs.map((l) => l.msg)).toContain(
+        'the PostgreSQL store cannot be opened yet; listening NOT_SERVING and retrying',
+      );
+    } finally {
+      await cluster.startServer();
+    }
+    const running = sidecar;
+    const health = healthAt(running.health as string);
+    await eventually(
+      'readiness turned SERVING',
+      async () => (await check(health, 'readiness')) === 'SERVING',
+    );
+    const hooks = createClient(
+      HookService,
+      createGrpcTransport({ baseUrl: `http://${running.grpc}` }),
+    );
+    await hooks.registerHooks({
+      operationId: 'op-late',
+      hooks: [
+        {
+          id: 'gate',
+          type: HookType.BEFORE_TOOL_CALL,
+          webhook: { url: `${receiver.url}/gate`, responseHandling: ResponseHandling.TOOL_CALL },
+        },
+      ],
+    });
+    const res = await hooks.decideToolCall(decision('op-late', 'call-late'));
+    expect(res.decision?.outcome.case).toBe('allow');
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/gate']);
+    // The same process: it never exited.
+    expect(running.child.exitCode).toBeNull();
+    expect(await check(health, 'liveness')).toBe('SERVING');
+  }, 60_000);
+
+  it('exits 1 when its database stays down past --db-start-timeout', async () => {
+    await killSidecar(sidecar);
+    const url = await cluster.createDatabase();
+    await cluster.stopServer();
+    try {
+      sidecar = await startSidecar({
+        db: false,
+        env: { AGENTHOOKS_DB: url },
+        args: ['--db-start-timeout', '1s', '--store-check-interval', CHECK_INTERVAL_S],
+      });
+      const exit = await withTimeout(sidecar.exited, DEADLINE_MS, 'the sidecar did not exit');
+      expect(exit).toBe(1);
+      expect(sidecar.logs).toContainEqual(
+        expect.objectContaining({
+          level: 'error',
+          msg: 'giving up opening the PostgreSQL store',
+          reason: 'STORE_UNAVAILABLE',
+        }),
+      );
+    } finally {
+      await cluster.startServer();
+    }
   }, 60_000);
 });
