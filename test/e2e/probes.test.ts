@@ -209,7 +209,7 @@ describe('liveness and readiness on PostgreSQL', () => {
       probes(running, grpcHealth, apiHealth).catch((e: unknown) => {
         // A probe that cannot connect: say whether the process is gone, and why.
         const exit = running.child.exitCode ?? running.child.signalCode;
-        throw new Error(`probe failed (exit ${exit}): ${JSON.stringify(running.logs.slice(-5))}`, {
+        throw new Error(`probe failed (exit ${exit}): ${JSON.stringify(running.logs.slice(-20))}`, {
           cause: e,
         });
       });
