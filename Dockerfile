@@ -58,7 +58,8 @@ ENV NODE_ENV=production \
     AGENTHOOKS_DB=/var/lib/agenthooks/agenthooks.db
 VOLUME ["/var/lib/agenthooks"]
 # 50051: gRPC (HookService, health, reflection); 8080: Connect, gRPC-Web and
-# /healthz over HTTP/1.1; 50052: gRPC health only, for kubelet probes.
+# /healthz, /livez, /readyz over HTTP/1.1; 50052: gRPC health only, for
+# kubelet probes.
 EXPOSE 50051 8080 50052
 USER 10001:10001
 STOPSIGNAL SIGTERM

@@ -15,7 +15,7 @@ import { OperatorPlugins } from './config/plugins.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
 import { EmailEnricher } from './delivery/email.js';
 import { WebhookSender } from './delivery/webhook.js';
-import { StoreUnavailableError } from './errors.js';
+import { AgentHooksError, StoreUnavailableError } from './errors.js';
 import { extend } from './extend.js';
 import { HandlerHub } from './hooks/handlers.js';
 import { HookRegistry } from './hooks/registry.js';
@@ -23,6 +23,7 @@ import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
 import { HealthState, ServingStatus } from './server/health.js';
 import { createHookService } from './service/hook-service.js';
+import { DeferredStore, isRetryableOpenError } from './store/deferred.js';
 import { StoreHealthMonitor } from './store/health-monitor.js';
 import { openPostgresStore } from './store/postgres.js';
 import { startRetention } from './store/retention.js';
@@ -53,6 +54,12 @@ export interface OpenedStore {
    * it is cached, and every health interval asks the server.
    */
   readonly shared: boolean;
+  /**
+   * The store is not open yet (a {@link DeferredStore} whose database could
+   * not be reached at start): readiness starts NOT_SERVING, and each health
+   * interval tries to open it until it opens. Default false.
+   */
+  readonly opening?: boolean;
 }
 
 /** What `createApp` needs beyond the config. */
@@ -68,6 +75,13 @@ export interface AppOptions {
   /** The process environment the effective environment starts from. Default `process.env`. */
   readonly processEnv?: Readonly<Record<string, string | undefined>>;
   /**
+   * Called once when the app cannot go on: its store could not be opened
+   * within `--db-start-timeout`, or can never be (a schema newer than the
+   * code). The owner shuts the process down with a non-zero exit. Without
+   * it, the failure is only logged.
+   */
+  readonly onFatal?: (e: unknown) => void;
+  /**
    * Whether the webhook sender's pool also becomes undici's global
    * dispatcher (so that any global `fetch` goes through its pool and
    * destination check; QStash publishes use the pool either way). Default
@@ -80,14 +94,17 @@ export interface AppOptions {
 export interface App {
   /** The HookService implementation (unguarded: the edge wraps it). */
   readonly hookService: Partial<ServiceImpl<typeof HookService>>;
-  /** Serving status of the server and its services; NOT_SERVING while the store fails. */
+  /**
+   * Serving status of the server and its services: liveness SERVING while
+   * listening; readiness (and the rest) NOT_SERVING while the store fails.
+   */
   readonly health: HealthState;
   /** The process's Prometheus metrics. */
   readonly metrics: Metrics;
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
-  /** Called once the listeners are bound: health turns SERVING unless the store already failed. */
+  /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
   serverFault(e: unknown): void;
@@ -106,9 +123,18 @@ export interface App {
  * PostgreSQL store of `config.dbUrl` (connected and migrated first, so this
  * is async), else {@link createApp}'s SQLite file.
  *
- * @throws StoreUnavailableError when the database cannot be reached, opened or migrated.
+ * A PostgreSQL database that cannot be reached at start (or whose migration
+ * lock stays held) does not fail the start: the app is built on a
+ * {@link DeferredStore} that each health interval tries to open, so the
+ * sidecar listens with liveness SERVING and readiness NOT_SERVING, and its
+ * calls fail `UNAVAILABLE` (`STORE_UNAVAILABLE`) until the store opens. Past
+ * `config.dbStartTimeoutMs`, or on a failure no retry fixes, `options.onFatal`
+ * is called.
+ *
+ * @throws StoreUnavailableError when the database cannot be opened and no
+ *   retry would help, such as a schema newer than the code (`STORE_NEWER_THAN_CODE`).
  * @example
- * const app = await openApp(config, logger);
+ * const app = await openApp(config, logger, { onFatal: (e) => stop(1, e) });
  */
 export async function openApp(
   config: ServeConfig,
@@ -118,16 +144,44 @@ export async function openApp(
   if (options.store !== undefined || config.dbUrl === undefined) {
     return createApp(config, logger, options);
   }
+  const url = config.dbUrl;
   const metrics = options.metrics ?? new Metrics();
-  const store = await openPostgresStore(config.dbUrl, {
-    observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
-    // The pool replaces the connection; calls and health report the outage itself.
-    onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
-  });
+  const startedAt = Date.now();
+  const open = () =>
+    openPostgresStore(url, {
+      observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
+      // The pool replaces the connection; calls and health report the outage itself.
+      onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
+    });
+  let opened: OpenedStore;
   try {
-    return createApp(config, logger, extend(options, { metrics, store: { store, shared: true } }));
+    opened = { store: await open(), shared: true };
   } catch (e: unknown) {
-    await store.close();
+    if (!isRetryableOpenError(e)) throw e;
+    // Exiting would only have the platform restart the sidecar with a
+    // growing back-off (CrashLoopBackOff), and serve later than a retry.
+    logger.warn('the PostgreSQL store cannot be opened yet; listening NOT_SERVING and retrying', {
+      err: e,
+      retryIntervalMs: config.storeCheckIntervalMs,
+      startTimeoutMs: config.dbStartTimeoutMs,
+    });
+    const deferred = new DeferredStore({
+      open,
+      deadlineMs:
+        config.dbStartTimeoutMs === undefined ? undefined : startedAt + config.dbStartTimeoutMs,
+      logger,
+      onGiveUp: (cause) => {
+        const reason = cause instanceof AgentHooksError ? cause.reason : undefined;
+        logger.error('giving up opening the PostgreSQL store', { reason, err: cause });
+        options.onFatal?.(cause);
+      },
+    });
+    opened = { store: deferred, shared: true, opening: true };
+  }
+  try {
+    return createApp(config, logger, extend(options, { metrics, store: opened }));
+  } catch (e: unknown) {
+    await opened.store.close();
     throw e;
   }
 }
@@ -179,6 +233,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     throw e;
   }
   const { store, shared } = opened;
+  const opening = opened.opening ?? false;
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent for fetch and QStash delivery, also set as the global dispatcher.
   const sender = new WebhookSender({
@@ -224,11 +279,15 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     quickCheck: shared ? () => store.ping() : () => store.quickCheck(),
     ping: () => store.ping(),
     intervalMs: config.storeCheckIntervalMs,
+    // A store still opening is NOT_SERVING until a check opens it.
+    healthy: !opening,
     logger,
     onChange: (healthy) => {
       // Before the listeners are bound nothing is served yet; markListening sets the first status.
       if (closing || !listening) return;
-      health.setAll(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      // Readiness only: liveness stays SERVING, so an outage takes the pod
+      // out of service without its liveness probe restarting it.
+      health.setReadiness(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
   const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
@@ -280,7 +339,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     background,
     markListening() {
       listening = true;
-      if (storeHealth.healthy) health.setAll(ServingStatus.SERVING);
+      health.setLiveness(ServingStatus.SERVING);
+      if (storeHealth.healthy) health.setReadiness(ServingStatus.SERVING);
     },
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();

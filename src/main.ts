@@ -99,6 +99,11 @@ async function main(argv: string[]): Promise<number> {
   };
   process.once('SIGTERM', () => onSignal('SIGTERM'));
   process.once('SIGINT', () => onSignal('SIGINT'));
+  // The app gives up (its store could not be opened in time): kept until it has started.
+  let fatal = false;
+  let onFatal: () => void = () => {
+    fatal = true;
+  };
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
   // Only an SQLite file is created by a start; a PostgreSQL database is never removed.
@@ -107,7 +112,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
-    app = await openApp(config, logger);
+    app = await openApp(config, logger, { onFatal: () => onFatal() });
     server = createServer(app, config, security);
     const addresses = await server.listen();
     logger.info('listening', { ...addresses });
@@ -126,17 +131,26 @@ async function main(argv: string[]): Promise<number> {
     started.app.reloadConfiguration();
   });
   return new Promise<number>((resolve) => {
-    onSignal = (signal: string) => {
-      logger.info('signal received', { signal });
+    let code: number | undefined;
+    const stop = (exitCode: number) => {
+      if (code !== undefined) return;
+      code = exitCode;
       shutdown(started, config.shutdownGraceMs, logger).then(
-        () => resolve(0),
+        () => resolve(exitCode),
         (e: unknown) => {
           logger.error('shutdown failed', { err: e });
           resolve(1);
         },
       );
     };
-    if (requested !== undefined) onSignal(requested);
+    onSignal = (signal: string) => {
+      logger.info('signal received', { signal });
+      stop(0);
+    };
+    // The app logged why; the platform sees a failed process.
+    onFatal = () => stop(1);
+    if (fatal) onFatal();
+    else if (requested !== undefined) onSignal(requested);
   });
 }
 

@@ -96,13 +96,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_HTTP_LISTEN',
     value: 'ADDR',
     default: '127.0.0.1:8080',
-    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web, /metrics and /healthz; "off" disables it',
+    help: 'HTTP/1.1 listener for the Connect protocol, gRPC-Web, /metrics and the probes (/healthz, /livez, /readyz); "off" disables it',
   },
   {
     flag: 'metrics-listen',
     env: 'AGENTHOOKS_METRICS_LISTEN',
     value: 'ADDR',
-    help: 'extra HTTP/1.1 listener serving only /metrics and /healthz, no API (host:port)',
+    help: 'extra HTTP/1.1 listener serving only /metrics and the probes (/healthz, /livez, /readyz), no API (host:port)',
   },
   {
     flag: 'max-connections',
@@ -158,6 +158,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_DB_MAX_SIZE',
     value: 'BYTES',
     help: 'SQLite only: size cap of the database file; writes past it fail UNAVAILABLE (STORE_FULL)',
+  },
+  {
+    flag: 'db-start-timeout',
+    env: 'AGENTHOOKS_DB_START_TIMEOUT',
+    value: 'DURATION',
+    help: 'PostgreSQL only: how long a sidecar whose database cannot be reached at start keeps retrying (listening, readiness NOT_SERVING) before it exits 1; off retries until it opens',
   },
   {
     flag: 'store-check-interval',
@@ -368,7 +374,7 @@ export interface ServeConfig {
   readonly grpcListen: readonly ListenAddress[];
   readonly healthListen?: ListenAddress;
   readonly httpListen?: ListenAddress;
-  /** HTTP listener serving only `/metrics` and `/healthz`. */
+  /** HTTP listener serving only `/metrics` and the probes (`/healthz`, `/livez`, `/readyz`). */
   readonly metricsListen?: ListenAddress;
   /** Connection cap and timeouts of every listener. */
   readonly connections: ConnectionLimits;
@@ -388,6 +394,11 @@ export interface ServeConfig {
   readonly dbBusyTimeoutMs: number;
   /** Size cap of the database file, in bytes. */
   readonly dbMaxSizeBytes?: number;
+  /**
+   * How long a sidecar on PostgreSQL retries opening its store at start
+   * before it exits 1; undefined retries until it opens.
+   */
+  readonly dbStartTimeoutMs?: number;
   /** Interval of the store health check. */
   readonly storeCheckIntervalMs: number;
   /** How long completed operations and published results are kept. */
@@ -653,6 +664,11 @@ export function parseServeConfig(
       `--db-max-size must be a whole number of bytes >= ${MIN_DB_MAX_SIZE_BYTES}`,
     );
   }
+  const startTimeout = one('db-start-timeout');
+  const dbStartTimeoutMs =
+    startTimeout === undefined || startTimeout === 'off'
+      ? undefined
+      : parseDuration(startTimeout, 'db-start-timeout');
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
   const retentionMs = parseDuration(one('retention') as string, 'retention');
   const tombstoneRetentionMs = parseDuration(
@@ -695,6 +711,7 @@ export function parseServeConfig(
       hookCacheBytes: wholeNumber(one('hook-cache-size'), 'hook-cache-size'),
       dbBusyTimeoutMs,
       dbMaxSizeBytes,
+      dbStartTimeoutMs,
       storeCheckIntervalMs,
       retentionMs,
       tombstoneRetentionMs,

@@ -1,7 +1,14 @@
 /**
- * @module The `grpc.health.v1.Health` service: SERVING once the store is
- * open, NOT_SERVING while draining or while the store cannot be used. Watch
- * streams the current status, then every change.
+ * @module The `grpc.health.v1.Health` service, with two probes kept apart
+ * so that a database outage takes a pod out of service without its liveness
+ * probe restarting it:
+ * - `liveness` ({@link LIVENESS_SERVICE}): SERVING while the process serves,
+ *   from the moment its listeners are bound until it drains, whatever the store;
+ * - `readiness` ({@link READINESS_SERVICE}): SERVING while the sidecar can
+ *   decide: listening, the store usable, not draining. The server itself (the
+ *   empty service name, what a probe without `service` asks) and each API
+ *   service (`agenthooks.v1.HookService`) follow readiness, as they always did.
+ * Watch streams the current status, then every change.
  */
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
@@ -16,24 +23,49 @@ import {
 /** Serving status of the health protocol. */
 export { ServingStatus };
 
+/** Service name of the liveness probe: SERVING while the process serves. */
+export const LIVENESS_SERVICE = 'liveness';
+/** Service name of the readiness probe: SERVING while the sidecar can decide. */
+export const READINESS_SERVICE = 'readiness';
+
 /**
  * Holds the serving status of the server ('') and of each named service,
- * and tells watchers about changes.
+ * and tells watchers about changes. {@link LIVENESS_SERVICE} has a status of
+ * its own; every other name follows readiness.
  */
 export class HealthState {
   readonly #statuses = new Map<string, ServingStatus>();
   readonly #watchers = new Set<() => void>();
 
-  /** Creates the state with every named service (and the server, '') NOT_SERVING. */
+  /**
+   * Creates the state with the server (''), {@link READINESS_SERVICE},
+   * {@link LIVENESS_SERVICE} and every named service NOT_SERVING.
+   */
   constructor(services: readonly string[]) {
-    for (const name of ['', ...services]) this.#statuses.set(name, ServingStatus.NOT_SERVING);
+    for (const name of ['', READINESS_SERVICE, LIVENESS_SERVICE, ...services]) {
+      this.#statuses.set(name, ServingStatus.NOT_SERVING);
+    }
   }
 
-  /** Sets the status of the server and of every service. */
+  /** Sets the status of the server and of every service, liveness included (shutdown). */
   setAll(status: ServingStatus): void {
+    this.#set(() => true, status);
+  }
+
+  /** Sets readiness: the server (''), {@link READINESS_SERVICE} and every API service. */
+  setReadiness(status: ServingStatus): void {
+    this.#set((name) => name !== LIVENESS_SERVICE, status);
+  }
+
+  /** Sets {@link LIVENESS_SERVICE} alone. */
+  setLiveness(status: ServingStatus): void {
+    this.#set((name) => name === LIVENESS_SERVICE, status);
+  }
+
+  #set(which: (name: string) => boolean, status: ServingStatus): void {
     let changed = false;
     for (const [name, old] of this.#statuses) {
-      if (old !== status) {
+      if (which(name) && old !== status) {
         this.#statuses.set(name, status);
         changed = true;
       }

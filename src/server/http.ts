@@ -1,7 +1,7 @@
 /**
  * @module The HTTP/1.1 listener's request handler: the Connect protocol and
  * gRPC-Web for the guarded services (connect-node's universal handlers),
- * then a fallback for plain paths (`/metrics`, `/healthz`).
+ * then a fallback for plain paths (`/metrics`, `/healthz`, `/livez`, `/readyz`).
  *
  * JSON is decoded strictly: an unknown field or enum name is an error, not
  * dropped (connect-node's default, `ignoreUnknownFields: true`, would store

@@ -2,8 +2,8 @@
  * @module The listeners over an edge: the grpc-js server (HookService,
  * health, reflection) on every `--grpc-listen` address, the health-only
  * listener for kubelet probes, the HTTP/1.1 listener (Connect protocol,
- * gRPC-Web, `/metrics`, `/healthz`) and the metrics-only HTTP listener; and
- * their drain at shutdown. Transport security is applied here: TLS on TCP
+ * gRPC-Web, `/metrics`, and the probes `/healthz`, `/livez` and `/readyz`)
+ * and the metrics-only HTTP listener; and their drain at shutdown. Transport security is applied here: TLS on TCP
  * listeners, the mode and group of unix sockets, message size limits, and
  * the connection cap and timeouts of every listener. The servers are built
  * unbound and listen in {@link Server.listen}.
@@ -24,7 +24,7 @@ import type { Logger } from '../log.js';
 import { createTokenCheck, readAuthToken, type TokenCheck } from './auth.js';
 import { createEdge, type Edge, type EdgeApp } from './edge.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
-import { ServingStatus } from './health.js';
+import { LIVENESS_SERVICE, READINESS_SERVICE, ServingStatus } from './health.js';
 import { createHttpHandler } from './http.js';
 import {
   bindUnixSocket,
@@ -41,6 +41,17 @@ export interface BoundAddresses {
   readonly http?: string;
   readonly metrics?: string;
 }
+
+/**
+ * The HTTP probe paths and the health service each reports: 200 while it is
+ * SERVING, 503 otherwise. `/healthz` is the server's status (''), which
+ * follows readiness.
+ */
+const HTTP_PROBES: ReadonlyMap<string, string> = new Map([
+  ['/healthz', ''],
+  ['/livez', LIVENESS_SERVICE],
+  ['/readyz', READINESS_SERVICE],
+]);
 
 /** The HTTP/2 client connection preface (RFC 9113 §3.4), the first bytes of every gRPC connection. */
 const HTTP2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -145,7 +156,7 @@ export function createServer(
     healthServer = new grpc.Server(serverOptions);
     addService(healthServer, Health, edge.health as AnyServiceImpl, common);
   }
-  // `/metrics` and `/healthz`, on the HTTP listener and the metrics-only one.
+  // `/metrics` and the probes, on the HTTP listener and the metrics-only one.
   const serveOps = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     if (req.url === '/metrics') {
       app.metrics.registry.metrics().then(
@@ -161,8 +172,9 @@ export function createServer(
       );
       return;
     }
-    if (req.url === '/healthz') {
-      const serving = app.health.get('') === ServingStatus.SERVING;
+    const probe = req.url === undefined ? undefined : HTTP_PROBES.get(req.url);
+    if (probe !== undefined) {
+      const serving = app.health.get(probe) === ServingStatus.SERVING;
       res.writeHead(serving ? 200 : 503, { 'content-type': 'text/plain' });
       res.end(serving ? 'ok\n' : 'not serving\n');
       return;

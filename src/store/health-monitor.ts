@@ -35,6 +35,12 @@ export interface StoreHealthOptions {
   readonly logger: Logger;
   /** Milliseconds between two checks; default {@link DEFAULT_STORE_CHECK_INTERVAL_MS}. */
   readonly intervalMs?: number;
+  /**
+   * The state before the first check; default true. False for a store that
+   * is not open yet: every interval then runs the full check (which opens
+   * it) until one passes.
+   */
+  readonly healthy?: boolean;
 }
 
 /** Checks the store on an interval and reports changes of its health. */
@@ -53,6 +59,7 @@ export class StoreHealthMonitor {
   /** Starts checking on an unref'd interval. */
   constructor(options: StoreHealthOptions) {
     this.#options = options;
+    this.#healthy = options.healthy ?? true;
     this.#timer = setInterval(
       () => void this.#schedule(!this.#healthy || !this.#pinged),
       options.intervalMs ?? DEFAULT_STORE_CHECK_INTERVAL_MS,

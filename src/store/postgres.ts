@@ -209,6 +209,13 @@ export async function openPostgresStore(
     }),
   );
   const onIdleError = options.onIdleError;
+  // Every connection listens for its own 'error' event from the moment it
+  // connects. The pool listens only while a connection is idle, and a server
+  // shutting down can send its FATAL 57P01 in the same read as the packet that
+  // completed the connect: emitted before the caller that checked the
+  // connection out could listen, it would crash the process. The query in
+  // flight, if any, rejects with the failure, and the pool drops the client.
+  pool.on('connect', (client) => client.on('error', ignoreCheckedOutError));
   // Without a listener, an idle connection's failure (a server restart)
   // would crash the process through the pool's 'error' event.
   pool.on('error', (e: Error) => onIdleError?.(e));

@@ -117,7 +117,18 @@ describe('serve configuration', () => {
     );
   });
 
+  it('reads --db-start-timeout as a duration, off (retry until open) by default', () => {
+    expect(parseServeConfig([], {}).dbStartTimeoutMs).toBeUndefined();
+    expect(parseServeConfig(['--db-start-timeout', 'off'], {}).dbStartTimeoutMs).toBeUndefined();
+    expect(parseServeConfig([], { AGENTHOOKS_DB_START_TIMEOUT: '5m' }).dbStartTimeoutMs).toBe(
+      300_000,
+    );
+    expect(parseServeConfig(['--db-start-timeout', '90'], {}).dbStartTimeoutMs).toBe(90_000);
+  });
+
   it.each([
+    ['--db-start-timeout', '0'],
+    ['--db-start-timeout', 'forever'],
     ['--tombstone-retention', '0'],
     ['--tombstone-retention', '0.4ms'],
     ['--tombstone-retention', '1w'],

@@ -99,7 +99,7 @@ describe('quick start', () => {
         void exited.then((code) => reject(new Error(`npm start exited (${code}) first`)));
       });
       await listening;
-      const health = await fetch(`http://127.0.0.1:${httpPort}/healthz`);
+      const health = await fetch(`http://127.0.0.1:${httpPort}/readyz`);
       expect(health.status).toBe(200);
       expect(processesWith(marker).length).toBeGreaterThan(0);
 

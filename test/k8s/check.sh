@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Checks deploy/kubernetes with no API server: decodes every manifest strictly
-# into the k8s.io/api types (unknown, duplicate or mis-cased fields fail) and
-# asserts the agenthooks sidecar (the image's entrypoint, no shell), its
-# probes, socket volume, socket mode and group (0660 or narrower, a pod group
-# the agent shares), security context, resources, Secret and ConfigMap
-# (manifests_test.go). Modules come from the Go module proxy, pinned by go.mod
+# Checks deploy/kubernetes and deploy/kubernetes/postgres with no API server:
+# decodes every manifest strictly into the k8s.io/api types (unknown,
+# duplicate or mis-cased fields fail) and asserts the agenthooks sidecar (the
+# image's entrypoint, no shell), its probes (liveness and readiness on their
+# own health services), socket volume, socket mode and group (0660 or
+# narrower, a pod group the agent shares), security context, resources,
+# store (several replicas only on PostgreSQL, its password only from a
+# Secret, TLS), Secret, ConfigMap and disruption budget (manifests_test.go). Modules come from the Go module proxy, pinned by go.mod
 # and go.sum. Prints one line on success.
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -1,7 +1,7 @@
-// Package k8scheck decodes the Kubernetes manifests in deploy/kubernetes
-// strictly into the typed objects of k8s.io/api (unknown, duplicate or
-// mis-cased fields are errors, as the API server's strict field validation
-// reports them), so CI checks them with no API server. The assertions about
+// Package k8scheck decodes the Kubernetes manifests in deploy/kubernetes and
+// deploy/kubernetes/postgres strictly into the typed objects of k8s.io/api
+// (unknown, duplicate or mis-cased fields are errors, as the API server's
+// strict field validation reports them), so CI checks them with no API server. The assertions about
 // the agenthooks sidecar are in manifests_test.go.
 package k8scheck
 
@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -35,6 +36,9 @@ var scheme = func() *runtime.Scheme {
 		panic(err)
 	}
 	if err := appsv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := policyv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path"
 	"regexp"
@@ -14,16 +15,22 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// manifestDir is deploy/kubernetes, from test/k8s; K8SCHECK_DIR overrides it.
-var manifestDir = func() string {
+// manifestDirs are the examples, from test/k8s: one pod on SQLite
+// (deploy/kubernetes) and a fleet on PostgreSQL (deploy/kubernetes/postgres).
+// K8SCHECK_DIR checks that one folder instead.
+var manifestDirs = func() []string {
 	if d := os.Getenv("K8SCHECK_DIR"); d != "" {
-		return d
+		return []string{d}
 	}
-	return "../../deploy/kubernetes"
+	return []string{"../../deploy/kubernetes", "../../deploy/kubernetes/postgres"}
 }()
+
+// fleetDir is the example of several replicas on one PostgreSQL store.
+const fleetDir = "../../deploy/kubernetes/postgres"
 
 // sidecarName is the agenthooks container's name.
 const sidecarName = "agenthooks"
@@ -115,20 +122,22 @@ metadata: {name: x}
 	}
 }
 
-// manifests holds the decoded manifests by kind.
+// manifests holds the decoded manifests of one folder by kind.
 type manifests struct {
+	dir         string
 	deployments []*appsv1.Deployment
 	configMaps  map[string]*corev1.ConfigMap
 	secrets     map[string]*corev1.Secret
+	budgets     []*policyv1.PodDisruptionBudget
 }
 
-func load(t *testing.T) manifests {
+func load(t *testing.T, dir string) manifests {
 	t.Helper()
-	objs, err := LoadDir(manifestDir)
+	objs, err := LoadDir(dir)
 	if err != nil {
 		t.Fatalf("strict decoding: %v", err)
 	}
-	m := manifests{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
+	m := manifests{dir: dir, configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
 	for _, o := range objs {
 		switch v := o.Obj.(type) {
 		case *appsv1.Deployment:
@@ -137,12 +146,14 @@ func load(t *testing.T) manifests {
 			m.configMaps[v.Name] = v
 		case *corev1.Secret:
 			m.secrets[v.Name] = v
+		case *policyv1.PodDisruptionBudget:
+			m.budgets = append(m.budgets, v)
 		default:
 			t.Errorf("%s document %d: unexpected kind %T", o.File, o.Index, o.Obj)
 		}
 	}
 	if len(m.deployments) != 1 {
-		t.Fatalf("want exactly one Deployment in %s, got %d", manifestDir, len(m.deployments))
+		t.Fatalf("want exactly one Deployment in %s, got %d", dir, len(m.deployments))
 	}
 	return m
 }
@@ -233,7 +244,13 @@ func volume(spec *corev1.PodSpec, name string) *corev1.Volume {
 func boolTrue(b *bool) bool { return b != nil && *b }
 
 func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
-	m := load(t)
+	for _, dir := range manifestDirs {
+		t.Run(path.Base(dir), func(t *testing.T) { checkDeployment(t, load(t, dir)) })
+	}
+}
+
+// checkDeployment asserts the sidecar of the one Deployment of a folder.
+func checkDeployment(t *testing.T, m manifests) {
 	d := m.deployments[0]
 	spec := &d.Spec.Template.Spec
 
@@ -301,6 +318,9 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 		case int(p.GRPC.Port) != healthPort:
 			t.Errorf("%s: %s probes port %d, the health-only listener is %d", sidecarName, name, p.GRPC.Port, healthPort)
 		}
+	}
+	for _, p := range probeServiceProblems(sidecar) {
+		t.Error(p)
 	}
 
 	// The API on no TCP port without a token; metrics on their own port.
@@ -392,14 +412,16 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 		t.Errorf("%s: no memory limit", sidecarName)
 	}
 
-	// The database on a volume (the root filesystem is read-only).
-	db := s.one("db")
-	if dm := mountFor(sidecar, db); dm == nil {
-		t.Errorf("%s: the database %s is on no volume", sidecarName, db)
-	} else if v := volume(spec, dm.Name); v == nil || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
-		t.Errorf("%s: the database volume %s is neither an emptyDir nor a PVC", sidecarName, dm.Name)
-	} else if dm.ReadOnly {
-		t.Errorf("%s: the database volume is mounted read-only", sidecarName)
+	// The store: an SQLite file on a volume for one replica, else PostgreSQL
+	// with its password from a Secret.
+	for _, p := range storeProblems(m, d, sidecar) {
+		t.Error(p)
+	}
+	// A fleet keeps all but one replica through a voluntary disruption.
+	if replicas(d) > 1 {
+		for _, p := range budgetProblems(m, d) {
+			t.Error(p)
+		}
 	}
 
 	// The env file from a ConfigMap volume.
@@ -454,7 +476,7 @@ func TestDeploymentRunsAgenthooksAsANativeSidecar(t *testing.T) {
 		ref := token.ValueFrom.SecretKeyRef
 		sec, ok := m.secrets[ref.Name]
 		if !ok {
-			t.Errorf("the Secret %s is not in %s", ref.Name, manifestDir)
+			t.Errorf("the Secret %s is not in %s", ref.Name, m.dir)
 		} else if _, inData := sec.Data[ref.Key]; !inData && sec.StringData[ref.Key] == "" {
 			t.Errorf("the Secret %s has no key %s", ref.Name, ref.Key)
 		}
@@ -528,7 +550,7 @@ func listenerProblems(sidecar *corev1.Container) []string {
 }
 
 func TestListenerChecksCatchExposedAPIs(t *testing.T) {
-	base := load(t).deployments[0]
+	base := load(t, manifestDirs[0]).deployments[0]
 	cases := []struct {
 		name   string
 		bad    bool
@@ -677,7 +699,7 @@ func containerGroups(ps *corev1.PodSecurityContext, c *corev1.Container) []int64
 // socketAccessProblems on variants of the Deployment's pod: each bad variant
 // must be reported, each good one must pass.
 func TestSocketChecksCatchBadSidecars(t *testing.T) {
-	base := load(t).deployments[0]
+	base := load(t, manifestDirs[0]).deployments[0]
 	// setEnv sets (value != "") or removes a literal variable of the sidecar.
 	setEnv := func(c *corev1.Container, name, value string) {
 		env := c.Env[:0]
@@ -805,11 +827,312 @@ func configMapFile(t *testing.T, m manifests, spec *corev1.PodSpec, sidecar *cor
 	cm, ok := m.configMaps[v.ConfigMap.Name]
 	switch {
 	case !ok:
-		t.Errorf("the ConfigMap %s is not in %s", v.ConfigMap.Name, manifestDir)
+		t.Errorf("the ConfigMap %s is not in %s", v.ConfigMap.Name, m.dir)
 		return "", false
 	case cm.Data[key] == "":
 		t.Errorf("the ConfigMap %s has no key %s", cm.Name, key)
 		return "", false
 	}
 	return cm.Data[key], true
+}
+
+// replicas is a Deployment's replica count (1 when unset, as the API defaults it).
+func replicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// probeServiceProblems reports probes that do not name the health service
+// their job needs: liveness (and startup, which kills the container when it
+// fails too) on `liveness`, which stays SERVING while the database is down,
+// so that kubelet never restarts a sidecar for an outage a restart cannot
+// fix; readiness on `readiness`, which takes the pod out of service meanwhile.
+func probeServiceProblems(sidecar *corev1.Container) []string {
+	want := []struct {
+		name    string
+		probe   *corev1.Probe
+		service string
+	}{
+		{"livenessProbe", sidecar.LivenessProbe, "liveness"},
+		{"readinessProbe", sidecar.ReadinessProbe, "readiness"},
+		{"startupProbe", sidecar.StartupProbe, "liveness"},
+	}
+	var out []string
+	for _, w := range want {
+		if w.probe == nil || w.probe.GRPC == nil {
+			continue // reported by the caller
+		}
+		got := "no service (the server's status, which follows readiness)"
+		if w.probe.GRPC.Service != nil {
+			got = fmt.Sprintf("service %q", *w.probe.GRPC.Service)
+		}
+		if w.probe.GRPC.Service == nil || *w.probe.GRPC.Service != w.service {
+			out = append(out, fmt.Sprintf("%s: %s asks for %s, want service %q", sidecarName, w.name, got, w.service))
+		}
+	}
+	return out
+}
+
+// secretValue returns the value of a secretKeyRef from the Secrets of the folder.
+func secretValue(m manifests, ref *corev1.SecretKeySelector) (string, bool) {
+	sec, ok := m.secrets[ref.Name]
+	if !ok {
+		return "", false
+	}
+	if v, ok := sec.Data[ref.Key]; ok {
+		return string(v), true
+	}
+	v, ok := sec.StringData[ref.Key]
+	return v, ok && v != ""
+}
+
+// isPostgresURL reports whether a --db value names the PostgreSQL store.
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// storeProblems reports a sidecar whose store does not fit its Deployment:
+// several replicas on SQLite (each pod would keep its own hooks and parked
+// calls, so an approval resuming on another pod finds nothing); an SQLite
+// file not on a writable volume; a PostgreSQL password in args or in a
+// literal value of the manifest (args show in ps, the manifest in every
+// `kubectl get -o yaml`); no password from a Secret at all; and a PostgreSQL
+// connection without TLS, or with a CA file on no volume.
+func storeProblems(m manifests, d *appsv1.Deployment, sidecar *corev1.Container) []string {
+	var out []string
+	add := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	spec := &d.Spec.Template.Spec
+	s := newSettings(sidecar)
+	env := map[string]*corev1.EnvVar{}
+	for i := range sidecar.Env {
+		env[sidecar.Env[i].Name] = &sidecar.Env[i]
+	}
+	for _, v := range s.flags["db"] {
+		if u, err := url.Parse(v); err == nil && isPostgresURL(v) {
+			if _, has := u.User.Password(); has {
+				add("%s: --db in args carries a password, which ps shows: use AGENTHOOKS_DB or PGPASSWORD from a Secret", sidecarName)
+			}
+		}
+	}
+	db := s.one("db")
+	fromSecret := false
+	if e := env["AGENTHOOKS_DB"]; len(s.flags["db"]) == 0 && e != nil && e.ValueFrom != nil {
+		ref := e.ValueFrom.SecretKeyRef
+		if ref == nil {
+			add("%s: AGENTHOOKS_DB comes from neither a literal nor a secretKeyRef", sidecarName)
+			return out
+		}
+		v, ok := secretValue(m, ref)
+		if !ok {
+			add("%s: AGENTHOOKS_DB names the key %s of the Secret %s, which is not in %s", sidecarName, ref.Key, ref.Name, m.dir)
+			return out
+		}
+		db, fromSecret = v, true
+	}
+
+	if !isPostgresURL(db) {
+		if n := replicas(d); n > 1 {
+			add("%d replicas on the SQLite file %s: each pod keeps its own hooks and parked calls; use a postgres:// store", n, db)
+		}
+		// The database on a volume (the root filesystem is read-only).
+		if dm := mountFor(sidecar, db); dm == nil {
+			add("%s: the database %s is on no volume", sidecarName, db)
+		} else if v := volume(spec, dm.Name); v == nil || (v.EmptyDir == nil && v.PersistentVolumeClaim == nil) {
+			add("%s: the database volume %s is neither an emptyDir nor a PVC", sidecarName, dm.Name)
+		} else if dm.ReadOnly {
+			add("%s: the database volume is mounted read-only", sidecarName)
+		}
+		return out
+	}
+
+	u, err := url.Parse(db)
+	if err != nil {
+		add("%s: the database URL does not parse: %v", sidecarName, err)
+		return out
+	}
+	_, urlPassword := u.User.Password()
+	if urlPassword && !fromSecret {
+		add("%s: the AGENTHOOKS_DB URL in the manifest carries a password: take it from a Secret (PGPASSWORD, or the whole URL)", sidecarName)
+	}
+	passwordFromSecret := false
+	if e := env["PGPASSWORD"]; e != nil {
+		switch {
+		case e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil:
+			add("%s: PGPASSWORD is not taken from a secretKeyRef", sidecarName)
+		default:
+			if _, ok := secretValue(m, e.ValueFrom.SecretKeyRef); !ok {
+				add("%s: PGPASSWORD names the key %s of the Secret %s, which is not in %s",
+					sidecarName, e.ValueFrom.SecretKeyRef.Key, e.ValueFrom.SecretKeyRef.Name, m.dir)
+			} else {
+				passwordFromSecret = true
+			}
+		}
+	}
+	if e := env["PGPASSFILE"]; e != nil && e.Value != "" {
+		if pm := mountFor(sidecar, e.Value); pm != nil {
+			if v := volume(spec, pm.Name); v != nil && v.Secret != nil {
+				passwordFromSecret = true
+			}
+		}
+	}
+	if !passwordFromSecret && !(fromSecret && urlPassword) {
+		add("%s: no database password from a Secret: set PGPASSWORD (or AGENTHOOKS_DB) from a secretKeyRef, or PGPASSFILE on a Secret volume", sidecarName)
+	}
+	q := u.Query()
+	switch q.Get("sslmode") {
+	case "require", "verify-ca", "verify-full":
+	default:
+		add("%s: the database connection does not require TLS (sslmode=%q): it crosses the cluster network", sidecarName, q.Get("sslmode"))
+	}
+	if ca := q.Get("sslrootcert"); ca != "" && mountFor(sidecar, ca) == nil {
+		add("%s: sslrootcert %s is on no volume", sidecarName, ca)
+	}
+	return out
+}
+
+// budgetProblems reports a fleet without a PodDisruptionBudget that selects
+// its pods and lets at most one go at a time.
+func budgetProblems(m manifests, d *appsv1.Deployment) []string {
+	for _, b := range m.budgets {
+		if b.Spec.Selector == nil {
+			continue
+		}
+		sel, err := labels.ValidatedSelectorFromSet(b.Spec.Selector.MatchLabels)
+		if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+			continue
+		}
+		if mu := b.Spec.MaxUnavailable; mu == nil || mu.IntValue() != 1 {
+			return []string{fmt.Sprintf("the PodDisruptionBudget %s does not set maxUnavailable: 1", b.Name)}
+		}
+		return nil
+	}
+	return []string{fmt.Sprintf("no PodDisruptionBudget in %s selects the pods of %s", m.dir, d.Name)}
+}
+
+// TestStoreAndProbeChecksCatchBadFleets runs storeProblems and
+// probeServiceProblems on variants of the fleet: each bad variant must be
+// reported, each good one must pass.
+func TestStoreAndProbeChecksCatchBadFleets(t *testing.T) {
+	// setEnv replaces (or with nil removes) a variable of the sidecar.
+	setEnv := func(c *corev1.Container, name string, e *corev1.EnvVar) {
+		env := c.Env[:0]
+		for _, old := range c.Env {
+			if old.Name != name {
+				env = append(env, old)
+			}
+		}
+		if e != nil {
+			e.Name = name
+			env = append(env, *e)
+		}
+		c.Env = env
+	}
+	fromSecret := func(name, key string) *corev1.EnvVar {
+		return &corev1.EnvVar{ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key,
+		}}}
+	}
+	literal := func(v string) *corev1.EnvVar { return &corev1.EnvVar{Value: v} }
+	service := func(name string) *string { return &name }
+	const pgURL = "postgres://agenthooks@db:5432/agenthooks?sslmode=verify-full"
+	cases := []struct {
+		name   string
+		bad    bool
+		change func(m *manifests, d *appsv1.Deployment, c *corev1.Container)
+	}{
+		{"the manifest as it is", false, func(*manifests, *appsv1.Deployment, *corev1.Container) {}},
+		{"a password in args", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			c.Args = []string{"serve", "--db", "postgres://agenthooks:pw@db:5432/agenthooks?sslmode=verify-full"}
+		}},
+		{"a password in the literal URL", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", literal("postgres://agenthooks:pw@db:5432/agenthooks?sslmode=verify-full"))
+		}},
+		{"a literal PGPASSWORD", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "PGPASSWORD", literal("pw"))
+		}},
+		{"no password at all", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "PGPASSWORD", nil)
+		}},
+		{"PGPASSWORD from a key the Secret lacks", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "PGPASSWORD", fromSecret("agenthooks-fleet-secrets", "nope"))
+		}},
+		{"the whole URL from the Secret", false, func(m *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			sec := m.secrets["agenthooks-fleet-secrets"].DeepCopy()
+			sec.StringData["database-url"] = "postgres://agenthooks:pw@db:5432/agenthooks?sslmode=verify-full"
+			m.secrets["agenthooks-fleet-secrets"] = sec
+			setEnv(c, "PGPASSWORD", nil)
+			setEnv(c, "AGENTHOOKS_DB", fromSecret("agenthooks-fleet-secrets", "database-url"))
+		}},
+		{"a URL from a key the Secret lacks", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", fromSecret("agenthooks-fleet-secrets", "database-url"))
+		}},
+		{"no TLS", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", literal("postgres://agenthooks@db:5432/agenthooks"))
+		}},
+		{"a CA file on no volume", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", literal(pgURL+"&sslrootcert=/nowhere/ca.pem"))
+		}},
+		{"three replicas on SQLite", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", literal("/tmp/agenthooks.db"))
+		}},
+		{"one replica on SQLite", false, func(_ *manifests, d *appsv1.Deployment, c *corev1.Container) {
+			one := int32(1)
+			d.Spec.Replicas = &one
+			setEnv(c, "AGENTHOOKS_DB", literal("/tmp/agenthooks.db"))
+		}},
+		{"the image's default store", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			setEnv(c, "AGENTHOOKS_DB", nil)
+		}},
+		{"liveness on readiness", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			c.LivenessProbe.GRPC.Service = service("readiness")
+		}},
+		{"liveness on the server's status", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			c.LivenessProbe.GRPC.Service = nil
+		}},
+		{"startup on readiness", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			c.StartupProbe.GRPC.Service = service("readiness")
+		}},
+		{"readiness on liveness", true, func(_ *manifests, _ *appsv1.Deployment, c *corev1.Container) {
+			c.ReadinessProbe.GRPC.Service = service("liveness")
+		}},
+	}
+	for _, tc := range cases {
+		m := load(t, fleetDir)
+		d := m.deployments[0].DeepCopy()
+		var sidecar *corev1.Container
+		for i := range d.Spec.Template.Spec.InitContainers {
+			if d.Spec.Template.Spec.InitContainers[i].Name == sidecarName {
+				sidecar = &d.Spec.Template.Spec.InitContainers[i]
+			}
+		}
+		if sidecar == nil {
+			t.Fatalf("no init container named %s", sidecarName)
+		}
+		tc.change(&m, d, sidecar)
+		problems := append(storeProblems(m, d, sidecar), probeServiceProblems(sidecar)...)
+		switch {
+		case tc.bad && len(problems) == 0:
+			t.Errorf("%s: no problem reported", tc.name)
+		case !tc.bad && len(problems) > 0:
+			t.Errorf("%s: unexpected problems %q", tc.name, problems)
+		}
+		t.Logf("%s: %q", tc.name, problems)
+	}
+}
+
+func TestFleetNeedsADisruptionBudget(t *testing.T) {
+	m := load(t, fleetDir)
+	d := m.deployments[0]
+	if replicas(d) < 2 {
+		t.Fatalf("the fleet example runs %d replica(s); it shows several", replicas(d))
+	}
+	if p := budgetProblems(m, d); len(p) > 0 {
+		t.Errorf("%v", p)
+	}
+	m.budgets = nil
+	if p := budgetProblems(m, d); len(p) == 0 {
+		t.Error("a fleet without a budget: no problem reported")
+	}
 }

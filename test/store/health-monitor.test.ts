@@ -70,6 +70,31 @@ describe('StoreHealthMonitor', () => {
     expect(changes).toEqual([]);
   });
 
+  it('starts unhealthy when told (a store still opening) and runs the full check each interval until it passes', async () => {
+    const checks = fakeChecks();
+    const changes: boolean[] = [];
+    checks.state.full = new StoreUnavailableError('STORE_UNAVAILABLE', 'not open yet');
+    const monitor = new StoreHealthMonitor({
+      quickCheck: checks.quickCheck,
+      ping: checks.ping,
+      onChange: (healthy) => changes.push(healthy),
+      logger,
+      intervalMs: INTERVAL_MS,
+      healthy: false,
+    });
+    monitors.push(monitor);
+    expect(monitor.healthy).toBe(false);
+
+    await vi.advanceTimersByTimeAsync(INTERVAL_MS * 2);
+    expect(changes).toEqual([]);
+    checks.state.full = undefined;
+    await vi.advanceTimersByTimeAsync(INTERVAL_MS * 2);
+
+    expect(checks.state.calls).toEqual(['full', 'full', 'full', 'quick']);
+    expect(changes).toEqual([true]);
+    expect(monitor.healthy).toBe(true);
+  });
+
   it('turns unhealthy when the quick check fails, then runs the full check each interval until it passes', async () => {
     const checks = fakeChecks();
     const changes: boolean[] = [];

@@ -36,8 +36,12 @@ export interface PostgresCluster {
   sql(text: string, values?: unknown[]): Promise<pg.QueryResult>;
   /** Creates a fresh, empty database and resolves to its connection URL as {@link SUPERUSER}. */
   createDatabase(): Promise<string>;
-  /** Stops the server (fast shutdown) and keeps its folder, for {@link PostgresCluster.startServer}. */
-  stopServer(): Promise<void>;
+  /**
+   * Stops the server and keeps its folder, for {@link PostgresCluster.startServer}:
+   * `fast` (the default) ends sessions cleanly; `immediate` ends the server
+   * without a checkpoint, as a crash would, so the next start recovers.
+   */
+  stopServer(mode?: 'fast' | 'immediate'): Promise<void>;
   /** Starts the stopped server again, on the same port. */
   startServer(): Promise<void>;
   /** Stops the server (fast shutdown) and removes its folder. */
@@ -126,8 +130,8 @@ export async function startPostgresCluster(
         await sql(`CREATE DATABASE ${name}`);
         return urlOf(name);
       },
-      stopServer: () =>
-        server('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', PG_CTL_WAIT_SECONDS, 'stop']),
+      stopServer: (mode = 'fast') =>
+        server('pg_ctl', ['-D', data, '-m', mode, '-w', '-t', PG_CTL_WAIT_SECONDS, 'stop']),
       startServer,
       stop: async () => {
         await server('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', PG_CTL_WAIT_SECONDS, 'stop']);
