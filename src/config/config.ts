@@ -21,6 +21,9 @@ import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
 /** `ErrorInfo.reason` of an unknown flag or a bad option value. */
 export const INVALID_FLAG = 'INVALID_FLAG';
 
+/** The variable that may hold a `--users-postgres-url` with its password. */
+const USERS_URL_VAR = 'AGENTHOOKS_USERS_POSTGRES_URL';
+
 /** Schemes of a `--users-postgres-url`. */
 const POSTGRES_PROTOCOLS = new Set(['postgres:', 'postgresql:']);
 
@@ -235,9 +238,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   },
   {
     flag: 'users-postgres-url',
-    env: 'AGENTHOOKS_USERS_POSTGRES_URL',
+    env: USERS_URL_VAR,
     value: 'URL',
-    help: 'PostgreSQL URL of the user directory that userEmail comes from; off uses the users table of --db',
+    help: `PostgreSQL URL of the user directory that userEmail comes from; off uses the users table of --db; no password in the flag: use ${USERS_URL_VAR}, PGPASSWORD or PGPASSFILE`,
   },
   {
     flag: 'users-postgres-query',
@@ -692,6 +695,9 @@ export function parseServeConfig(
       '--users-postgres-url must be a postgres:// or postgresql:// URL',
     );
   }
+  if (usersPostgresUrl !== undefined && values['users-postgres-url'] !== undefined) {
+    refusePasswordInFlag(new URL(usersPostgresUrl), 'users-postgres-url', USERS_URL_VAR);
+  }
   const usersPostgresQuery = one('users-postgres-query') as string;
   if (!usersPostgresQuery.includes(USER_ID_PARAMETER)) {
     throw new InvalidArgumentError(
@@ -758,14 +764,22 @@ function parseDb(text: string, fromFlag: boolean): { dbPath?: string; dbUrl?: st
       { cause: e },
     );
   }
-  if (fromFlag && (url.password !== '' || url.searchParams.has('password'))) {
-    throw new InvalidArgumentError(
-      'db',
-      INVALID_FLAG,
-      `--db must not hold a password (flags show in ps): put the URL in ${DB_PATH_VAR}, or the password in PGPASSWORD or a password file (PGPASSFILE)`,
-    );
-  }
+  if (fromFlag) refusePasswordInFlag(url, 'db', DB_PATH_VAR);
   return { dbUrl: text };
+}
+
+/**
+ * Refuses a PostgreSQL URL given as a flag with a password in it (its user
+ * part or its `password` query option): flags show in `ps`. The message
+ * names the variable that may hold the URL instead, and never quotes it.
+ */
+function refusePasswordInFlag(url: URL, flag: string, variable: string): void {
+  if (url.password === '' && !url.searchParams.has('password')) return;
+  throw new InvalidArgumentError(
+    flag,
+    INVALID_FLAG,
+    `--${flag} must not hold a password (flags show in ps): put the URL in ${variable}, or the password in PGPASSWORD or a password file (PGPASSFILE)`,
+  );
 }
 
 /** True when `text` parses as a URL with one of `protocols`. */

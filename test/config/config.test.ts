@@ -95,6 +95,29 @@ describe('serve configuration', () => {
     expect(message).not.toContain('s3cret');
   });
 
+  it.each([
+    'postgres://reader:s3cret@directory/users',
+    'postgresql://reader@directory/users?password=s3cret',
+  ])('refuses a password in the --users-postgres-url flag (%s), not in its variable', (url) => {
+    let error: unknown;
+    try {
+      parseServeConfig(['--users-postgres-url', url], {});
+    } catch (e: unknown) {
+      error = e;
+    }
+    expect(error).toMatchObject({ field: 'users-postgres-url', reason: 'INVALID_FLAG' });
+    const message = (error as Error).message;
+    for (const hint of ['AGENTHOOKS_USERS_POSTGRES_URL', 'PGPASSWORD', 'PGPASSFILE']) {
+      expect(message).toContain(hint);
+    }
+    expect(message).not.toContain('s3cret');
+    expect(parseServeConfig([], { AGENTHOOKS_USERS_POSTGRES_URL: url }).usersPostgresUrl).toBe(url);
+    const withoutPassword = 'postgres://reader@directory/users';
+    expect(parseServeConfig(['--users-postgres-url', withoutPassword], {}).usersPostgresUrl).toBe(
+      withoutPassword,
+    );
+  });
+
   it('rounds a duration to whole milliseconds, and refuses one that rounds to nothing', () => {
     // 2.3 * 3,600,000 is 8,279,999.999... in floating point.
     expect(parseServeConfig(['--retention', '2.3h'], {}).retentionMs).toBe(8_280_000);
