@@ -131,6 +131,27 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    // Version 2: the publication lease of parked calls (SQLite's version 5),
+    // so that of the pods publishing one deferred result only the lease's
+    // holder runs the result controls. Expand-only (two nullable columns,
+    // no rewrite), so the minimum stays 1: a pod of version 1 keeps serving
+    // and publishes without the lease (its conditional write still publishes
+    // once).
+    // - `lease_holder` names the publication in progress (a process's holder
+    //   id and a sequence number); NULL while nobody publishes, and again
+    //   once the result is published or the holder gave up.
+    // - `lease_expires_at` is the epoch milliseconds of the server's clock at
+    //   which the lease lapses unless renewed; another pod may take it over
+    //   from then on (its holder died mid-publication).
+    version: 2,
+    minCompatibleVersion: 1,
+    sql: `
+      ALTER TABLE agenthooks_parked_calls
+        ADD COLUMN lease_holder text,
+        ADD COLUMN lease_expires_at bigint;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

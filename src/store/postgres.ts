@@ -13,6 +13,9 @@
  * - Publication is one conditional `UPDATE ... WHERE final_result IS NULL`:
  *   a concurrent one waits for the row lock, re-checks the condition on the
  *   committed row and finds it filled, so exactly one call publishes.
+ * - The publication lease (who runs the result controls) is taken the same
+ *   way, by a conditional `UPDATE` on the parked call's row, and its expiry
+ *   is stamped and compared on the server's clock.
  * - Parking is idempotent per tool call id (`ON CONFLICT DO NOTHING` on its
  *   primary key); it holds `FOR SHARE` locks on its operations, which
  *   retention skips (`SKIP LOCKED`), so an operation never expires under a
@@ -33,6 +36,7 @@ import { extend } from '../extend.js';
 import { fromHookRow, type StoredHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
+  assertLease,
   decodeResult,
   encodeResult,
   fromParkedCallRow,
@@ -54,6 +58,7 @@ import {
   type ParkedCallRecord,
   type ParkOutcome,
   type ParkStore,
+  type PublicationClaim,
   type PublishOutcome,
   parkedCallNotFoundError,
   type RetentionStore,
@@ -229,6 +234,12 @@ type Queryable = Pick<pg.PoolClient, 'query'>;
 /** Columns of `parked_calls`, `chain` as JSON text for the codec. */
 const PARKED_CALL_SELECT =
   'tool_call_id, operation_id, chain::text AS chain, kind, context, parked_at, final_result, published_at';
+
+/**
+ * The server's clock in epoch milliseconds, as SQL: leases are stamped and
+ * compared on the one clock every pod shares, whatever the pods' own clocks say.
+ */
+const SERVER_NOW_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
 
 /** A row of the `listHooks` query: the operation, and one of its hooks (or none). */
 interface OperationHookRow {
@@ -466,7 +477,8 @@ class PostgresStoreImpl implements PostgresStore {
       // The whole arbitration: a concurrent UPDATE waits for the row lock,
       // then re-checks `final_result IS NULL` on the committed row.
       const { rowCount } = await db.query(
-        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2
+        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2,
+           lease_holder = NULL, lease_expires_at = NULL
          WHERE tool_call_id = $3 AND final_result IS NULL`,
         [bytes, publishedAt, toolCallId],
       );
@@ -490,6 +502,71 @@ class PostgresStoreImpl implements PostgresStore {
       throw new Error(`the placeholder of ${toolCallId} is empty after a conditional write`);
     }
     return { published: false, finalResult: decodeResult(toolCallId, stored.final_result) };
+  }
+
+  async claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+  ): Promise<PublicationClaim | undefined> {
+    assertLease(holder, leaseMs);
+    const outcome = await this.#run('claimPublication', 'claim a publication', async (db) => {
+      // The arbitration: a concurrent claim waits for the row lock, then
+      // re-checks the condition on the committed row and finds the lease taken.
+      const { rows: claimed } = await db.query<ParkedCallRow>(
+        `UPDATE agenthooks_parked_calls
+         SET lease_holder = $2, lease_expires_at = ${SERVER_NOW_MS} + $3
+         WHERE tool_call_id = $1 AND final_result IS NULL
+           AND (lease_holder IS NULL OR lease_expires_at <= ${SERVER_NOW_MS})
+         RETURNING ${PARKED_CALL_SELECT}`,
+        [toolCallId, holder, leaseMs],
+      );
+      if (claimed[0] !== undefined) return { state: 'claimed' as const, row: claimed[0] };
+      const { rows } = await db.query<ParkedCallRow & { expires_in_ms: number | null }>(
+        `SELECT ${PARKED_CALL_SELECT}, lease_expires_at - ${SERVER_NOW_MS} AS expires_in_ms
+         FROM agenthooks_parked_calls WHERE tool_call_id = $1`,
+        [toolCallId],
+      );
+      const row = rows[0];
+      if (row === undefined) return undefined;
+      if (row.final_result !== null) return { state: 'published' as const, row };
+      // Held, or freed between the two statements: either way, ask again soon.
+      return { state: 'held' as const, expiresInMs: Math.max(0, row.expires_in_ms ?? 0) };
+    });
+    if (outcome === undefined) return undefined;
+    if (outcome.state === 'held') return outcome;
+    let record: ParkedCallRecord;
+    try {
+      record = fromParkedCallRow(outcome.row);
+    } catch (e: unknown) {
+      // A record nobody can publish keeps no lease.
+      if (outcome.state === 'claimed') await this.releasePublication(toolCallId, holder);
+      throw e;
+    }
+    if (outcome.state === 'claimed') return { state: 'claimed', record };
+    return { state: 'published', finalResult: record.finalResult as ToolResult };
+  }
+
+  async renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {
+    assertLease(holder, leaseMs);
+    const { rowCount } = await this.#run('renewPublication', 'renew a publication lease', (db) =>
+      db.query(
+        `UPDATE agenthooks_parked_calls SET lease_expires_at = ${SERVER_NOW_MS} + $3
+         WHERE tool_call_id = $1 AND lease_holder = $2 AND final_result IS NULL`,
+        [toolCallId, holder, leaseMs],
+      ),
+    );
+    return rowCount === 1;
+  }
+
+  async releasePublication(toolCallId: string, holder: string): Promise<void> {
+    await this.#run('releasePublication', 'release a publication lease', (db) =>
+      db.query(
+        `UPDATE agenthooks_parked_calls SET lease_holder = NULL, lease_expires_at = NULL
+         WHERE tool_call_id = $1 AND lease_holder = $2`,
+        [toolCallId, holder],
+      ),
+    );
   }
 
   async operationState(operationIds: readonly string[]): Promise<Map<string, OperationState>> {

@@ -43,6 +43,19 @@ export type PublishRowOutcome =
   | { readonly published: false; readonly stored: Uint8Array }
   | undefined;
 
+/** What {@link SqliteConnection.claim} found; undefined when no record exists. */
+export type ClaimRowOutcome =
+  | { readonly state: 'claimed' | 'published'; readonly row: ParkedCallRow }
+  | { readonly state: 'held'; readonly expiresAt: number }
+  | undefined;
+
+/** A parked call's placeholder and lease columns. */
+interface LeaseRow {
+  readonly published: number;
+  readonly lease_holder: string | null;
+  readonly lease_expires_at: number | null;
+}
+
 /** What one {@link SqliteConnection.expire} batch removed. */
 export interface ExpiredRows {
   readonly operations: string[];
@@ -251,6 +264,12 @@ export class SqliteConnection {
   readonly #publish: Database.Transaction<
     (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
   >;
+  readonly #selectLease: Database.Statement<[string], LeaseRow>;
+  readonly #claim: Database.Transaction<
+    (toolCallId: string, holder: string, now: number, leaseMs: number) => ClaimRowOutcome
+  >;
+  readonly #renewLease: Database.Statement<[number, string, string]>;
+  readonly #releaseLease: Database.Statement<[string, string]>;
   readonly #complete: Database.Statement<[{ id: string; at: number }]>;
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
   readonly #expire: Database.Transaction<
@@ -345,9 +364,26 @@ export class SqliteConnection {
     // One conditional write is the whole arbitration: of any number of
     // publications, across connections and processes, exactly one finds the
     // placeholder empty (the write lock serialises them).
+    // Publishing ends the lease too: nobody runs the controls of a published call.
     const fillPlaceholder = db.prepare<[Uint8Array, number, string]>(
-      `UPDATE parked_calls SET final_result = ?, published_at = ?
+      `UPDATE parked_calls SET final_result = ?, published_at = ?,
+         lease_holder = NULL, lease_expires_at = NULL
        WHERE tool_call_id = ? AND final_result IS NULL`,
+    );
+    this.#selectLease = db.prepare<[string], LeaseRow>(
+      `SELECT final_result IS NOT NULL AS published, lease_holder, lease_expires_at
+       FROM parked_calls WHERE tool_call_id = ?`,
+    );
+    const takeLease = db.prepare<[string, number, string]>(
+      'UPDATE parked_calls SET lease_holder = ?, lease_expires_at = ? WHERE tool_call_id = ?',
+    );
+    this.#renewLease = db.prepare<[number, string, string]>(
+      `UPDATE parked_calls SET lease_expires_at = ?
+       WHERE tool_call_id = ? AND lease_holder = ? AND final_result IS NULL`,
+    );
+    this.#releaseLease = db.prepare<[string, string]>(
+      `UPDATE parked_calls SET lease_holder = NULL, lease_expires_at = NULL
+       WHERE tool_call_id = ? AND lease_holder = ?`,
     );
     const selectFinal = db.prepare<[string], { final_result: Uint8Array | null }>(
       'SELECT final_result FROM parked_calls WHERE tool_call_id = ?',
@@ -466,6 +502,22 @@ export class SqliteConnection {
         return { published: false, stored: stored.final_result };
       },
     );
+    // Under the write lock, so that of concurrent claims (from any process)
+    // exactly one finds the lease free or lapsed.
+    this.#claim = db.transaction(
+      (toolCallId: string, holder: string, now: number, leaseMs: number): ClaimRowOutcome => {
+        const row = this.#selectParked.get(toolCallId);
+        if (row === undefined) return undefined;
+        if (row.final_result !== null) return { state: 'published', row };
+        const lease = this.#selectLease.get(toolCallId);
+        const expiresAt = lease?.lease_expires_at ?? null;
+        if (lease !== undefined && lease.lease_holder !== null && expiresAt !== null) {
+          if (expiresAt > now) return { state: 'held', expiresAt };
+        }
+        takeLease.run(holder, now + leaseMs, toolCallId);
+        return { state: 'claimed', row };
+      },
+    );
     // Published calls go first, so that their links no longer hold back the
     // operations and tombstones they named.
     this.#expire = db.transaction(
@@ -576,6 +628,32 @@ export class SqliteConnection {
   /** Fills an empty placeholder; see {@link PublishRowOutcome}. */
   publish(toolCallId: string, result: Uint8Array, at: number): PublishRowOutcome {
     return this.#publish.immediate(toolCallId, result, at);
+  }
+
+  /**
+   * Takes the publication lease for `leaseMs` from `now` when it is free or
+   * lapsed. A lease that a read shows running (or a published result) is
+   * answered without the write lock, so that waiting duplicates polling it
+   * do not queue behind writers.
+   */
+  claim(toolCallId: string, holder: string, now: number, leaseMs: number): ClaimRowOutcome {
+    const lease = this.#selectLease.get(toolCallId);
+    if (lease === undefined) return undefined;
+    const expiresAt = lease.lease_expires_at;
+    if (lease.published === 0 && lease.lease_holder !== null && expiresAt !== null) {
+      if (expiresAt > now) return { state: 'held', expiresAt };
+    }
+    return this.#claim.immediate(toolCallId, holder, now, leaseMs);
+  }
+
+  /** Extends `holder`'s lease to `expiresAt`; false when it holds none. */
+  renewLease(toolCallId: string, holder: string, expiresAt: number): boolean {
+    return this.#renewLease.run(expiresAt, toolCallId, holder).changes === 1;
+  }
+
+  /** Clears `holder`'s lease, if it holds it. */
+  releaseLease(toolCallId: string, holder: string): void {
+    this.#releaseLease.run(toolCallId, holder);
   }
 
   /** Marks an operation completed (creating it when missing). */

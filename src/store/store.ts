@@ -303,6 +303,19 @@ export interface ParkOutcome {
   readonly created: boolean;
 }
 
+/**
+ * Answer of {@link ParkStore.claimPublication}, for a parked call that exists.
+ * - `claimed`: the caller holds the publication lease now (it was free, or
+ *   its holder's lease expired); it runs the result controls and publishes.
+ * - `published`: the placeholder holds a final result; nobody may claim it.
+ * - `held`: another holder's lease is still running; ask again later, at the
+ *   latest after `expiresInMs`.
+ */
+export type PublicationClaim =
+  | { readonly state: 'claimed'; readonly record: ParkedCallRecord }
+  | { readonly state: 'published'; readonly finalResult: ToolResult }
+  | { readonly state: 'held'; readonly expiresInMs: number };
+
 /** Answer of {@link ParkStore.publishResult}. */
 export interface PublishOutcome {
   /** True for the one call that wrote the placeholder. */
@@ -391,6 +404,37 @@ export interface ParkStore extends OperationLifecycleStore {
     result: ToolResult,
     publishedAt: number,
   ): Promise<PublishOutcome>;
+  /**
+   * Takes the publication lease of a parked call whose placeholder is empty,
+   * atomically across processes sharing the store: the lease is free, or its
+   * holder's expired, and `holder` gets it for `leaseMs` milliseconds of the
+   * store's clock (the database server's, for a shared store, so pods with
+   * skewed clocks agree). Of concurrent claims exactly one is `claimed`.
+   * Resolves to undefined when no record exists. The lease only decides who
+   * runs the result controls; {@link ParkStore.publishResult} still writes
+   * the placeholder once whoever calls it.
+   *
+   * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` when the stored
+   *   record or result does not decode (the lease is not kept then).
+   * @throws RangeError when `holder` is empty or `leaseMs` is not a positive integer.
+   */
+  claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+  ): Promise<PublicationClaim | undefined>;
+  /**
+   * Extends the lease `holder` holds by `leaseMs` milliseconds from now;
+   * resolves to false when it no longer holds it (it expired and another
+   * holder claimed it, or the result is published).
+   */
+  renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean>;
+  /**
+   * Gives up the lease `holder` holds, so that another call can claim it at
+   * once (after a failed publication); does nothing when `holder` does not
+   * hold it. A publication releases the lease by itself.
+   */
+  releasePublication(toolCallId: string, holder: string): Promise<void>;
 }
 
 /** Answer of one {@link RetentionStore.expireBefore} batch. */
