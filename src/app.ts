@@ -6,6 +6,8 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { BackgroundScope } from './background.js';
@@ -267,7 +269,15 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       metrics,
       background,
     },
-    { streamMaxInFlight: config.streamMaxInFlight },
+    {
+      streamMaxInFlight: config.streamMaxInFlight,
+      // The pod's name (the hostname) and the process, so that a lease in
+      // the database says which pod holds it.
+      publisher: {
+        holderId: `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
+        leaseMs: config.publicationLeaseMs,
+      },
+    },
   );
 
   let stopped: Promise<void> | undefined;
