@@ -1,0 +1,244 @@
+/**
+ * @module Exactly once across pods: two real sidecar processes on one
+ * PostgreSQL database (a private cluster, `../users/postgres-cluster.ts`)
+ * and a real receiver answering an `afterToolCall` control. Duplicate
+ * `PublishDeferredResult` calls split across both publish once, answer one
+ * final result and call the control once; a holder SIGKILLed while its
+ * control request is in flight is taken over by the other sidecar once its
+ * lease lapses, with one more control call and still one publication.
+ */
+import type { ServerResponse } from 'node:http';
+import { create } from '@bufbuild/protobuf';
+import type * as grpc from '@grpc/grpc-js';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Executor } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  ParkToolCallRequestSchema,
+  PublishDeferredResultRequestSchema,
+  type PublishDeferredResultResponse,
+  PublishDeferredResultResponseSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  type AnyClient,
+  fromLoaderObject,
+  hookClient,
+  type LoaderObject,
+  toLoaderObject,
+  unary,
+} from '../support/grpc-client.js';
+import { type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+import { type PostgresCluster, startPostgresCluster } from '../users/postgres-cluster.js';
+
+/** The lease of both sidecars: short, so that the takeover test waits little. */
+const LEASE = '1s';
+/** Concurrent duplicate publications, split evenly across the two sidecars. */
+const DUPLICATES = 50;
+/** How long a test waits for a condition before it fails, in milliseconds. */
+const DEADLINE_MS = 20_000;
+
+/** The control paths on the receiver, one per test, so each counts its own calls. */
+const CONTROL = { duplicates: '/control-duplicates', takeover: '/control-takeover' };
+
+/** A receiver whose control requests wait until {@link release}; then every one is allowed. */
+let receiver: Receiver;
+let held: ServerResponse[] = [];
+let releasedControls = false;
+
+function allow(res: ServerResponse): void {
+  if (res.destroyed) return;
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ decision: 'allow' }));
+}
+
+/** Holds control requests from now on. */
+function hold(): void {
+  releasedControls = false;
+}
+
+/** Allows the held control requests, and every later one. */
+function release(): void {
+  releasedControls = true;
+  for (const res of held.splice(0)) allow(res);
+}
+
+/** Requests that reached `path` so far. */
+function calls(path: string): number {
+  return receiver.requests.filter((r) => r.path === path).length;
+}
+
+/** Resolves once `probe` is true; fails after {@link DEADLINE_MS}. */
+async function until(what: string, probe: () => boolean | Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`${what} within ${DEADLINE_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Registers a result control posting to `path` on `operationId`, then parks `toolCallId` there. */
+async function parkWithControl(
+  client: AnyClient,
+  operationId: string,
+  toolCallId: string,
+  path: string,
+): Promise<void> {
+  await unary(client, 'RegisterHooks', {
+    operationId,
+    hooks: [
+      {
+        id: 'guard',
+        type: 'HOOK_TYPE_AFTER_TOOL_CALL',
+        webhook: { url: `${receiver.url}${path}`, responseHandling: 'RESPONSE_HANDLING_TOOL_CALL' },
+      },
+    ],
+  });
+  const request = create(ParkToolCallRequestSchema, {
+    context: {
+      toolCallId,
+      operationId,
+      assistantMessageId: 'msg_1',
+      identifier: 'github',
+      apiName: 'merge',
+      executor: Executor.SERVER,
+    },
+  });
+  const parked = await unary<LoaderObject>(client, 'ParkToolCall', {
+    ...toLoaderObject(ParkToolCallRequestSchema, request),
+    kind: 'PARK_KIND_HUMAN_APPROVAL',
+  });
+  expect(parked.created).toBe(true);
+}
+
+async function publish(
+  client: AnyClient,
+  toolCallId: string,
+  content: string,
+): Promise<PublishDeferredResultResponse> {
+  const request = create(PublishDeferredResultRequestSchema, {
+    toolCallId,
+    result: { content, success: true },
+  });
+  const res = await unary(
+    client,
+    'PublishDeferredResult',
+    toLoaderObject(PublishDeferredResultRequestSchema, request),
+  );
+  return fromLoaderObject(PublishDeferredResultResponseSchema, res);
+}
+
+describe('exactly-once publication across two sidecars on one PostgreSQL store', () => {
+  let cluster: PostgresCluster;
+  let url: string;
+  let a: SidecarProcess | undefined;
+  let b: SidecarProcess | undefined;
+  let clientA: AnyClient;
+  let clientB: AnyClient;
+
+  /** Runs SQL on the sidecars' database. */
+  async function sql(text: string, values?: unknown[]): Promise<pg.QueryResult> {
+    const client = new pg.Client({ connectionString: url });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      return await client.query(text, values);
+    } finally {
+      await client.end();
+    }
+  }
+
+  beforeAll(async () => {
+    cluster = await startPostgresCluster();
+    url = await cluster.createDatabase();
+    receiver = await startReceiver({
+      answer: (_req, res) => {
+        if (releasedControls) allow(res);
+        else held.push(res);
+      },
+    });
+    const options = {
+      db: false as const,
+      env: { AGENTHOOKS_DB: url },
+      args: ['--publication-lease', LEASE],
+    };
+    [a, b] = await Promise.all([startSidecar(options), startSidecar(options)]);
+    clientA = hookClient(a.grpc);
+    clientB = hookClient(b.grpc);
+  }, 60_000);
+
+  afterAll(async () => {
+    release();
+    held = [];
+    clientA?.close();
+    clientB?.close();
+    await killSidecar(a);
+    await killSidecar(b);
+    await receiver?.close();
+    await cluster?.stop();
+  });
+
+  it(`publishes once for ${DUPLICATES} concurrent duplicates split across A and B, calling the control once`, async () => {
+    await parkWithControl(clientA, 'op-duplicates', 'call-duplicates', CONTROL.duplicates);
+    hold();
+
+    const answers = Array.from({ length: DUPLICATES }, (_, i) =>
+      publish(i % 2 === 0 ? clientA : clientB, 'call-duplicates', `approved-${i}`),
+    );
+    // The holder's control request waits until every duplicate was sent.
+    await until('the control was called', () => calls(CONTROL.duplicates) === 1);
+    release();
+    const results = await Promise.all(answers);
+
+    expect(results.filter((r) => r.published)).toHaveLength(1);
+    const first = results.find((r) => r.published)?.finalResult?.content;
+    expect(first).toMatch(/^approved-\d+$/);
+    expect(results.map((r) => r.finalResult?.content)).toEqual(Array(DUPLICATES).fill(first));
+    expect(calls(CONTROL.duplicates)).toBe(1);
+    const { rows } = await sql(
+      'SELECT lease_holder FROM agenthooks_parked_calls WHERE tool_call_id = $1',
+      ['call-duplicates'],
+    );
+    expect(rows).toEqual([{ lease_holder: null }]);
+  });
+
+  it('takes the publication over on B after A is SIGKILLed holding the lease mid-control', async () => {
+    await parkWithControl(clientA, 'op-takeover', 'call-takeover', CONTROL.takeover);
+    hold();
+    const onA = publish(clientA, 'call-takeover', 'approved on A').then(
+      () => 'answered',
+      (e: grpc.ServiceError) => e.code,
+    );
+    await until('A called the control', () => calls(CONTROL.takeover) === 1);
+    const { rows: leased } = await sql(
+      'SELECT lease_holder FROM agenthooks_parked_calls WHERE tool_call_id = $1',
+      ['call-takeover'],
+    );
+    expect(String(leased[0]?.lease_holder)).toMatch(new RegExp(`/${a?.pid}/`));
+
+    const killed = a as SidecarProcess;
+    killed.kill('SIGKILL');
+    expect(await killed.exited).toBe('SIGKILL');
+    expect(await onA).toBe(14); // UNAVAILABLE: the connection went away, no answer
+    // B's duplicates wait for the lease to lapse, then one of them runs the control again.
+    const onB = Array.from({ length: 10 }, (_, i) =>
+      publish(clientB, 'call-takeover', `approved on B ${i}`),
+    );
+    await until('B called the control', () => calls(CONTROL.takeover) === 2);
+    release();
+    const results = await Promise.all(onB);
+
+    expect(results.filter((r) => r.published)).toHaveLength(1);
+    const first = results.find((r) => r.published)?.finalResult?.content;
+    expect(first).toMatch(/^approved on B \d$/);
+    expect(results.map((r) => r.finalResult?.content)).toEqual(Array(10).fill(first));
+    const later = await publish(clientB, 'call-takeover', 'late duplicate');
+    expect([later.published, later.finalResult?.content]).toEqual([false, first]);
+    expect(calls(CONTROL.takeover)).toBe(2);
+    const { rows: published } = await sql(
+      'SELECT lease_holder, published_at IS NOT NULL AS published FROM agenthooks_parked_calls WHERE tool_call_id = $1',
+      ['call-takeover'],
+    );
+    expect(published).toEqual([{ lease_holder: null, published: true }]);
+  }, 60_000);
+});
