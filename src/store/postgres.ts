@@ -8,8 +8,8 @@
  * - Registrations of one operation are serialised by the lock on its
  *   `operations` row: `appendHooks` upserts the row (which locks it until
  *   the commit) before it reads the hook count and the stored bytes, so two
- *   pods never interleave a batch, never both fit under the config-size
- *   limit, and keep the order of their commits.
+ *   pods never interleave a batch, never both fit under the hook limit or
+ *   the config-size limit, and keep the order of their commits.
  * - Publication is one conditional `UPDATE ... WHERE final_result IS NULL`:
  *   a concurrent one waits for the row lock, re-checks the condition on the
  *   committed row and finds it filled, so exactly one call publishes.
@@ -62,6 +62,7 @@ import {
   type PublishOutcome,
   parkedCallNotFoundError,
   type RetentionStore,
+  tooManyHooksError,
   type UserRecord,
   type UserStore,
 } from './store.js';
@@ -299,7 +300,7 @@ class PostgresStoreImpl implements PostgresStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    const { maxConfigBytes } = options;
+    const { maxConfigBytes, maxHooks } = options;
     const now = Date.now();
     return this.#transaction('appendHooks', 'append hooks', async (db) => {
       // The upsert locks the operation row until the commit: every other
@@ -326,6 +327,9 @@ class PostgresStoreImpl implements PostgresStore {
         [operationId],
       );
       const existing = counted[0] ?? { count: 0, last: 0, bytes: 0 };
+      if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
+        throw tooManyHooksError(maxHooks, existing.count, rows.length);
+      }
       if (maxConfigBytes !== undefined) {
         const adding = rows.reduce((sum, row) => sum + Buffer.byteLength(row.config, 'utf8'), 0);
         if (existing.bytes + adding > maxConfigBytes) {

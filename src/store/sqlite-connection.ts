@@ -10,7 +10,13 @@ import Database from 'better-sqlite3';
 import type { HookRow, StoredHookRow } from './hook-codec.js';
 import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
-import { hookConfigTooLargeError, operationExpiredError, type UserRecord } from './store.js';
+import {
+  type AppendHooksOptions,
+  hookConfigTooLargeError,
+  operationExpiredError,
+  tooManyHooksError,
+  type UserRecord,
+} from './store.js';
 
 /** How a connection is configured; the same for every (re)opened connection. */
 export interface ConnectionSettings {
@@ -239,7 +245,7 @@ export class SqliteConnection {
       parentId: string | null,
       rows: readonly HookRow[],
       now: number,
-      maxConfigBytes: number | undefined,
+      limits: AppendHooksOptions,
     ) => number
   >;
   readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
@@ -415,8 +421,9 @@ export class SqliteConnection {
         parentId: string | null,
         rows: readonly HookRow[],
         now: number,
-        maxConfigBytes: number | undefined,
+        limits: AppendHooksOptions,
       ) => {
+        const { maxConfigBytes, maxHooks } = limits;
         if (selectStatus.get(operationId)?.status === 'expired') {
           throw operationExpiredError(operationId);
         }
@@ -430,6 +437,10 @@ export class SqliteConnection {
         }
         upsertOperation.run(operationId, parentId, now, now);
         const existing = countHooks.get(operationId) ?? { count: 0, last: 0 };
+        // In the write transaction, so concurrent appends (from any process) cannot both fit.
+        if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
+          throw tooManyHooksError(maxHooks, existing.count, rows.length);
+        }
         let seq = existing.last;
         for (const row of rows) {
           seq += 1;
@@ -541,13 +552,13 @@ export class SqliteConnection {
     parentId: string | null,
     rows: readonly HookRow[],
     now: number,
-    maxConfigBytes?: number,
+    limits: AppendHooksOptions = {},
   ): number {
     // IMMEDIATE takes the write lock up front, where busy_timeout applies.
     // A deferred transaction that has already read does not wait at its
     // first write (SQLite skips the busy handler there, and in WAL mode
     // fails with SQLITE_BUSY_SNAPSHOT if another commit came in between).
-    return this.#append.immediate(operationId, parentId, rows, now, maxConfigBytes);
+    return this.#append.immediate(operationId, parentId, rows, now, limits);
   }
 
   /** Reads an operation's status, parent and hooks in one snapshot. */

@@ -325,7 +325,7 @@ class SqliteStoreImpl implements SqliteStore {
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
     return this.#run('appendHooks', 'append hooks', 'write', (c) =>
-      c.appendHooks(operationId, parentId, rows, Date.now(), options.maxConfigBytes),
+      c.appendHooks(operationId, parentId, rows, Date.now(), options),
     );
   }
 

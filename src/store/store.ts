@@ -200,6 +200,35 @@ export interface AppendHooksOptions {
    * limit they were stored under, but are never refused on their own.
    */
   readonly maxConfigBytes?: number;
+  /**
+   * Most hooks the operation may have after the append, checked in the
+   * append's own transaction, under the lock that serialises the
+   * operation's appends across processes (so concurrent registrations on
+   * several pods never pass it together). Absent: no limit. Hooks already
+   * stored count, but are never refused on their own.
+   */
+  readonly maxHooks?: number;
+}
+
+/** Reason of an append after which an operation would have more hooks than allowed. */
+export const TOO_MANY_HOOKS = 'TOO_MANY_HOOKS';
+
+/**
+ * Returns the error for an append over {@link AppendHooksOptions.maxHooks}:
+ * `invalid_argument` on `hooks`, {@link TOO_MANY_HOOKS}.
+ *
+ * @example throw tooManyHooksError(1_000, 999, 2);
+ */
+export function tooManyHooksError(
+  limit: number,
+  existing: number,
+  adding: number,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'hooks',
+    TOO_MANY_HOOKS,
+    `An operation can have at most ${limit} hooks (it has ${existing}, this request adds ${adding})`,
+  );
 }
 
 /**

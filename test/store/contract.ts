@@ -119,6 +119,30 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         expect(hooks[2]).toMatchObject({ point: ModifyPoint.BEFORE_TOOL_CALL, plugin: 'acme' });
       });
 
+      it('refuses an append over the hook limit with TOO_MANY_HOOKS, storing nothing of it', async () => {
+        const store = await backend.open();
+        await store.appendHooks('op-1', undefined, [webhookHook('a'), webhookHook('b')], {
+          maxHooks: 3,
+        });
+
+        const error = await rejectionOf(
+          store.appendHooks('op-1', undefined, [webhookHook('c'), webhookHook('d')], {
+            maxHooks: 3,
+          }),
+        );
+
+        expect(error).toMatchObject({
+          kind: 'invalid_argument',
+          reason: 'TOO_MANY_HOOKS',
+          field: 'hooks',
+          message: 'An operation can have at most 3 hooks (it has 2, this request adds 2)',
+        });
+        expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+        expect(
+          await store.appendHooks('op-1', undefined, [webhookHook('c')], { maxHooks: 3 }),
+        ).toBe(3);
+      });
+
       it('refuses an append over the config-bytes limit, stores nothing of it, and counts stored hooks', async () => {
         const store = await backend.open();
         await store.appendHooks('op-1', undefined, [webhookHook('a')]);
