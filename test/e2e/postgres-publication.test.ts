@@ -21,6 +21,7 @@ import {
 } from '../../gen/agenthooks/v1/service_pb.js';
 import {
   type AnyClient,
+  errorInfoOf,
   fromLoaderObject,
   hookClient,
   type LoaderObject,
@@ -35,6 +36,14 @@ import { type PostgresCluster, startPostgresCluster } from '../users/postgres-cl
 const LEASE = '1s';
 /** Concurrent duplicate publications, split evenly across the two sidecars. */
 const DUPLICATES = 50;
+/** `--max-hooks-per-operation` of both sidecars. */
+const MAX_HOOKS = 10;
+/** Hooks per batch in the registration test: three batches fit under {@link MAX_HOOKS}, not four. */
+const BATCH = 3;
+/** Concurrent batches per operation in the registration test, split evenly across the two sidecars. */
+const BATCHES = 8;
+/** Operations registered at once in the registration test. */
+const OPERATIONS = 10;
 /** How long a test waits for a condition before it fails, in milliseconds. */
 const DEADLINE_MS = 20_000;
 
@@ -160,7 +169,7 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
     const options = {
       db: false as const,
       env: { AGENTHOOKS_DB: url },
-      args: ['--publication-lease', LEASE],
+      args: ['--publication-lease', LEASE, '--max-hooks-per-operation', String(MAX_HOOKS)],
     };
     [a, b] = await Promise.all([startSidecar(options), startSidecar(options)]);
     clientA = hookClient(a.grpc);
@@ -176,6 +185,57 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
     await killSidecar(b);
     await receiver?.close();
     await cluster?.stop();
+  });
+
+  it('keeps the hook limit and each batch contiguous under concurrent registrations on A and B', async () => {
+    const batches = Array.from({ length: BATCHES }, (_, i) =>
+      Array.from({ length: BATCH }, (_, j) => ({
+        id: `b${i}-h${j}`,
+        type: 'HOOK_TYPE_AFTER_STEP',
+        webhook: { url: `${receiver.url}/notify` },
+      })),
+    );
+    const operations = Array.from({ length: OPERATIONS }, (_, k) => `op-registrations-${k}`);
+
+    // Every batch of every operation at once: the two sidecars race on each operation.
+    const outcomes = await Promise.all(
+      operations.map((operationId) =>
+        Promise.allSettled(
+          batches.map((hooks, i) =>
+            unary<{ hookCount: number }>(i % 2 === 0 ? clientA : clientB, 'RegisterHooks', {
+              operationId,
+              hooks,
+            }),
+          ),
+        ),
+      ),
+    );
+
+    for (const [k, operationId] of operations.entries()) {
+      const settled = outcomes[k] ?? [];
+      const accepted = settled.flatMap((o, i) =>
+        o.status === 'fulfilled' ? [{ batch: i, count: o.value.hookCount }] : [],
+      );
+      const refused = settled.flatMap((o) =>
+        o.status === 'rejected' ? [o.reason as grpc.ServiceError] : [],
+      );
+      // Each accepted append saw the ones before it whole: 3, 6, 9; a fourth would pass the limit.
+      expect(accepted.map((x) => x.count).sort((x, y) => x - y)).toEqual([3, 6, 9]);
+      expect(refused).toHaveLength(BATCHES - accepted.length);
+      for (const err of refused) {
+        expect([err.code, errorInfoOf(err)?.reason]).toEqual([3, 'TOO_MANY_HOOKS']);
+      }
+      // Accepted batches only, each whole, in the order of their acknowledged counts.
+      const inAckOrder = [...accepted]
+        .sort((x, y) => x.count - y.count)
+        .flatMap((x) => batches[x.batch]?.map((h) => h.id) ?? []);
+      for (const client of [clientA, clientB]) {
+        const listed = await unary<{ hooks: { id: string }[] }>(client, 'ListHooks', {
+          operationId,
+        });
+        expect(listed.hooks.map((h) => h.id)).toEqual(inAckOrder);
+      }
+    }
   });
 
   it(`publishes once for ${DUPLICATES} concurrent duplicates split across A and B, calling the control once`, async () => {
