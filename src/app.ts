@@ -126,6 +126,12 @@ export async function openApp(
     // The pool replaces the connection; calls and health report the outage itself.
     onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
   });
+  // Which pod migrated, and on which schema each one runs (a newer one during a rolling upgrade).
+  logger.info('store opened', {
+    store: 'postgres',
+    schemaVersion: store.schemaVersion,
+    migrationsApplied: store.migrationsApplied,
+  });
   try {
     return createApp(config, logger, extend(options, { metrics, store: { store, shared: true } }));
   } catch (e: unknown) {

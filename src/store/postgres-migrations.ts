@@ -165,6 +165,12 @@ export interface SchemaState {
   readonly minCompatibleVersion: number;
 }
 
+/** What {@link migratePostgres} did: the schema it left, and the migrations it applied itself. */
+export interface MigrationOutcome extends SchemaState {
+  /** Versions this call applied, in order; empty when another process had, or none was missing. */
+  readonly applied: readonly number[];
+}
+
 /**
  * Brings the database to {@link POSTGRES_SCHEMA_VERSION} on `client`, under
  * the session-level advisory lock {@link MIGRATION_LOCK_KEY}: a second pod
@@ -183,7 +189,7 @@ export interface SchemaState {
 export async function migratePostgres(
   client: ClientBase,
   lockTimeoutMs: number,
-): Promise<SchemaState> {
+): Promise<MigrationOutcome> {
   await client.query(`SET statement_timeout = ${Math.trunc(lockTimeoutMs)}`);
   await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
   try {
@@ -197,6 +203,7 @@ export async function migratePostgres(
     );
     let state = await readSchemaState(client);
     refuseIncompatible(state);
+    const applied: number[] = [];
     for (const migration of POSTGRES_MIGRATIONS.slice(state.version)) {
       await client.query('BEGIN');
       try {
@@ -211,8 +218,9 @@ export async function migratePostgres(
         throw e;
       }
       state = { version: migration.version, minCompatibleVersion: migration.minCompatibleVersion };
+      applied.push(migration.version);
     }
-    return state;
+    return { version: state.version, minCompatibleVersion: state.minCompatibleVersion, applied };
   } finally {
     await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
   }

@@ -44,7 +44,7 @@ import {
   toParkedCallRow,
 } from './parked-codec.js';
 import { storeErrorFromPostgres } from './postgres-error.js';
-import { migratePostgres } from './postgres-migrations.js';
+import { type MigrationOutcome, migratePostgres } from './postgres-migrations.js';
 import type { StoreObserver } from './sqlite.js';
 import {
   type AppendHooksOptions,
@@ -149,6 +149,11 @@ export interface PostgresStoreOptions {
 export interface PostgresStore extends HookStore, UserStore, ParkStore, RetentionStore {
   /** The schema version of the database when the store opened (it may be newer than the code's). */
   readonly schemaVersion: number;
+  /**
+   * The migrations this store applied as it opened, in order; empty when the
+   * schema was current (another pod may have migrated it while this one waited).
+   */
+  readonly migrationsApplied: readonly number[];
 }
 
 /**
@@ -194,10 +199,10 @@ export async function openPostgresStore(
   // pool's connections never carry the migration's session settings.
   const migrator = new pg.Client(connection);
   migrator.on('error', () => undefined);
-  let schemaVersion: number;
+  let migration: MigrationOutcome;
   try {
     await migrator.connect();
-    schemaVersion = (await migratePostgres(migrator, migrationTimeoutMs)).version;
+    migration = await migratePostgres(migrator, migrationTimeoutMs);
   } catch (e: unknown) {
     throw storeErrorFromPostgres(e, 'open the PostgreSQL store');
   } finally {
@@ -218,7 +223,7 @@ export async function openPostgresStore(
   // Without a listener, an idle connection's failure (a server restart)
   // would crash the process through the pool's 'error' event.
   pool.on('error', (e: Error) => onIdleError?.(e));
-  return new PostgresStoreImpl(pool, schemaVersion, options.observe);
+  return new PostgresStoreImpl(pool, migration, options.observe);
 }
 
 function positive(name: string, value: number | undefined, fallback: number): number {
@@ -254,13 +259,15 @@ interface OperationHookRow {
 
 class PostgresStoreImpl implements PostgresStore {
   readonly schemaVersion: number;
+  readonly migrationsApplied: readonly number[];
   readonly #pool: pg.Pool;
   readonly #observe: StoreObserver | undefined;
   #closing: Promise<void> | undefined;
 
-  constructor(pool: pg.Pool, schemaVersion: number, observe: StoreObserver | undefined) {
+  constructor(pool: pg.Pool, migration: MigrationOutcome, observe: StoreObserver | undefined) {
     this.#pool = pool;
-    this.schemaVersion = schemaVersion;
+    this.schemaVersion = migration.version;
+    this.migrationsApplied = migration.applied;
     this.#observe = observe;
   }
 

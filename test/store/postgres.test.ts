@@ -188,6 +188,11 @@ describe('PostgreSQL migrations', () => {
     expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
     expect(a.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
     expect(b.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
+    // One of them applied every migration, the other none.
+    expect([a.migrationsApplied, b.migrationsApplied]).toContainEqual(
+      POSTGRES_MIGRATIONS.map((m) => m.version),
+    );
+    expect([a.migrationsApplied, b.migrationsApplied]).toContainEqual([]);
     await a.appendHooks('op-1', undefined, [webhookHook('a')]);
     expect((await b.listHooks('op-1')).hooks).toHaveLength(1);
   });
