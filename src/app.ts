@@ -6,8 +6,6 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
-import { randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { BackgroundScope } from './background.js';
@@ -277,12 +275,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
     {
       streamMaxInFlight: config.streamMaxInFlight,
-      // The pod's name (the hostname) and the process, so that a lease in
-      // the database says which pod holds it.
-      publisher: {
-        holderId: `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
-        leaseMs: config.publicationLeaseMs,
-      },
+      publisher: { leaseMs: config.publicationLeaseMs },
     },
   );
 

@@ -8,6 +8,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { create } from '@bufbuild/protobuf';
 import {
   type AfterToolCallEvent,
@@ -119,11 +120,20 @@ const WAIT_MAX_PAUSE_MS = 250;
 /** Reason of a publication whose caller cancelled it, or whose deadline passed, while it waited. */
 export const PUBLICATION_CANCELLED_REASON = 'CANCELLED';
 
+/**
+ * Instance ids of the publishers of this process (one per app; tests build
+ * several), so that a lease of this process id is known to be alive.
+ */
+const PUBLISHERS_HERE = new Set<string>();
+
 /** Options of a {@link DeferredPublisher}. */
 export interface PublisherOptions {
   /**
    * Names this process in the leases it takes (with a sequence number per
-   * publication); default a random id. Logs and the store show it.
+   * publication); logs and the store show it. Default
+   * `<hostname>/<pid>/<8 random hex digits>`, which also lets a process
+   * recognise the lease of a dead process of its own host (see
+   * {@link DeferredPublisher}).
    */
   readonly holderId?: string;
   /**
@@ -145,7 +155,11 @@ export interface PublisherOptions {
  * holder died mid-publication). Within this process, duplicates wait on the
  * publication in progress; across processes they look at the store, each
  * pause twice the last (from 10 ms up to 250 ms, never past the lease's
- * expiry). The store's conditional write of the placeholder still
+ * expiry). A lease whose holder was a process of this host that is gone (a
+ * restarted sidecar, or a container restarted in the same pod, whose
+ * hostname stays) is taken over at once rather than when it lapses: its
+ * process id is not running, or is this process's own under another
+ * instance id. The store's conditional write of the placeholder still
  * arbitrates the publication itself, so even a holder taken over while alive
  * (stalled longer than the lease) cannot publish twice.
  */
@@ -164,7 +178,9 @@ export class DeferredPublisher {
       throw new RangeError(`leaseMs must be a positive integer, got ${leaseMs}`);
     }
     this.#leaseMs = leaseMs;
-    this.#holderId = options.holderId ?? randomUUID();
+    const instance = randomUUID().slice(0, 8);
+    this.#holderId = options.holderId ?? `${hostname()}/${process.pid}/${instance}`;
+    PUBLISHERS_HERE.add(this.#holderId.split('/')[2] ?? instance);
   }
 
   /**
@@ -195,12 +211,27 @@ export class DeferredPublisher {
       }
       this.#sequence += 1;
       const holder = `${this.#holderId}/${this.#sequence}`;
-      const claim = await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs);
+      let claim = await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs);
       if (claim === undefined) {
         throw await missingRecordError(deps, toolCallId, requestedChain);
       }
       if (claim.state === 'published') {
         return { finalResult: claim.finalResult, published: false };
+      }
+      if (claim.state === 'held' && this.#diedHere(claim.holder)) {
+        const taken = await deps.parks.claimPublication(
+          toolCallId,
+          holder,
+          this.#leaseMs,
+          claim.holder,
+        );
+        // Published or claimed by another meanwhile: the next look answers.
+        if (taken?.state !== 'claimed') continue;
+        deps.logger.info('took over the publication lease of a process that is gone', {
+          toolCallId,
+          holder: claim.holder,
+        });
+        claim = taken;
       }
       if (claim.state === 'held') {
         // Another process publishes (or one of ours started since): look again soon.
@@ -222,6 +253,29 @@ export class DeferredPublisher {
       } finally {
         this.#running.delete(toolCallId);
       }
+    }
+  }
+
+  /**
+   * True when `holder` names a process of this host that is no longer
+   * running: the same hostname, with a process id that is this process's
+   * own under an instance id no publisher of this process has (a container
+   * restarted in its own PID namespace), or that no process has
+   * (`kill(pid, 0)` finds none). False whenever in doubt; the lease then
+   * lapses by itself.
+   */
+  #diedHere(holder: string): boolean {
+    const [host, pid, instance] = holder.split('/');
+    if (host !== this.#holderId.split('/')[0] || instance === undefined) return false;
+    const id = Number(pid);
+    if (!Number.isSafeInteger(id) || id <= 0) return false;
+    if (id === process.pid) return !PUBLISHERS_HERE.has(instance);
+    try {
+      process.kill(id, 0);
+      return false;
+    } catch (e: unknown) {
+      // EPERM: a process of another user runs under that id.
+      return (e as NodeJS.ErrnoException).code === 'ESRCH';
     }
   }
 

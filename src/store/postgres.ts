@@ -519,6 +519,7 @@ class PostgresStoreImpl implements PostgresStore {
     toolCallId: string,
     holder: string,
     leaseMs: number,
+    replacing?: string,
   ): Promise<PublicationClaim | undefined> {
     assertLease(holder, leaseMs);
     const outcome = await this.#run('claimPublication', 'claim a publication', async (db) => {
@@ -528,13 +529,17 @@ class PostgresStoreImpl implements PostgresStore {
         `UPDATE agenthooks_parked_calls
          SET lease_holder = $2, lease_expires_at = ${SERVER_NOW_MS} + $3
          WHERE tool_call_id = $1 AND final_result IS NULL
-           AND (lease_holder IS NULL OR lease_expires_at <= ${SERVER_NOW_MS})
+           AND (lease_holder IS NULL OR lease_expires_at <= ${SERVER_NOW_MS}
+                OR lease_holder = $4)
          RETURNING ${PARKED_CALL_SELECT}`,
-        [toolCallId, holder, leaseMs],
+        [toolCallId, holder, leaseMs, replacing ?? null],
       );
       if (claimed[0] !== undefined) return { state: 'claimed' as const, row: claimed[0] };
-      const { rows } = await db.query<ParkedCallRow & { expires_in_ms: number | null }>(
-        `SELECT ${PARKED_CALL_SELECT}, lease_expires_at - ${SERVER_NOW_MS} AS expires_in_ms
+      const { rows } = await db.query<
+        ParkedCallRow & { lease_holder: string | null; expires_in_ms: number | null }
+      >(
+        `SELECT ${PARKED_CALL_SELECT}, lease_holder,
+                lease_expires_at - ${SERVER_NOW_MS} AS expires_in_ms
          FROM agenthooks_parked_calls WHERE tool_call_id = $1`,
         [toolCallId],
       );
@@ -542,7 +547,11 @@ class PostgresStoreImpl implements PostgresStore {
       if (row === undefined) return undefined;
       if (row.final_result !== null) return { state: 'published' as const, row };
       // Held, or freed between the two statements: either way, ask again soon.
-      return { state: 'held' as const, expiresInMs: Math.max(0, row.expires_in_ms ?? 0) };
+      return {
+        state: 'held' as const,
+        holder: row.lease_holder ?? '',
+        expiresInMs: Math.max(0, row.expires_in_ms ?? 0),
+      };
     });
     if (outcome === undefined) return undefined;
     if (outcome.state === 'held') return outcome;

@@ -52,7 +52,7 @@ export type PublishRowOutcome =
 /** What {@link SqliteConnection.claim} found; undefined when no record exists. */
 export type ClaimRowOutcome =
   | { readonly state: 'claimed' | 'published'; readonly row: ParkedCallRow }
-  | { readonly state: 'held'; readonly expiresAt: number }
+  | { readonly state: 'held'; readonly holder: string; readonly expiresAt: number }
   | undefined;
 
 /** A parked call's placeholder and lease columns. */
@@ -60,6 +60,23 @@ interface LeaseRow {
   readonly published: number;
   readonly lease_holder: string | null;
   readonly lease_expires_at: number | null;
+}
+
+/**
+ * The `held` answer for a lease that runs at `now` and is not `replacing`'s;
+ * undefined when it may be claimed.
+ */
+function runningLease(
+  lease: LeaseRow | undefined,
+  now: number,
+  replacing: string | undefined,
+): ClaimRowOutcome {
+  const holder = lease?.lease_holder ?? null;
+  const expiresAt = lease?.lease_expires_at ?? null;
+  if (holder === null || expiresAt === null || expiresAt <= now || holder === replacing) {
+    return undefined;
+  }
+  return { state: 'held', holder, expiresAt };
 }
 
 /** What one {@link SqliteConnection.expire} batch removed. */
@@ -272,7 +289,13 @@ export class SqliteConnection {
   >;
   readonly #selectLease: Database.Statement<[string], LeaseRow>;
   readonly #claim: Database.Transaction<
-    (toolCallId: string, holder: string, now: number, leaseMs: number) => ClaimRowOutcome
+    (
+      toolCallId: string,
+      holder: string,
+      now: number,
+      leaseMs: number,
+      replacing: string | undefined,
+    ) => ClaimRowOutcome
   >;
   readonly #renewLease: Database.Statement<[number, string, string]>;
   readonly #releaseLease: Database.Statement<[string, string]>;
@@ -516,15 +539,18 @@ export class SqliteConnection {
     // Under the write lock, so that of concurrent claims (from any process)
     // exactly one finds the lease free or lapsed.
     this.#claim = db.transaction(
-      (toolCallId: string, holder: string, now: number, leaseMs: number): ClaimRowOutcome => {
+      (
+        toolCallId: string,
+        holder: string,
+        now: number,
+        leaseMs: number,
+        replacing: string | undefined,
+      ): ClaimRowOutcome => {
         const row = this.#selectParked.get(toolCallId);
         if (row === undefined) return undefined;
         if (row.final_result !== null) return { state: 'published', row };
-        const lease = this.#selectLease.get(toolCallId);
-        const expiresAt = lease?.lease_expires_at ?? null;
-        if (lease !== undefined && lease.lease_holder !== null && expiresAt !== null) {
-          if (expiresAt > now) return { state: 'held', expiresAt };
-        }
+        const held = runningLease(this.#selectLease.get(toolCallId), now, replacing);
+        if (held !== undefined) return held;
         takeLease.run(holder, now + leaseMs, toolCallId);
         return { state: 'claimed', row };
       },
@@ -647,14 +673,20 @@ export class SqliteConnection {
    * answered without the write lock, so that waiting duplicates polling it
    * do not queue behind writers.
    */
-  claim(toolCallId: string, holder: string, now: number, leaseMs: number): ClaimRowOutcome {
+  claim(
+    toolCallId: string,
+    holder: string,
+    now: number,
+    leaseMs: number,
+    replacing?: string,
+  ): ClaimRowOutcome {
     const lease = this.#selectLease.get(toolCallId);
     if (lease === undefined) return undefined;
-    const expiresAt = lease.lease_expires_at;
-    if (lease.published === 0 && lease.lease_holder !== null && expiresAt !== null) {
-      if (expiresAt > now) return { state: 'held', expiresAt };
+    if (lease.published === 0) {
+      const held = runningLease(lease, now, replacing);
+      if (held !== undefined) return held;
     }
-    return this.#claim.immediate(toolCallId, holder, now, leaseMs);
+    return this.#claim.immediate(toolCallId, holder, now, leaseMs, replacing);
   }
 
   /** Extends `holder`'s lease to `expiresAt`; false when it holds none. */

@@ -402,14 +402,16 @@ class SqliteStoreImpl implements SqliteStore {
     toolCallId: string,
     holder: string,
     leaseMs: number,
+    replacing?: string,
   ): Promise<PublicationClaim | undefined> {
     assertLease(holder, leaseMs);
     const outcome = this.#run('claimPublication', 'claim a publication', 'write', (c) =>
-      c.claim(toolCallId, holder, Date.now(), leaseMs),
+      c.claim(toolCallId, holder, Date.now(), leaseMs, replacing),
     );
     if (outcome === undefined) return undefined;
     if (outcome.state === 'held') {
-      return { state: 'held', expiresInMs: Math.max(0, outcome.expiresAt - Date.now()) };
+      const expiresInMs = Math.max(0, outcome.expiresAt - Date.now());
+      return { state: 'held', holder: outcome.holder, expiresInMs };
     }
     let record: ParkedCallRecord;
     try {

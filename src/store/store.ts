@@ -337,13 +337,14 @@ export interface ParkOutcome {
  * - `claimed`: the caller holds the publication lease now (it was free, or
  *   its holder's lease expired); it runs the result controls and publishes.
  * - `published`: the placeholder holds a final result; nobody may claim it.
- * - `held`: another holder's lease is still running; ask again later, at the
- *   latest after `expiresInMs`.
+ * - `held`: `holder`'s lease is still running; ask again later, at the
+ *   latest after `expiresInMs` (or claim it `replacing` that holder, when
+ *   the caller knows it died).
  */
 export type PublicationClaim =
   | { readonly state: 'claimed'; readonly record: ParkedCallRecord }
   | { readonly state: 'published'; readonly finalResult: ToolResult }
-  | { readonly state: 'held'; readonly expiresInMs: number };
+  | { readonly state: 'held'; readonly holder: string; readonly expiresInMs: number };
 
 /** Answer of {@link ParkStore.publishResult}. */
 export interface PublishOutcome {
@@ -441,7 +442,8 @@ export interface ParkStore extends OperationLifecycleStore {
    * skewed clocks agree). Of concurrent claims exactly one is `claimed`.
    * Resolves to undefined when no record exists. The lease only decides who
    * runs the result controls; {@link ParkStore.publishResult} still writes
-   * the placeholder once whoever calls it.
+   * the placeholder once whoever calls it. With `replacing`, a running lease
+   * of exactly that holder is taken too (the caller knows it died).
    *
    * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` when the stored
    *   record or result does not decode (the lease is not kept then).
@@ -451,6 +453,7 @@ export interface ParkStore extends OperationLifecycleStore {
     toolCallId: string,
     holder: string,
     leaseMs: number,
+    replacing?: string,
   ): Promise<PublicationClaim | undefined>;
   /**
    * Extends the lease `holder` holds by `leaseMs` milliseconds from now;

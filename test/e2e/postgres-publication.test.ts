@@ -3,9 +3,11 @@
  * PostgreSQL database (a private cluster, `../users/postgres-cluster.ts`)
  * and a real receiver answering an `afterToolCall` control. Duplicate
  * `PublishDeferredResult` calls split across both publish once, answer one
- * final result and call the control once; a holder SIGKILLed while its
- * control request is in flight is taken over by the other sidecar once its
- * lease lapses, with one more control call and still one publication.
+ * final result and call the control once. A holder stalled (SIGSTOP) while
+ * its control request is in flight is taken over by the other sidecar once
+ * its lease lapses, and one SIGKILLed is taken over at once (its process is
+ * gone from this host): one more control call, still one publication.
+ * Concurrent registrations on both keep the hook limit and each batch whole.
  */
 import type { ServerResponse } from 'node:http';
 import { create } from '@bufbuild/protobuf';
@@ -32,8 +34,8 @@ import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 import { type PostgresCluster, startPostgresCluster } from '../users/postgres-cluster.js';
 
-/** The lease of both sidecars: short, so that the takeover test waits little. */
-const LEASE = '1s';
+/** The lease of both sidecars, in milliseconds: short, so that the takeover test waits little. */
+const LEASE_MS = 2_000;
 /** Concurrent duplicate publications, split evenly across the two sidecars. */
 const DUPLICATES = 50;
 /** `--max-hooks-per-operation` of both sidecars. */
@@ -48,7 +50,11 @@ const OPERATIONS = 10;
 const DEADLINE_MS = 20_000;
 
 /** The control paths on the receiver, one per test, so each counts its own calls. */
-const CONTROL = { duplicates: '/control-duplicates', takeover: '/control-takeover' };
+const CONTROL = {
+  duplicates: '/control-duplicates',
+  stalled: '/control-stalled',
+  takeover: '/control-takeover',
+};
 
 /** A receiver whose control requests wait until {@link release}; then every one is allowed. */
 let receiver: Receiver;
@@ -169,7 +175,12 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
     const options = {
       db: false as const,
       env: { AGENTHOOKS_DB: url },
-      args: ['--publication-lease', LEASE, '--max-hooks-per-operation', String(MAX_HOOKS)],
+      args: [
+        '--publication-lease',
+        `${LEASE_MS}ms`,
+        '--max-hooks-per-operation',
+        String(MAX_HOOKS),
+      ],
     };
     [a, b] = await Promise.all([startSidecar(options), startSidecar(options)]);
     clientA = hookClient(a.grpc);
@@ -262,7 +273,43 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
     expect(rows).toEqual([{ lease_holder: null }]);
   });
 
-  it('takes the publication over on B after A is SIGKILLed holding the lease mid-control', async () => {
+  it('takes the publication over on B once the lease of a stalled A lapses; A then gets the same answer', async () => {
+    await parkWithControl(clientA, 'op-stalled', 'call-stalled', CONTROL.stalled);
+    hold();
+    const onA = publish(clientA, 'call-stalled', 'approved on A');
+    await until('A called the control', () => calls(CONTROL.stalled) === 1);
+    const stalled = a as SidecarProcess;
+
+    // A stops renewing (SIGSTOP): alive, so only the lease's expiry lets B in.
+    stalled.kill('SIGSTOP');
+    const stoppedAt = Date.now();
+    let resumed = false;
+    try {
+      const onB = Array.from({ length: 10 }, (_, i) =>
+        publish(clientB, 'call-stalled', `approved on B ${i}`),
+      );
+      await until('B called the control', () => calls(CONTROL.stalled) === 2);
+      // A renewed at most a third of the lease before it stopped.
+      expect(Date.now() - stoppedAt).toBeGreaterThanOrEqual((LEASE_MS * 2) / 3 - 50);
+      release();
+      const results = await Promise.all(onB);
+      stalled.kill('SIGCONT');
+      resumed = true;
+
+      expect(results.filter((r) => r.published)).toHaveLength(1);
+      const first = results.find((r) => r.published)?.finalResult?.content;
+      expect(first).toMatch(/^approved on B \d$/);
+      expect(results.map((r) => r.finalResult?.content)).toEqual(Array(10).fill(first));
+      // A resumes, its control answers, and its write finds the placeholder filled.
+      const fromA = await onA;
+      expect([fromA.published, fromA.finalResult?.content]).toEqual([false, first]);
+      expect(calls(CONTROL.stalled)).toBe(2);
+    } finally {
+      if (!resumed) stalled.kill('SIGCONT');
+    }
+  }, 60_000);
+
+  it('takes the publication over on B at once after A, on the same host, is SIGKILLed mid-control', async () => {
     await parkWithControl(clientA, 'op-takeover', 'call-takeover', CONTROL.takeover);
     hold();
     const onA = publish(clientA, 'call-takeover', 'approved on A').then(
@@ -274,13 +321,14 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
       'SELECT lease_holder FROM agenthooks_parked_calls WHERE tool_call_id = $1',
       ['call-takeover'],
     );
-    expect(String(leased[0]?.lease_holder)).toMatch(new RegExp(`/${a?.pid}/`));
+    const holder = String(leased[0]?.lease_holder);
+    expect(holder).toMatch(new RegExp(`/${a?.pid}/`));
 
     const killed = a as SidecarProcess;
     killed.kill('SIGKILL');
     expect(await killed.exited).toBe('SIGKILL');
     expect(await onA).toBe(14); // UNAVAILABLE: the connection went away, no answer
-    // B's duplicates wait for the lease to lapse, then one of them runs the control again.
+    // A's process id is gone from this host: B takes the lease without waiting for it to lapse.
     const onB = Array.from({ length: 10 }, (_, i) =>
       publish(clientB, 'call-takeover', `approved on B ${i}`),
     );
@@ -295,6 +343,9 @@ describe('exactly-once publication across two sidecars on one PostgreSQL store',
     const later = await publish(clientB, 'call-takeover', 'late duplicate');
     expect([later.published, later.finalResult?.content]).toEqual([false, first]);
     expect(calls(CONTROL.takeover)).toBe(2);
+    expect(
+      b?.logs.find((l) => l.msg === 'took over the publication lease of a process that is gone'),
+    ).toMatchObject({ toolCallId: 'call-takeover', holder });
     const { rows: published } = await sql(
       'SELECT lease_holder, published_at IS NOT NULL AS published FROM agenthooks_parked_calls WHERE tool_call_id = $1',
       ['call-takeover'],

@@ -7,9 +7,10 @@
  * for the first final result, honours its own cancellation and deadline,
  * takes a lapsed lease over, and leaves a slow holder that renews alone.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import {
@@ -292,6 +293,49 @@ describe('the publication lease across two apps on one store', () => {
     // Not before the lease lapsed (a margin for the clock's granularity).
     expect(Date.now() - claimedAt).toBeGreaterThanOrEqual(SHORT_LEASE_MS - 20);
     expect(controlCalls()).toBe(1);
+  });
+
+  it('takes over at once the lease of a process of this host that is gone, without waiting for it to lapse', async () => {
+    const dir = sharedDir();
+    const b = pod(dir, '60s');
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-gone');
+    // A process of this host that has exited: its id is free.
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    const dead = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => dead.close());
+    const holder = `${hostname()}/${gone}/0badf00d/1`;
+    expect((await dead.claimPublication('call-gone', holder, 60_000))?.state).toBe('claimed');
+
+    const answer = await b.client.publishDeferredResult(
+      { toolCallId: 'call-gone', result: { content: 'taken over' } },
+      { timeoutMs: DEADLINE_MS },
+    );
+
+    expect(answer).toMatchObject({ published: true, finalResult: { content: 'taken over' } });
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('waits for the lease of a live process of this host, which may be another sidecar', async () => {
+    const dir = sharedDir();
+    const b = pod(dir, '60s');
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-live');
+    const live = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => live.close());
+    // This test process is alive: its lease must not be taken.
+    const holder = `${hostname()}/${process.ppid}/0badf00d/1`;
+    expect((await live.claimPublication('call-live', holder, 60_000))?.state).toBe('claimed');
+
+    const err = await failure(
+      b.client.publishDeferredResult(
+        { toolCallId: 'call-live', result: { content: 'too early' } },
+        { timeoutMs: SHORT_LEASE_MS },
+      ),
+    );
+
+    expect(err.code).toBe(Code.DeadlineExceeded);
+    expect(controlCalls()).toBe(0);
   });
 
   it('leaves a slow holder that renews its lease alone, however long its control takes', async () => {

@@ -372,6 +372,22 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         );
       });
 
+      it('takes a running lease when replacing exactly its holder, and names the holder of a held one', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        await store.claimPublication('call-1', 'gone/1', LONG_LEASE_MS);
+
+        const other = await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS, 'pod-x/1');
+        const replaced = await store.claimPublication('call-1', 'pod-b/2', LONG_LEASE_MS, 'gone/1');
+
+        expect(other).toMatchObject({ state: 'held', holder: 'gone/1' });
+        expect(replaced?.state).toBe('claimed');
+        expect(await store.claimPublication('call-1', 'pod-c/1', LONG_LEASE_MS)).toMatchObject({
+          state: 'held',
+          holder: 'pod-b/2',
+        });
+      });
+
       it('frees the lease at once on release, so a later call claims it without waiting', async () => {
         const store = await backend.open();
         await store.parkCall(parkedCall('call-1'));
