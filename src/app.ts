@@ -147,12 +147,20 @@ export async function openApp(
   const url = config.dbUrl;
   const metrics = options.metrics ?? new Metrics();
   const startedAt = Date.now();
-  const open = () =>
-    openPostgresStore(url, {
+  const open = async () => {
+    const store = await openPostgresStore(url, {
       observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
       // The pool replaces the connection; calls and health report the outage itself.
       onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),
     });
+    // Which pod migrated, and on which schema each one runs (a newer one during a rolling upgrade).
+    logger.info('store opened', {
+      store: 'postgres',
+      schemaVersion: store.schemaVersion,
+      migrationsApplied: store.migrationsApplied,
+    });
+    return store;
+  };
   let opened: OpenedStore;
   try {
     opened = { store: await open(), shared: true };
@@ -327,7 +335,10 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       metrics,
       background,
     },
-    { streamMaxInFlight: config.streamMaxInFlight },
+    {
+      streamMaxInFlight: config.streamMaxInFlight,
+      publisher: { leaseMs: config.publicationLeaseMs },
+    },
   );
 
   let stopped: Promise<void> | undefined;

@@ -190,6 +190,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'how long an expired operation keeps a tombstone that fails decisions naming it closed (OPERATION_EXPIRED); afterwards it is unknown',
   },
   {
+    flag: 'publication-lease',
+    env: 'AGENTHOOKS_PUBLICATION_LEASE',
+    value: 'DURATION',
+    default: '30s',
+    help: 'how long a PublishDeferredResult holds the lease that lets only it run the result controls; renewed while they run, taken over this long after its holder died',
+  },
+  {
     flag: 'env-file',
     env: 'AGENTHOOKS_ENV_FILE',
     value: 'PATH',
@@ -408,6 +415,8 @@ export interface ServeConfig {
   readonly retentionMs: number;
   /** How long the tombstone of an expired operation is kept. */
   readonly tombstoneRetentionMs: number;
+  /** Duration of a publication lease, renewed while its holder runs the controls. */
+  readonly publicationLeaseMs: number;
   readonly shutdownGraceMs: number;
   /** Time a local handler has to reply. */
   readonly handlerTimeoutMs: number;
@@ -678,6 +687,7 @@ export function parseServeConfig(
     one('tombstone-retention') as string,
     'tombstone-retention',
   );
+  const publicationLeaseMs = parseDuration(one('publication-lease') as string, 'publication-lease');
   const qstashUrl = one('qstash-url') as string;
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(
@@ -721,6 +731,7 @@ export function parseServeConfig(
       storeCheckIntervalMs,
       retentionMs,
       tombstoneRetentionMs,
+      publicationLeaseMs,
       grpcListen: Object.freeze(grpcListen),
       healthListen: health === undefined ? undefined : parseListen(health, 'health-listen', false),
       httpListen:

@@ -6,6 +6,9 @@
  * runs the result controls, then is published into the call's placeholder
  * exactly once, and duplicates get the first final result, a denial included.
  */
+
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { create } from '@bufbuild/protobuf';
 import {
   type AfterToolCallEvent,
@@ -16,7 +19,7 @@ import {
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
-import { type AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import {
   type ParkedCallRecord,
   type ParkStore,
@@ -102,20 +105,90 @@ export async function decisionChain(
   return chain;
 }
 
+/** Default of {@link PublisherOptions.leaseMs} (`--publication-lease`): 30 seconds. */
+export const DEFAULT_PUBLICATION_LEASE_MS = 30_000;
+
+/** Renewals of a publication lease per lease duration, while its controls run. */
+const RENEWALS_PER_LEASE = 3;
+
+/** First pause of a duplicate waiting for another process's publication, in milliseconds. */
+const WAIT_FIRST_PAUSE_MS = 10;
+
+/** Longest pause between two looks of a waiting duplicate, in milliseconds. */
+const WAIT_MAX_PAUSE_MS = 250;
+
+/** Reason of a publication whose caller cancelled it, or whose deadline passed, while it waited. */
+export const PUBLICATION_CANCELLED_REASON = 'CANCELLED';
+
 /**
- * Publishes deferred results exactly once per tool call. Within a process,
- * a duplicate that arrives while the controls run waits for them, then gets
- * the first final result; across processes the store's conditional write
- * arbitrates.
+ * Instance ids of the publishers of this process (one per app; tests build
+ * several), so that a lease of this process id is known to be alive.
+ */
+const PUBLISHERS_HERE = new Set<string>();
+
+/** Options of a {@link DeferredPublisher}. */
+export interface PublisherOptions {
+  /**
+   * Names this process in the leases it takes (with a sequence number per
+   * publication); logs and the store show it. Default
+   * `<hostname>/<pid>/<8 random hex digits>`, which also lets a process
+   * recognise the lease of a dead process of its own host (see
+   * {@link DeferredPublisher}).
+   */
+  readonly holderId?: string;
+  /**
+   * How long a publication lease lasts without renewal, in milliseconds; the
+   * holder renews it every third of it while its controls run, so a slow but
+   * live holder keeps it however long its control chain takes, and a holder
+   * that died is taken over this long after its last renewal. A positive
+   * integer; default {@link DEFAULT_PUBLICATION_LEASE_MS}.
+   */
+  readonly leaseMs?: number;
+}
+
+/**
+ * Publishes deferred results exactly once per tool call, and runs their
+ * result controls once, across every process sharing the store: the call
+ * that takes the parked call's publication lease runs the controls and
+ * publishes; a duplicate, in this process or another, waits for the first
+ * final result and returns it, and takes the lease over once it lapses (its
+ * holder died mid-publication). Within this process, duplicates wait on the
+ * publication in progress; across processes they look at the store, each
+ * pause twice the last (from 10 ms up to 250 ms, never past the lease's
+ * expiry). A lease whose holder was a process of this host that is gone (a
+ * restarted sidecar, or a container restarted in the same pod, whose
+ * hostname stays) is taken over at once rather than when it lapses: its
+ * process id is not running, or is this process's own under another
+ * instance id. The store's conditional write of the placeholder still
+ * arbitrates the publication itself, so even a holder taken over while alive
+ * (stalled longer than the lease) cannot publish twice.
  */
 export class DeferredPublisher {
   readonly #running = new Map<string, Promise<Publication>>();
+  readonly #holderId: string;
+  readonly #leaseMs: number;
+  #sequence = 0;
+
+  /**
+   * @throws RangeError when `leaseMs` is not a positive integer.
+   */
+  constructor(options: PublisherOptions = {}) {
+    const leaseMs = options.leaseMs ?? DEFAULT_PUBLICATION_LEASE_MS;
+    if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0) {
+      throw new RangeError(`leaseMs must be a positive integer, got ${leaseMs}`);
+    }
+    this.#leaseMs = leaseMs;
+    const instance = randomUUID().slice(0, 8);
+    this.#holderId = options.holderId ?? `${hostname()}/${process.pid}/${instance}`;
+    PUBLISHERS_HERE.add(this.#holderId.split('/')[2] ?? instance);
+  }
 
   /**
    * Runs the result controls on `result`, then publishes the allowed result
    * or the denial into the placeholder, once. When the controls or the store
-   * fail, nothing is published and the error propagates; a later call can
-   * publish.
+   * fail, nothing is published, the lease is released and the error
+   * propagates; a later call can publish at once. A duplicate that waits
+   * stops when its own call is cancelled or its deadline passes.
    *
    * @throws AgentHooksError TOOL_CALL_CONTEXT_UNAVAILABLE, PARKED_CALL_NOT_FOUND,
    *   OPERATION_EXPIRED, INVALID_ENVIRONMENT, CANCELLED, or a store error.
@@ -127,21 +200,53 @@ export class DeferredPublisher {
     requestedChain: readonly string[],
     signal: AbortSignal,
   ): Promise<Publication> {
+    let pause = WAIT_FIRST_PAUSE_MS;
     for (;;) {
+      if (signal.aborted) throw waitCancelled(signal);
       const running = this.#running.get(toolCallId);
       if (running !== undefined) {
-        // Wait for the publication in progress; if it failed, try again ourselves.
-        await running.catch(() => undefined);
+        // Wait for the publication in progress here; if it failed, claim ourselves.
+        await untilSettled(running, signal);
+        continue;
       }
-      const record = await deps.parks.getParkedCall(toolCallId);
-      if (record === undefined) {
+      this.#sequence += 1;
+      const holder = `${this.#holderId}/${this.#sequence}`;
+      let claim = await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs);
+      if (claim === undefined) {
         throw await missingRecordError(deps, toolCallId, requestedChain);
       }
-      if (record.finalResult !== undefined) {
-        return { finalResult: record.finalResult, published: false };
+      if (claim.state === 'published') {
+        return { finalResult: claim.finalResult, published: false };
       }
-      if (this.#running.has(toolCallId)) continue;
-      const publication = this.#publishOnce(deps, record, result, requestedChain, signal);
+      if (claim.state === 'held' && this.#diedHere(claim.holder)) {
+        const taken = await deps.parks.claimPublication(
+          toolCallId,
+          holder,
+          this.#leaseMs,
+          claim.holder,
+        );
+        // Published or claimed by another meanwhile: the next look answers.
+        if (taken?.state !== 'claimed') continue;
+        deps.logger.info('took over the publication lease of a process that is gone', {
+          toolCallId,
+          holder: claim.holder,
+        });
+        claim = taken;
+      }
+      if (claim.state === 'held') {
+        // Another process publishes (or one of ours started since): look again soon.
+        await pauseFor(Math.min(pause, claim.expiresInMs + 1), signal);
+        pause = Math.min(pause * 2, WAIT_MAX_PAUSE_MS);
+        continue;
+      }
+      const publication = this.#publishLeased(
+        deps,
+        claim.record,
+        holder,
+        result,
+        requestedChain,
+        signal,
+      );
       this.#running.set(toolCallId, publication);
       try {
         return await publication;
@@ -151,6 +256,75 @@ export class DeferredPublisher {
     }
   }
 
+  /**
+   * True when `holder` names a process of this host that is no longer
+   * running: the same hostname, with a process id that is this process's
+   * own under an instance id no publisher of this process has (a container
+   * restarted in its own PID namespace), or that no process has
+   * (`kill(pid, 0)` finds none). False whenever in doubt; the lease then
+   * lapses by itself.
+   */
+  #diedHere(holder: string): boolean {
+    const [host, pid, instance] = holder.split('/');
+    if (host !== this.#holderId.split('/')[0] || instance === undefined) return false;
+    const id = Number(pid);
+    if (!Number.isSafeInteger(id) || id <= 0) return false;
+    if (id === process.pid) return !PUBLISHERS_HERE.has(instance);
+    try {
+      process.kill(id, 0);
+      return false;
+    } catch (e: unknown) {
+      // EPERM: a process of another user runs under that id.
+      return (e as NodeJS.ErrnoException).code === 'ESRCH';
+    }
+  }
+
+  /**
+   * Publishes under the lease `holder` took: renews it while the controls
+   * run, and releases it when they or the store fail (the placeholder's
+   * write releases it on success).
+   */
+  async #publishLeased(
+    deps: ParkDeps,
+    record: ParkedCallRecord,
+    holder: string,
+    result: ToolResult,
+    requestedChain: readonly string[],
+    signal: AbortSignal,
+  ): Promise<Publication> {
+    const { toolCallId } = record;
+    const renewal = setInterval(
+      () => {
+        deps.parks.renewPublication(toolCallId, holder, this.#leaseMs).then(
+          (held) => {
+            if (!held) {
+              deps.logger.warn('publication lease lost while the controls run', {
+                toolCallId,
+                holder,
+              });
+            }
+          },
+          (e: unknown) => {
+            deps.logger.warn('cannot renew a publication lease', { toolCallId, holder, err: e });
+          },
+        );
+      },
+      Math.max(1, Math.floor(this.#leaseMs / RENEWALS_PER_LEASE)),
+    );
+    try {
+      return await this.#publishOnce(deps, record, result, requestedChain, signal);
+    } catch (e: unknown) {
+      // Best effort: when the store cannot release it either, the lease lapses by itself.
+      await deps.parks.releasePublication(toolCallId, holder).catch((err: unknown) => {
+        deps.logger.warn('cannot release a publication lease', { toolCallId, holder, err });
+      });
+      throw e;
+    } finally {
+      clearInterval(renewal);
+    }
+  }
+
+  /** Runs the controls on `result` and writes the final result into the placeholder. */
   async #publishOnce(
     deps: ParkDeps,
     record: ParkedCallRecord,
@@ -196,6 +370,55 @@ export class DeferredPublisher {
     }
     return publication;
   }
+}
+
+/**
+ * Resolves once `publication` settles, whichever way.
+ *
+ * @throws AgentHooksError CANCELLED when `signal` aborts first.
+ */
+function untilSettled(publication: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => reject(waitCancelled(signal));
+    signal.addEventListener('abort', onAbort);
+    const settled = () => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    };
+    publication.then(settled, settled);
+  });
+}
+
+/**
+ * Resolves after `ms` milliseconds.
+ *
+ * @throws AgentHooksError CANCELLED when `signal` aborts first.
+ */
+function pauseFor(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(waitCancelled(signal));
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', onAbort);
+  });
+}
+
+/**
+ * The error of a duplicate whose call was cancelled, or whose deadline
+ * passed, while it waited for the first publication; never an answer.
+ */
+function waitCancelled(signal: AbortSignal): AgentHooksError {
+  return new AgentHooksError(
+    'cancelled',
+    PUBLICATION_CANCELLED_REASON,
+    'the call was cancelled while it waited for the publication in progress',
+    { cause: signal.reason },
+  );
 }
 
 /**

@@ -17,7 +17,7 @@
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
-import type { HookStore, OperationHooks } from '../store/store.js';
+import { type HookStore, type OperationHooks, tooManyHooksError } from '../store/store.js';
 import { LINEAR_REGEXP_LIMITS } from './linear-regexp.js';
 import {
   MATCHER_BASE_COST,
@@ -193,7 +193,8 @@ export class HookRegistry {
    * Validates the whole batch, then appends it after the operation's hooks,
    * committed before this resolves. Resolves to the operation's hook count.
    * Registrations of one operation run one after another on this sidecar,
-   * so the hook limit holds for concurrent calls.
+   * and the store checks the hook limit again under the operation's lock,
+   * so the limit holds for concurrent calls on every process sharing it.
    *
    * @throws InvalidArgumentError naming the first invalid field, or
    *   `TOO_MANY_HOOKS` or `HOOK_CONFIG_TOO_LARGE` when the operation would
@@ -240,8 +241,11 @@ export class HookRegistry {
     if (existing + hooks.length > this.#maxHooks) throw this.#tooMany(existing, hooks.length);
     checkMatcherBudget(stored, hooks);
     try {
+      // The store checks both limits again under the operation's lock: another
+      // process may have appended since the read above.
       return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks, {
         maxConfigBytes: MAX_OPERATION_CONFIG_BYTES,
+        maxHooks: this.#maxHooks,
       });
     } finally {
       this.#forget(operationId);
@@ -249,11 +253,7 @@ export class HookRegistry {
   }
 
   #tooMany(existing: number, adding: number): InvalidArgumentError {
-    return new InvalidArgumentError(
-      'hooks',
-      REASON.TOO_MANY_HOOKS,
-      `An operation can have at most ${this.#maxHooks} hooks (it has ${existing}, this request adds ${adding})`,
-    );
+    return tooManyHooksError(this.#maxHooks, existing, adding);
   }
 
   /**

@@ -38,7 +38,14 @@ import {
 } from '../hooks/dispatch.js';
 import { validateEventFields } from '../hooks/event-fields.js';
 import type { HandlerConnection } from '../hooks/handlers.js';
-import { DeferredPublisher, decisionChain, type ParkDeps, parkToolCall } from '../hooks/parked.js';
+import {
+  DeferredPublisher,
+  decisionChain,
+  type ParkDeps,
+  PUBLICATION_CANCELLED_REASON,
+  type PublisherOptions,
+  parkToolCall,
+} from '../hooks/parked.js';
 import {
   checkToolCallId,
   TOOL_RESULT_REQUIRED,
@@ -85,6 +92,8 @@ interface StreamTail {
 export interface HookServiceOptions {
   /** Events in flight per `DispatchStream` before it stops reading. */
   readonly streamMaxInFlight?: number;
+  /** The publication leases this process takes (`PublishDeferredResult`); default {@link DeferredPublisher}'s. */
+  readonly publisher?: PublisherOptions;
 }
 
 /**
@@ -104,13 +113,30 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
   validateEventFields(event, field);
 }
 
+/**
+ * Returns `e`, or DEADLINE_EXCEEDED in its place when it is the cancellation
+ * of a call whose deadline has passed: the caller's deadline, not the
+ * caller, ended it.
+ */
+function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
+  if (!(e instanceof AgentHooksError) || e.reason !== PUBLICATION_CANCELLED_REASON) return e;
+  const left = ctx.timeoutMs();
+  if (left === undefined || left > 0) return e;
+  return new AgentHooksError(
+    'deadline_exceeded',
+    'DEADLINE_EXCEEDED',
+    'the call’s deadline passed before the result was published',
+    { cause: e },
+  );
+}
+
 /** Creates the HookService implementation over the hook engine. */
 export function createHookService(
   deps: ParkDeps & Pick<ModifyDeps, 'operatorHooks'>,
   options: HookServiceOptions = {},
 ): Partial<ServiceImpl<typeof HookService>> {
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
-  const publisher = new DeferredPublisher();
+  const publisher = new DeferredPublisher(options.publisher);
 
   /**
    * Validates one notification event (its operation, then the fields its
@@ -387,14 +413,18 @@ export function createHookService(
       request.operationChain.forEach((id, i) => {
         validateOperationId(id, `operationChain[${i}]`);
       });
-      const { finalResult, published } = await publisher.publish(
-        deps,
-        request.toolCallId,
-        request.result,
-        request.operationChain,
-        ctx.signal,
-      );
-      return { finalResult, published };
+      try {
+        const { finalResult, published } = await publisher.publish(
+          deps,
+          request.toolCallId,
+          request.result,
+          request.operationChain,
+          ctx.signal,
+        );
+        return { finalResult, published };
+      } catch (e: unknown) {
+        throw deadlineOr(e, ctx);
+      }
     },
 
     async completeOperation(request, ctx: HandlerContext) {

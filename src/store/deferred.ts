@@ -23,6 +23,7 @@ import type {
   ParkedCallRecord,
   ParkOutcome,
   ParkStore,
+  PublicationClaim,
   PublishOutcome,
   RetentionStore,
   UserRecord,
@@ -154,6 +155,29 @@ export class DeferredStore<S extends DeferrableStore = DeferrableStore> implemen
   ): Promise<PublishOutcome> {
     return this.#call('publish the result', (s) =>
       s.publishResult(toolCallId, result, publishedAt),
+    );
+  }
+
+  claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+    replacing?: string,
+  ): Promise<PublicationClaim | undefined> {
+    return this.#call('claim the publication', (s) =>
+      s.claimPublication(toolCallId, holder, leaseMs, replacing),
+    );
+  }
+
+  renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {
+    return this.#call('renew the publication lease', (s) =>
+      s.renewPublication(toolCallId, holder, leaseMs),
+    );
+  }
+
+  releasePublication(toolCallId: string, holder: string): Promise<void> {
+    return this.#call('release the publication lease', (s) =>
+      s.releasePublication(toolCallId, holder),
     );
   }
 

@@ -143,6 +143,21 @@ export function assertEpochMs(name: string, value: number): void {
   }
 }
 
+/**
+ * Checks the arguments of a lease call: a non-empty holder and a duration in
+ * whole, positive milliseconds.
+ *
+ * @throws RangeError otherwise.
+ */
+export function assertLease(holder: string, leaseMs: number): void {
+  if (holder === '') {
+    throw new RangeError('a publication lease needs a holder');
+  }
+  if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0) {
+    throw new RangeError(`leaseMs must be a positive integer, got ${leaseMs}`);
+  }
+}
+
 function decodeChain(text: string): string[] {
   const chain: unknown = JSON.parse(text);
   if (

@@ -131,6 +131,27 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
       );
     `,
   },
+  {
+    // Version 2: the publication lease of parked calls (SQLite's version 5),
+    // so that of the pods publishing one deferred result only the lease's
+    // holder runs the result controls. Expand-only (two nullable columns,
+    // no rewrite), so the minimum stays 1: a pod of version 1 keeps serving
+    // and publishes without the lease (its conditional write still publishes
+    // once).
+    // - `lease_holder` names the publication in progress (a process's holder
+    //   id and a sequence number); NULL while nobody publishes, and again
+    //   once the result is published or the holder gave up.
+    // - `lease_expires_at` is the epoch milliseconds of the server's clock at
+    //   which the lease lapses unless renewed; another pod may take it over
+    //   from then on (its holder died mid-publication).
+    version: 2,
+    minCompatibleVersion: 1,
+    sql: `
+      ALTER TABLE agenthooks_parked_calls
+        ADD COLUMN lease_holder text,
+        ADD COLUMN lease_expires_at bigint;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */
@@ -142,6 +163,12 @@ export interface SchemaState {
   readonly version: number;
   /** Minimum-compatible version of that migration; 0 for an empty database. */
   readonly minCompatibleVersion: number;
+}
+
+/** What {@link migratePostgres} did: the schema it left, and the migrations it applied itself. */
+export interface MigrationOutcome extends SchemaState {
+  /** Versions this call applied, in order; empty when another process had, or none was missing. */
+  readonly applied: readonly number[];
 }
 
 /**
@@ -162,7 +189,7 @@ export interface SchemaState {
 export async function migratePostgres(
   client: ClientBase,
   lockTimeoutMs: number,
-): Promise<SchemaState> {
+): Promise<MigrationOutcome> {
   await client.query(`SET statement_timeout = ${Math.trunc(lockTimeoutMs)}`);
   await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
   try {
@@ -176,6 +203,7 @@ export async function migratePostgres(
     );
     let state = await readSchemaState(client);
     refuseIncompatible(state);
+    const applied: number[] = [];
     for (const migration of POSTGRES_MIGRATIONS.slice(state.version)) {
       await client.query('BEGIN');
       try {
@@ -190,8 +218,9 @@ export async function migratePostgres(
         throw e;
       }
       state = { version: migration.version, minCompatibleVersion: migration.minCompatibleVersion };
+      applied.push(migration.version);
     }
-    return state;
+    return { version: state.version, minCompatibleVersion: state.minCompatibleVersion, applied };
   } finally {
     await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]);
   }

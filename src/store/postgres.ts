@@ -8,11 +8,14 @@
  * - Registrations of one operation are serialised by the lock on its
  *   `operations` row: `appendHooks` upserts the row (which locks it until
  *   the commit) before it reads the hook count and the stored bytes, so two
- *   pods never interleave a batch, never both fit under the config-size
- *   limit, and keep the order of their commits.
+ *   pods never interleave a batch, never both fit under the hook limit or
+ *   the config-size limit, and keep the order of their commits.
  * - Publication is one conditional `UPDATE ... WHERE final_result IS NULL`:
  *   a concurrent one waits for the row lock, re-checks the condition on the
  *   committed row and finds it filled, so exactly one call publishes.
+ * - The publication lease (who runs the result controls) is taken the same
+ *   way, by a conditional `UPDATE` on the parked call's row, and its expiry
+ *   is stamped and compared on the server's clock.
  * - Parking is idempotent per tool call id (`ON CONFLICT DO NOTHING` on its
  *   primary key); it holds `FOR SHARE` locks on its operations, which
  *   retention skips (`SKIP LOCKED`), so an operation never expires under a
@@ -33,6 +36,7 @@ import { extend } from '../extend.js';
 import { fromHookRow, type StoredHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
+  assertLease,
   decodeResult,
   encodeResult,
   fromParkedCallRow,
@@ -40,7 +44,7 @@ import {
   toParkedCallRow,
 } from './parked-codec.js';
 import { storeErrorFromPostgres } from './postgres-error.js';
-import { migratePostgres } from './postgres-migrations.js';
+import { type MigrationOutcome, migratePostgres } from './postgres-migrations.js';
 import type { StoreObserver } from './sqlite.js';
 import {
   type AppendHooksOptions,
@@ -54,9 +58,11 @@ import {
   type ParkedCallRecord,
   type ParkOutcome,
   type ParkStore,
+  type PublicationClaim,
   type PublishOutcome,
   parkedCallNotFoundError,
   type RetentionStore,
+  tooManyHooksError,
   type UserRecord,
   type UserStore,
 } from './store.js';
@@ -143,6 +149,11 @@ export interface PostgresStoreOptions {
 export interface PostgresStore extends HookStore, UserStore, ParkStore, RetentionStore {
   /** The schema version of the database when the store opened (it may be newer than the code's). */
   readonly schemaVersion: number;
+  /**
+   * The migrations this store applied as it opened, in order; empty when the
+   * schema was current (another pod may have migrated it while this one waited).
+   */
+  readonly migrationsApplied: readonly number[];
 }
 
 /**
@@ -188,10 +199,10 @@ export async function openPostgresStore(
   // pool's connections never carry the migration's session settings.
   const migrator = new pg.Client(connection);
   migrator.on('error', () => undefined);
-  let schemaVersion: number;
+  let migration: MigrationOutcome;
   try {
     await migrator.connect();
-    schemaVersion = (await migratePostgres(migrator, migrationTimeoutMs)).version;
+    migration = await migratePostgres(migrator, migrationTimeoutMs);
   } catch (e: unknown) {
     throw storeErrorFromPostgres(e, 'open the PostgreSQL store');
   } finally {
@@ -219,7 +230,7 @@ export async function openPostgresStore(
   // Without a listener, an idle connection's failure (a server restart)
   // would crash the process through the pool's 'error' event.
   pool.on('error', (e: Error) => onIdleError?.(e));
-  return new PostgresStoreImpl(pool, schemaVersion, options.observe);
+  return new PostgresStoreImpl(pool, migration, options.observe);
 }
 
 function positive(name: string, value: number | undefined, fallback: number): number {
@@ -237,6 +248,12 @@ type Queryable = Pick<pg.PoolClient, 'query'>;
 const PARKED_CALL_SELECT =
   'tool_call_id, operation_id, chain::text AS chain, kind, context, parked_at, final_result, published_at';
 
+/**
+ * The server's clock in epoch milliseconds, as SQL: leases are stamped and
+ * compared on the one clock every pod shares, whatever the pods' own clocks say.
+ */
+const SERVER_NOW_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
+
 /** A row of the `listHooks` query: the operation, and one of its hooks (or none). */
 interface OperationHookRow {
   readonly status: 'active' | 'completed' | 'expired';
@@ -249,13 +266,15 @@ interface OperationHookRow {
 
 class PostgresStoreImpl implements PostgresStore {
   readonly schemaVersion: number;
+  readonly migrationsApplied: readonly number[];
   readonly #pool: pg.Pool;
   readonly #observe: StoreObserver | undefined;
   #closing: Promise<void> | undefined;
 
-  constructor(pool: pg.Pool, schemaVersion: number, observe: StoreObserver | undefined) {
+  constructor(pool: pg.Pool, migration: MigrationOutcome, observe: StoreObserver | undefined) {
     this.#pool = pool;
-    this.schemaVersion = schemaVersion;
+    this.schemaVersion = migration.version;
+    this.migrationsApplied = migration.applied;
     this.#observe = observe;
   }
 
@@ -295,7 +314,7 @@ class PostgresStoreImpl implements PostgresStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    const { maxConfigBytes } = options;
+    const { maxConfigBytes, maxHooks } = options;
     const now = Date.now();
     return this.#transaction('appendHooks', 'append hooks', async (db) => {
       // The upsert locks the operation row until the commit: every other
@@ -322,6 +341,9 @@ class PostgresStoreImpl implements PostgresStore {
         [operationId],
       );
       const existing = counted[0] ?? { count: 0, last: 0, bytes: 0 };
+      if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
+        throw tooManyHooksError(maxHooks, existing.count, rows.length);
+      }
       if (maxConfigBytes !== undefined) {
         const adding = rows.reduce((sum, row) => sum + Buffer.byteLength(row.config, 'utf8'), 0);
         if (existing.bytes + adding > maxConfigBytes) {
@@ -473,7 +495,8 @@ class PostgresStoreImpl implements PostgresStore {
       // The whole arbitration: a concurrent UPDATE waits for the row lock,
       // then re-checks `final_result IS NULL` on the committed row.
       const { rowCount } = await db.query(
-        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2
+        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2,
+           lease_holder = NULL, lease_expires_at = NULL
          WHERE tool_call_id = $3 AND final_result IS NULL`,
         [bytes, publishedAt, toolCallId],
       );
@@ -497,6 +520,80 @@ class PostgresStoreImpl implements PostgresStore {
       throw new Error(`the placeholder of ${toolCallId} is empty after a conditional write`);
     }
     return { published: false, finalResult: decodeResult(toolCallId, stored.final_result) };
+  }
+
+  async claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+    replacing?: string,
+  ): Promise<PublicationClaim | undefined> {
+    assertLease(holder, leaseMs);
+    const outcome = await this.#run('claimPublication', 'claim a publication', async (db) => {
+      // The arbitration: a concurrent claim waits for the row lock, then
+      // re-checks the condition on the committed row and finds the lease taken.
+      const { rows: claimed } = await db.query<ParkedCallRow>(
+        `UPDATE agenthooks_parked_calls
+         SET lease_holder = $2, lease_expires_at = ${SERVER_NOW_MS} + $3
+         WHERE tool_call_id = $1 AND final_result IS NULL
+           AND (lease_holder IS NULL OR lease_expires_at <= ${SERVER_NOW_MS}
+                OR lease_holder = $4)
+         RETURNING ${PARKED_CALL_SELECT}`,
+        [toolCallId, holder, leaseMs, replacing ?? null],
+      );
+      if (claimed[0] !== undefined) return { state: 'claimed' as const, row: claimed[0] };
+      const { rows } = await db.query<
+        ParkedCallRow & { lease_holder: string | null; expires_in_ms: number | null }
+      >(
+        `SELECT ${PARKED_CALL_SELECT}, lease_holder,
+                lease_expires_at - ${SERVER_NOW_MS} AS expires_in_ms
+         FROM agenthooks_parked_calls WHERE tool_call_id = $1`,
+        [toolCallId],
+      );
+      const row = rows[0];
+      if (row === undefined) return undefined;
+      if (row.final_result !== null) return { state: 'published' as const, row };
+      // Held, or freed between the two statements: either way, ask again soon.
+      return {
+        state: 'held' as const,
+        holder: row.lease_holder ?? '',
+        expiresInMs: Math.max(0, row.expires_in_ms ?? 0),
+      };
+    });
+    if (outcome === undefined) return undefined;
+    if (outcome.state === 'held') return outcome;
+    let record: ParkedCallRecord;
+    try {
+      record = fromParkedCallRow(outcome.row);
+    } catch (e: unknown) {
+      // A record nobody can publish keeps no lease.
+      if (outcome.state === 'claimed') await this.releasePublication(toolCallId, holder);
+      throw e;
+    }
+    if (outcome.state === 'claimed') return { state: 'claimed', record };
+    return { state: 'published', finalResult: record.finalResult as ToolResult };
+  }
+
+  async renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {
+    assertLease(holder, leaseMs);
+    const { rowCount } = await this.#run('renewPublication', 'renew a publication lease', (db) =>
+      db.query(
+        `UPDATE agenthooks_parked_calls SET lease_expires_at = ${SERVER_NOW_MS} + $3
+         WHERE tool_call_id = $1 AND lease_holder = $2 AND final_result IS NULL`,
+        [toolCallId, holder, leaseMs],
+      ),
+    );
+    return rowCount === 1;
+  }
+
+  async releasePublication(toolCallId: string, holder: string): Promise<void> {
+    await this.#run('releasePublication', 'release a publication lease', (db) =>
+      db.query(
+        `UPDATE agenthooks_parked_calls SET lease_holder = NULL, lease_expires_at = NULL
+         WHERE tool_call_id = $1 AND lease_holder = $2`,
+        [toolCallId, holder],
+      ),
+    );
   }
 
   async operationState(operationIds: readonly string[]): Promise<Map<string, OperationState>> {

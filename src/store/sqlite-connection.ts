@@ -10,7 +10,13 @@ import Database from 'better-sqlite3';
 import type { HookRow, StoredHookRow } from './hook-codec.js';
 import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
-import { hookConfigTooLargeError, operationExpiredError, type UserRecord } from './store.js';
+import {
+  type AppendHooksOptions,
+  hookConfigTooLargeError,
+  operationExpiredError,
+  tooManyHooksError,
+  type UserRecord,
+} from './store.js';
 
 /** How a connection is configured; the same for every (re)opened connection. */
 export interface ConnectionSettings {
@@ -42,6 +48,36 @@ export type PublishRowOutcome =
   | { readonly published: true }
   | { readonly published: false; readonly stored: Uint8Array }
   | undefined;
+
+/** What {@link SqliteConnection.claim} found; undefined when no record exists. */
+export type ClaimRowOutcome =
+  | { readonly state: 'claimed' | 'published'; readonly row: ParkedCallRow }
+  | { readonly state: 'held'; readonly holder: string; readonly expiresAt: number }
+  | undefined;
+
+/** A parked call's placeholder and lease columns. */
+interface LeaseRow {
+  readonly published: number;
+  readonly lease_holder: string | null;
+  readonly lease_expires_at: number | null;
+}
+
+/**
+ * The `held` answer for a lease that runs at `now` and is not `replacing`'s;
+ * undefined when it may be claimed.
+ */
+function runningLease(
+  lease: LeaseRow | undefined,
+  now: number,
+  replacing: string | undefined,
+): ClaimRowOutcome {
+  const holder = lease?.lease_holder ?? null;
+  const expiresAt = lease?.lease_expires_at ?? null;
+  if (holder === null || expiresAt === null || expiresAt <= now || holder === replacing) {
+    return undefined;
+  }
+  return { state: 'held', holder, expiresAt };
+}
 
 /** What one {@link SqliteConnection.expire} batch removed. */
 export interface ExpiredRows {
@@ -226,7 +262,7 @@ export class SqliteConnection {
       parentId: string | null,
       rows: readonly HookRow[],
       now: number,
-      maxConfigBytes: number | undefined,
+      limits: AppendHooksOptions,
     ) => number
   >;
   readonly #list: Database.Transaction<(operationId: string) => StoredOperation>;
@@ -251,6 +287,18 @@ export class SqliteConnection {
   readonly #publish: Database.Transaction<
     (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
   >;
+  readonly #selectLease: Database.Statement<[string], LeaseRow>;
+  readonly #claim: Database.Transaction<
+    (
+      toolCallId: string,
+      holder: string,
+      now: number,
+      leaseMs: number,
+      replacing: string | undefined,
+    ) => ClaimRowOutcome
+  >;
+  readonly #renewLease: Database.Statement<[number, string, string]>;
+  readonly #releaseLease: Database.Statement<[string, string]>;
   readonly #complete: Database.Statement<[{ id: string; at: number }]>;
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
   readonly #expire: Database.Transaction<
@@ -345,9 +393,26 @@ export class SqliteConnection {
     // One conditional write is the whole arbitration: of any number of
     // publications, across connections and processes, exactly one finds the
     // placeholder empty (the write lock serialises them).
+    // Publishing ends the lease too: nobody runs the controls of a published call.
     const fillPlaceholder = db.prepare<[Uint8Array, number, string]>(
-      `UPDATE parked_calls SET final_result = ?, published_at = ?
+      `UPDATE parked_calls SET final_result = ?, published_at = ?,
+         lease_holder = NULL, lease_expires_at = NULL
        WHERE tool_call_id = ? AND final_result IS NULL`,
+    );
+    this.#selectLease = db.prepare<[string], LeaseRow>(
+      `SELECT final_result IS NOT NULL AS published, lease_holder, lease_expires_at
+       FROM parked_calls WHERE tool_call_id = ?`,
+    );
+    const takeLease = db.prepare<[string, number, string]>(
+      'UPDATE parked_calls SET lease_holder = ?, lease_expires_at = ? WHERE tool_call_id = ?',
+    );
+    this.#renewLease = db.prepare<[number, string, string]>(
+      `UPDATE parked_calls SET lease_expires_at = ?
+       WHERE tool_call_id = ? AND lease_holder = ? AND final_result IS NULL`,
+    );
+    this.#releaseLease = db.prepare<[string, string]>(
+      `UPDATE parked_calls SET lease_holder = NULL, lease_expires_at = NULL
+       WHERE tool_call_id = ? AND lease_holder = ?`,
     );
     const selectFinal = db.prepare<[string], { final_result: Uint8Array | null }>(
       'SELECT final_result FROM parked_calls WHERE tool_call_id = ?',
@@ -379,8 +444,9 @@ export class SqliteConnection {
         parentId: string | null,
         rows: readonly HookRow[],
         now: number,
-        maxConfigBytes: number | undefined,
+        limits: AppendHooksOptions,
       ) => {
+        const { maxConfigBytes, maxHooks } = limits;
         if (selectStatus.get(operationId)?.status === 'expired') {
           throw operationExpiredError(operationId);
         }
@@ -394,6 +460,10 @@ export class SqliteConnection {
         }
         upsertOperation.run(operationId, parentId, now, now);
         const existing = countHooks.get(operationId) ?? { count: 0, last: 0 };
+        // In the write transaction, so concurrent appends (from any process) cannot both fit.
+        if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
+          throw tooManyHooksError(maxHooks, existing.count, rows.length);
+        }
         let seq = existing.last;
         for (const row of rows) {
           seq += 1;
@@ -466,6 +536,25 @@ export class SqliteConnection {
         return { published: false, stored: stored.final_result };
       },
     );
+    // Under the write lock, so that of concurrent claims (from any process)
+    // exactly one finds the lease free or lapsed.
+    this.#claim = db.transaction(
+      (
+        toolCallId: string,
+        holder: string,
+        now: number,
+        leaseMs: number,
+        replacing: string | undefined,
+      ): ClaimRowOutcome => {
+        const row = this.#selectParked.get(toolCallId);
+        if (row === undefined) return undefined;
+        if (row.final_result !== null) return { state: 'published', row };
+        const held = runningLease(this.#selectLease.get(toolCallId), now, replacing);
+        if (held !== undefined) return held;
+        takeLease.run(holder, now + leaseMs, toolCallId);
+        return { state: 'claimed', row };
+      },
+    );
     // Published calls go first, so that their links no longer hold back the
     // operations and tombstones they named.
     this.#expire = db.transaction(
@@ -489,13 +578,13 @@ export class SqliteConnection {
     parentId: string | null,
     rows: readonly HookRow[],
     now: number,
-    maxConfigBytes?: number,
+    limits: AppendHooksOptions = {},
   ): number {
     // IMMEDIATE takes the write lock up front, where busy_timeout applies.
     // A deferred transaction that has already read does not wait at its
     // first write (SQLite skips the busy handler there, and in WAL mode
     // fails with SQLITE_BUSY_SNAPSHOT if another commit came in between).
-    return this.#append.immediate(operationId, parentId, rows, now, maxConfigBytes);
+    return this.#append.immediate(operationId, parentId, rows, now, limits);
   }
 
   /** Reads an operation's status, parent and hooks in one snapshot. */
@@ -576,6 +665,38 @@ export class SqliteConnection {
   /** Fills an empty placeholder; see {@link PublishRowOutcome}. */
   publish(toolCallId: string, result: Uint8Array, at: number): PublishRowOutcome {
     return this.#publish.immediate(toolCallId, result, at);
+  }
+
+  /**
+   * Takes the publication lease for `leaseMs` from `now` when it is free or
+   * lapsed. A lease that a read shows running (or a published result) is
+   * answered without the write lock, so that waiting duplicates polling it
+   * do not queue behind writers.
+   */
+  claim(
+    toolCallId: string,
+    holder: string,
+    now: number,
+    leaseMs: number,
+    replacing?: string,
+  ): ClaimRowOutcome {
+    const lease = this.#selectLease.get(toolCallId);
+    if (lease === undefined) return undefined;
+    if (lease.published === 0) {
+      const held = runningLease(lease, now, replacing);
+      if (held !== undefined) return held;
+    }
+    return this.#claim.immediate(toolCallId, holder, now, leaseMs, replacing);
+  }
+
+  /** Extends `holder`'s lease to `expiresAt`; false when it holds none. */
+  renewLease(toolCallId: string, holder: string, expiresAt: number): boolean {
+    return this.#renewLease.run(expiresAt, toolCallId, holder).changes === 1;
+  }
+
+  /** Clears `holder`'s lease, if it holds it. */
+  releaseLease(toolCallId: string, holder: string): void {
+    this.#releaseLease.run(toolCallId, holder);
   }
 
   /** Marks an operation completed (creating it when missing). */

@@ -49,6 +49,7 @@ import { extend } from '../extend.js';
 import { fromHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
+  assertLease,
   decodeResult,
   encodeResult,
   fromParkedCallRow,
@@ -72,6 +73,7 @@ import {
   type ParkedCallRecord,
   type ParkOutcome,
   type ParkStore,
+  type PublicationClaim,
   type PublishOutcome,
   parkedCallNotFoundError,
   type RetentionStore,
@@ -323,7 +325,7 @@ class SqliteStoreImpl implements SqliteStore {
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
     return this.#run('appendHooks', 'append hooks', 'write', (c) =>
-      c.appendHooks(operationId, parentId, rows, Date.now(), options.maxConfigBytes),
+      c.appendHooks(operationId, parentId, rows, Date.now(), options),
     );
   }
 
@@ -394,6 +396,46 @@ class SqliteStoreImpl implements SqliteStore {
       return { published: true, finalResult: result };
     }
     return { published: false, finalResult: decodeResult(toolCallId, outcome.stored) };
+  }
+
+  async claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+    replacing?: string,
+  ): Promise<PublicationClaim | undefined> {
+    assertLease(holder, leaseMs);
+    const outcome = this.#run('claimPublication', 'claim a publication', 'write', (c) =>
+      c.claim(toolCallId, holder, Date.now(), leaseMs, replacing),
+    );
+    if (outcome === undefined) return undefined;
+    if (outcome.state === 'held') {
+      const expiresInMs = Math.max(0, outcome.expiresAt - Date.now());
+      return { state: 'held', holder: outcome.holder, expiresInMs };
+    }
+    let record: ParkedCallRecord;
+    try {
+      record = fromParkedCallRow(outcome.row);
+    } catch (e: unknown) {
+      // A record nobody can publish keeps no lease.
+      if (outcome.state === 'claimed') await this.releasePublication(toolCallId, holder);
+      throw e;
+    }
+    if (outcome.state === 'claimed') return { state: 'claimed', record };
+    return { state: 'published', finalResult: record.finalResult as ToolResult };
+  }
+
+  async renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {
+    assertLease(holder, leaseMs);
+    return this.#run('renewPublication', 'renew a publication lease', 'write', (c) =>
+      c.renewLease(toolCallId, holder, Date.now() + leaseMs),
+    );
+  }
+
+  async releasePublication(toolCallId: string, holder: string): Promise<void> {
+    this.#run('releasePublication', 'release a publication lease', 'write', (c) =>
+      c.releaseLease(toolCallId, holder),
+    );
   }
 
   async operationState(operationIds: readonly string[]): Promise<Map<string, OperationState>> {

@@ -200,6 +200,35 @@ export interface AppendHooksOptions {
    * limit they were stored under, but are never refused on their own.
    */
   readonly maxConfigBytes?: number;
+  /**
+   * Most hooks the operation may have after the append, checked in the
+   * append's own transaction, under the lock that serialises the
+   * operation's appends across processes (so concurrent registrations on
+   * several pods never pass it together). Absent: no limit. Hooks already
+   * stored count, but are never refused on their own.
+   */
+  readonly maxHooks?: number;
+}
+
+/** Reason of an append after which an operation would have more hooks than allowed. */
+export const TOO_MANY_HOOKS = 'TOO_MANY_HOOKS';
+
+/**
+ * Returns the error for an append over {@link AppendHooksOptions.maxHooks}:
+ * `invalid_argument` on `hooks`, {@link TOO_MANY_HOOKS}.
+ *
+ * @example throw tooManyHooksError(1_000, 999, 2);
+ */
+export function tooManyHooksError(
+  limit: number,
+  existing: number,
+  adding: number,
+): InvalidArgumentError {
+  return new InvalidArgumentError(
+    'hooks',
+    TOO_MANY_HOOKS,
+    `An operation can have at most ${limit} hooks (it has ${existing}, this request adds ${adding})`,
+  );
 }
 
 /**
@@ -303,6 +332,20 @@ export interface ParkOutcome {
   readonly created: boolean;
 }
 
+/**
+ * Answer of {@link ParkStore.claimPublication}, for a parked call that exists.
+ * - `claimed`: the caller holds the publication lease now (it was free, or
+ *   its holder's lease expired); it runs the result controls and publishes.
+ * - `published`: the placeholder holds a final result; nobody may claim it.
+ * - `held`: `holder`'s lease is still running; ask again later, at the
+ *   latest after `expiresInMs` (or claim it `replacing` that holder, when
+ *   the caller knows it died).
+ */
+export type PublicationClaim =
+  | { readonly state: 'claimed'; readonly record: ParkedCallRecord }
+  | { readonly state: 'published'; readonly finalResult: ToolResult }
+  | { readonly state: 'held'; readonly holder: string; readonly expiresInMs: number };
+
 /** Answer of {@link ParkStore.publishResult}. */
 export interface PublishOutcome {
   /** True for the one call that wrote the placeholder. */
@@ -391,6 +434,39 @@ export interface ParkStore extends OperationLifecycleStore {
     result: ToolResult,
     publishedAt: number,
   ): Promise<PublishOutcome>;
+  /**
+   * Takes the publication lease of a parked call whose placeholder is empty,
+   * atomically across processes sharing the store: the lease is free, or its
+   * holder's expired, and `holder` gets it for `leaseMs` milliseconds of the
+   * store's clock (the database server's, for a shared store, so pods with
+   * skewed clocks agree). Of concurrent claims exactly one is `claimed`.
+   * Resolves to undefined when no record exists. The lease only decides who
+   * runs the result controls; {@link ParkStore.publishResult} still writes
+   * the placeholder once whoever calls it. With `replacing`, a running lease
+   * of exactly that holder is taken too (the caller knows it died).
+   *
+   * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` when the stored
+   *   record or result does not decode (the lease is not kept then).
+   * @throws RangeError when `holder` is empty or `leaseMs` is not a positive integer.
+   */
+  claimPublication(
+    toolCallId: string,
+    holder: string,
+    leaseMs: number,
+    replacing?: string,
+  ): Promise<PublicationClaim | undefined>;
+  /**
+   * Extends the lease `holder` holds by `leaseMs` milliseconds from now;
+   * resolves to false when it no longer holds it (it expired and another
+   * holder claimed it, or the result is published).
+   */
+  renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean>;
+  /**
+   * Gives up the lease `holder` holds, so that another call can claim it at
+   * once (after a failed publication); does nothing when `holder` does not
+   * hold it. A publication releases the lease by itself.
+   */
+  releasePublication(toolCallId: string, holder: string): Promise<void>;
 }
 
 /** Answer of one {@link RetentionStore.expireBefore} batch. */

@@ -30,6 +30,13 @@ export interface StoreBackend {
 /** Concurrent publications of one placeholder in the exactly-once test. */
 const CONCURRENT_PUBLICATIONS = 20;
 
+/** A lease no test outlives, in milliseconds. */
+const LONG_LEASE_MS = 60_000;
+/** A lease the takeover test waits out, in milliseconds. */
+const SHORT_LEASE_MS = 100;
+/** How long the takeover test may poll for the short lease to lapse, in milliseconds. */
+const TAKEOVER_DEADLINE_MS = 5_000;
+
 /** Cutoff of the retention tests: rows stamped before it are old. */
 const CUTOFF = 10_000;
 /** An instant before {@link CUTOFF}. */
@@ -110,6 +117,30 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
           true,
         ]);
         expect(hooks[2]).toMatchObject({ point: ModifyPoint.BEFORE_TOOL_CALL, plugin: 'acme' });
+      });
+
+      it('refuses an append over the hook limit with TOO_MANY_HOOKS, storing nothing of it', async () => {
+        const store = await backend.open();
+        await store.appendHooks('op-1', undefined, [webhookHook('a'), webhookHook('b')], {
+          maxHooks: 3,
+        });
+
+        const error = await rejectionOf(
+          store.appendHooks('op-1', undefined, [webhookHook('c'), webhookHook('d')], {
+            maxHooks: 3,
+          }),
+        );
+
+        expect(error).toMatchObject({
+          kind: 'invalid_argument',
+          reason: 'TOO_MANY_HOOKS',
+          field: 'hooks',
+          message: 'An operation can have at most 3 hooks (it has 2, this request adds 2)',
+        });
+        expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual(['a', 'b']);
+        expect(
+          await store.appendHooks('op-1', undefined, [webhookHook('c')], { maxHooks: 3 }),
+        ).toBe(3);
       });
 
       it('refuses an append over the config-bytes limit, stores nothing of it, and counts stored hooks', async () => {
@@ -266,6 +297,154 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         const error = await rejectionOf(store.getParkedCall('call-1'));
 
         expect(error).toMatchObject({ reason: 'TOOL_CALL_CONTEXT_UNAVAILABLE' });
+      });
+    });
+
+    describe('publication lease', () => {
+      it('gives the lease to one holder; another sees it held until it expires', async () => {
+        const store = await backend.open();
+        const record = parkedCall('call-1');
+        await store.parkCall(record);
+
+        const first = await store.claimPublication('call-1', 'pod-a/1', LONG_LEASE_MS);
+        const second = await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS);
+
+        expect(first?.state).toBe('claimed');
+        expect(first?.state === 'claimed' && equalsRecord(first.record, record)).toBe(true);
+        expect(second?.state).toBe('held');
+        const expiresInMs = second?.state === 'held' ? second.expiresInMs : -1;
+        expect(expiresInMs).toBeGreaterThan(0);
+        expect(expiresInMs).toBeLessThanOrEqual(LONG_LEASE_MS);
+        expect(await store.claimPublication('never-parked', 'pod-a/2', LONG_LEASE_MS)).toBe(
+          undefined,
+        );
+      });
+
+      it('gives the lease to exactly one of many concurrent claims', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+
+        const claims = await Promise.all(
+          Array.from({ length: CONCURRENT_PUBLICATIONS }, (_, i) =>
+            store.claimPublication('call-1', `pod/${i}`, LONG_LEASE_MS),
+          ),
+        );
+
+        expect(claims.filter((c) => c?.state === 'claimed')).toHaveLength(1);
+        expect(claims.filter((c) => c?.state === 'held')).toHaveLength(CONCURRENT_PUBLICATIONS - 1);
+      });
+
+      it('answers published with the first result once the placeholder is filled, and ends the lease', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        await store.claimPublication('call-1', 'pod-a/1', LONG_LEASE_MS);
+
+        await store.publishResult('call-1', toolResult('first'), 2_000);
+
+        const claim = await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS);
+        expect(claim?.state).toBe('published');
+        expect(claim?.state === 'published' && claim.finalResult.content).toBe('first');
+        expect(await store.renewPublication('call-1', 'pod-a/1', LONG_LEASE_MS)).toBe(false);
+      });
+
+      it('lets another holder take the lease over once it expires, and the old holder cannot renew or release it', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        expect((await store.claimPublication('call-1', 'dead/1', SHORT_LEASE_MS))?.state).toBe(
+          'claimed',
+        );
+
+        // Poll as a waiting duplicate does, within a deadline, until the lease lapses.
+        const deadline = Date.now() + TAKEOVER_DEADLINE_MS;
+        let claim = await store.claimPublication('call-1', 'live/1', LONG_LEASE_MS);
+        while (claim?.state === 'held' && Date.now() < deadline) {
+          await new Promise((resolve) =>
+            setTimeout(resolve, Math.min(claim?.state === 'held' ? claim.expiresInMs + 1 : 10, 50)),
+          );
+          claim = await store.claimPublication('call-1', 'live/1', LONG_LEASE_MS);
+        }
+
+        expect(claim?.state).toBe('claimed');
+        expect(await store.renewPublication('call-1', 'dead/1', LONG_LEASE_MS)).toBe(false);
+        await store.releasePublication('call-1', 'dead/1');
+        expect((await store.claimPublication('call-1', 'other/1', LONG_LEASE_MS))?.state).toBe(
+          'held',
+        );
+      });
+
+      it('takes a running lease when replacing exactly its holder, and names the holder of a held one', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        await store.claimPublication('call-1', 'gone/1', LONG_LEASE_MS);
+
+        const other = await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS, 'pod-x/1');
+        const replaced = await store.claimPublication('call-1', 'pod-b/2', LONG_LEASE_MS, 'gone/1');
+
+        expect(other).toMatchObject({ state: 'held', holder: 'gone/1' });
+        expect(replaced?.state).toBe('claimed');
+        expect(await store.claimPublication('call-1', 'pod-c/1', LONG_LEASE_MS)).toMatchObject({
+          state: 'held',
+          holder: 'pod-b/2',
+        });
+      });
+
+      it('frees the lease at once on release, so a later call claims it without waiting', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        await store.claimPublication('call-1', 'pod-a/1', LONG_LEASE_MS);
+
+        await store.releasePublication('call-1', 'pod-a/1');
+
+        expect((await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS))?.state).toBe(
+          'claimed',
+        );
+      });
+
+      it('extends the lease on renewal by its holder', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        await store.claimPublication('call-1', 'pod-a/1', SHORT_LEASE_MS);
+
+        expect(await store.renewPublication('call-1', 'pod-a/1', LONG_LEASE_MS)).toBe(true);
+
+        const other = await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS);
+        expect(other?.state).toBe('held');
+        expect(other?.state === 'held' && other.expiresInMs).toBeGreaterThan(SHORT_LEASE_MS);
+      });
+
+      it('keeps no lease on a record that does not decode', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+        const good = Buffer.from(
+          toBinary(ToolCallContextSchema, parkedCall('call-1').context),
+        ).toString('hex');
+        const table = backend.table('parked_calls');
+        await backend.exec(
+          `UPDATE ${table} SET context = ${backend.bytesLiteral('ffffffff')} WHERE tool_call_id = 'call-1'`,
+        );
+
+        const error = await rejectionOf(store.claimPublication('call-1', 'pod-a/1', LONG_LEASE_MS));
+
+        expect(error).toMatchObject({ reason: 'TOOL_CALL_CONTEXT_UNAVAILABLE' });
+        await backend.exec(
+          `UPDATE ${table} SET context = ${backend.bytesLiteral(good)} WHERE tool_call_id = 'call-1'`,
+        );
+        expect((await store.claimPublication('call-1', 'pod-b/1', LONG_LEASE_MS))?.state).toBe(
+          'claimed',
+        );
+      });
+
+      it('rejects an empty holder or a lease that is not a positive integer with RangeError', async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-1'));
+
+        for (const call of [
+          store.claimPublication('call-1', '', LONG_LEASE_MS),
+          store.claimPublication('call-1', 'pod-a/1', 0),
+          store.renewPublication('call-1', 'pod-a/1', 1.5),
+        ]) {
+          expect(await rejectionOf(call)).toBeInstanceOf(RangeError);
+        }
       });
     });
 

@@ -109,6 +109,32 @@ describe('store migrations', () => {
     ]);
   });
 
+  it('adds the nullable publication lease columns of version 5, and keeps parked calls', async () => {
+    const first = temp.open();
+    await first.parkCall(parkedCall('call-1'));
+    await first.close();
+    const raw = temp.raw();
+    // As version 4 left it: without the lease columns.
+    raw.exec('ALTER TABLE parked_calls DROP COLUMN lease_holder');
+    raw.exec('ALTER TABLE parked_calls DROP COLUMN lease_expires_at');
+    raw.pragma('user_version = 4');
+
+    const store = temp.open();
+
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(
+      raw
+        .prepare(
+          "SELECT name, type, \"notnull\", dflt_value FROM pragma_table_info('parked_calls') WHERE name LIKE 'lease%' ORDER BY cid",
+        )
+        .all(),
+    ).toEqual([
+      { name: 'lease_holder', type: 'TEXT', notnull: 0, dflt_value: null },
+      { name: 'lease_expires_at', type: 'INTEGER', notnull: 0, dflt_value: null },
+    ]);
+    expect((await store.claimPublication('call-1', 'pod/1', 1_000))?.state).toBe('claimed');
+  });
+
   it('upgrades a version 3 database in place: a tombstone expires from the time it was stamped', async () => {
     const raw = new Database(temp.path());
     raw.transaction(() => {

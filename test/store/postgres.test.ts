@@ -145,6 +145,25 @@ describe('PostgreSQL store across pools and processes', () => {
     expect((await a.listHooks('op-1')).hooks).toHaveLength(3);
   });
 
+  it('keeps the hook limit across stores under concurrent appends', async () => {
+    const a = await open();
+    const b = await open();
+
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) =>
+        (i % 2 === 0 ? a : b).appendHooks('op-1', undefined, [webhookHook(`x${i}`)], {
+          maxHooks: 3,
+        }),
+      ),
+    );
+
+    expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(3);
+    expect(outcomes.filter((o) => o.status === 'rejected').map((o) => o.reason.reason)).toEqual(
+      Array(5).fill('TOO_MANY_HOOKS'),
+    );
+    expect((await a.listHooks('op-1')).hooks).toHaveLength(3);
+  });
+
   it('publishes exactly once across two stores', async () => {
     const a = await open();
     const b = await open();
@@ -169,6 +188,11 @@ describe('PostgreSQL migrations', () => {
     expect(rows.map((r) => r.version)).toEqual(POSTGRES_MIGRATIONS.map((m) => m.version));
     expect(a.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
     expect(b.schemaVersion).toBe(POSTGRES_SCHEMA_VERSION);
+    // One of them applied every migration, the other none.
+    expect([a.migrationsApplied, b.migrationsApplied]).toContainEqual(
+      POSTGRES_MIGRATIONS.map((m) => m.version),
+    );
+    expect([a.migrationsApplied, b.migrationsApplied]).toContainEqual([]);
     await a.appendHooks('op-1', undefined, [webhookHook('a')]);
     expect((await b.listHooks('op-1')).hooks).toHaveLength(1);
   });

@@ -9,12 +9,19 @@ import { migrate001 } from './001-initial.js';
 import { migrate002 } from './002-users.js';
 import { migrate003 } from './003-parked-calls.js';
 import { migrate004 } from './004-tombstone-expiry.js';
+import { migrate005 } from './005-publication-lease.js';
 
 /** One migration: changes the schema from the previous version to the next. */
 export type Migration = (db: Database.Database) => void;
 
 /** Migrations in order; the one at index i takes the schema from version i to i + 1. */
-export const MIGRATIONS: readonly Migration[] = [migrate001, migrate002, migrate003, migrate004];
+export const MIGRATIONS: readonly Migration[] = [
+  migrate001,
+  migrate002,
+  migrate003,
+  migrate004,
+  migrate005,
+];
 
 /** The schema version this code writes and reads. */
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -113,10 +113,17 @@ type HookServiceClient interface {
 	// a repeated park returns the first record.
 	ParkToolCall(ctx context.Context, in *ParkToolCallRequest, opts ...grpc.CallOption) (*ParkToolCallResponse, error)
 	// Publishes the result of a parked call: runs the result controls, then
-	// writes the final result into the call's placeholder exactly once.
-	// Duplicates get the first final result, a denial included. When the
-	// controls or the store fail, nothing is published and a later call can
-	// publish.
+	// writes the final result into the call's placeholder exactly once, across
+	// every sidecar sharing the store. The call that takes the parked call's
+	// publication lease runs the controls, once; a duplicate, on this sidecar
+	// or another, waits for the first final result and gets it (a denial
+	// included) with `published` false, and takes the lease over once it
+	// lapses (`--publication-lease`, default 30 s, after the holder's last
+	// renewal: its holder died), or at once when the holder was a process of
+	// the same host that is gone. A waiting duplicate fails CANCELLED or
+	// DEADLINE_EXCEEDED when its own call is cancelled or its deadline passes,
+	// never with an answer. When the controls or the store fail, nothing is
+	// published, the lease is released, and a later call can publish at once.
 	PublishDeferredResult(ctx context.Context, in *PublishDeferredResultRequest, opts ...grpc.CallOption) (*PublishDeferredResultResponse, error)
 	// Moves an operation to a terminal or parked state: dispatches
 	// `onComplete`, then `onError` when the reason is `error`, then drops the
@@ -364,10 +371,17 @@ type HookServiceServer interface {
 	// a repeated park returns the first record.
 	ParkToolCall(context.Context, *ParkToolCallRequest) (*ParkToolCallResponse, error)
 	// Publishes the result of a parked call: runs the result controls, then
-	// writes the final result into the call's placeholder exactly once.
-	// Duplicates get the first final result, a denial included. When the
-	// controls or the store fail, nothing is published and a later call can
-	// publish.
+	// writes the final result into the call's placeholder exactly once, across
+	// every sidecar sharing the store. The call that takes the parked call's
+	// publication lease runs the controls, once; a duplicate, on this sidecar
+	// or another, waits for the first final result and gets it (a denial
+	// included) with `published` false, and takes the lease over once it
+	// lapses (`--publication-lease`, default 30 s, after the holder's last
+	// renewal: its holder died), or at once when the holder was a process of
+	// the same host that is gone. A waiting duplicate fails CANCELLED or
+	// DEADLINE_EXCEEDED when its own call is cancelled or its deadline passes,
+	// never with an answer. When the controls or the store fail, nothing is
+	// published, the lease is released, and a later call can publish at once.
 	PublishDeferredResult(context.Context, *PublishDeferredResultRequest) (*PublishDeferredResultResponse, error)
 	// Moves an operation to a terminal or parked state: dispatches
 	// `onComplete`, then `onError` when the reason is `error`, then drops the

@@ -229,10 +229,17 @@ class HookServiceServicer:
 
     def PublishDeferredResult(self, request, context):
         """Publishes the result of a parked call: runs the result controls, then
-        writes the final result into the call's placeholder exactly once.
-        Duplicates get the first final result, a denial included. When the
-        controls or the store fail, nothing is published and a later call can
-        publish.
+        writes the final result into the call's placeholder exactly once, across
+        every sidecar sharing the store. The call that takes the parked call's
+        publication lease runs the controls, once; a duplicate, on this sidecar
+        or another, waits for the first final result and gets it (a denial
+        included) with `published` false, and takes the lease over once it
+        lapses (`--publication-lease`, default 30 s, after the holder's last
+        renewal: its holder died), or at once when the holder was a process of
+        the same host that is gone. A waiting duplicate fails CANCELLED or
+        DEADLINE_EXCEEDED when its own call is cancelled or its deadline passes,
+        never with an answer. When the controls or the store fail, nothing is
+        published, the lease is released, and a later call can publish at once.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,377 @@
+/**
+ * @module The publication lease of `PublishDeferredResult` (the
+ * `DeferredPublisher` of `src/hooks/parked.ts`), in process: two apps built
+ * by `createApp` on one SQLite file stand for two pods sharing a store, with
+ * a real receiver answering the `afterToolCall` control. The result control
+ * runs once however many duplicates arrive on either app; a duplicate waits
+ * for the first final result, honours its own cancellation and deadline,
+ * takes a lapsed lease over, and leaves a slow holder that renews alone.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createHandlerContext,
+  createRouterTransport,
+} from '@connectrpc/connect';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  HookService,
+  ParkKind,
+  PublishDeferredResultRequestSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { type App, createApp } from '../../src/app.js';
+import { parseServeConfig } from '../../src/config/config.js';
+import { AgentHooksError } from '../../src/errors.js';
+import { createLogger } from '../../src/log.js';
+import { createTokenCheck } from '../../src/server/auth.js';
+import { createEdge } from '../../src/server/edge.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import { type Receiver, startReceiver } from '../support/receiver.js';
+
+const OPERATION = 'op-lease';
+/** Path of the result control on the receiver. */
+const CONTROL_PATH = '/control';
+/** A lease the in-process tests wait out or outlast, in milliseconds. */
+const SHORT_LEASE_MS = 300;
+/** Duplicates sent to each app in the concurrency test. */
+const DUPLICATES_PER_APP = 10;
+/** How long a test waits for a condition before it fails, in milliseconds. */
+const DEADLINE_MS = 10_000;
+
+type Client = ReturnType<typeof createClient<typeof HookService>>;
+
+/** An app (a "pod") on the shared file, and a client of its guarded service. */
+interface Pod {
+  readonly app: App;
+  readonly client: Client;
+}
+
+const cleanups: (() => Promise<unknown> | unknown)[] = [];
+let receiver: Receiver | undefined;
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+  await receiver?.close();
+  receiver = undefined;
+});
+
+/** A fresh folder for the shared database file, removed after the test. */
+function sharedDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'agenthooks-lease-'));
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Builds an app on the database file in `dir`, with a publication lease of `lease`. */
+function pod(dir: string, lease = '30s'): Pod {
+  const config = parseServeConfig(
+    ['--db', join(dir, 'agenthooks.db'), '--publication-lease', lease],
+    {},
+  );
+  const logger = createLogger({ level: 'error', write: () => undefined });
+  const app = createApp(config, logger, { processEnv: {}, globalDispatcher: false });
+  const edge = createEdge(app, {
+    checkToken: createTokenCheck(undefined),
+    reflectionPublic: false,
+  });
+  const client = createClient(
+    HookService,
+    createRouterTransport((router) => edge.routes(router)),
+  );
+  cleanups.push(() => app.close());
+  return { app, client };
+}
+
+/** Registers the result control on the operation and parks `toolCallId` through `client`. */
+async function parkWithControl(client: Client, url: string, toolCallId: string): Promise<void> {
+  await client.registerHooks({
+    operationId: OPERATION,
+    hooks: [
+      {
+        id: 'guard',
+        type: HookType.AFTER_TOOL_CALL,
+        webhook: { url: `${url}${CONTROL_PATH}`, responseHandling: ResponseHandling.TOOL_CALL },
+      },
+    ],
+  });
+  await client.parkToolCall({
+    context: {
+      operationId: OPERATION,
+      toolCallId,
+      identifier: 'github',
+      apiName: 'merge',
+      executor: Executor.SERVER,
+    },
+    kind: ParkKind.HUMAN_APPROVAL,
+  });
+}
+
+/** Requests the result control got so far. */
+function controlCalls(): number {
+  return receiver?.requests.filter((r) => r.path === CONTROL_PATH).length ?? 0;
+}
+
+/** A receiver that holds every control request until `release()`, then allows it. */
+async function holdingReceiver(): Promise<{ release(): void }> {
+  const held: ServerResponse[] = [];
+  let released = false;
+  const allow = (res: ServerResponse) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ decision: 'allow' }));
+  };
+  receiver = await startReceiver({
+    answer: (_req, res) => {
+      if (released) allow(res);
+      else held.push(res);
+    },
+  });
+  return {
+    release() {
+      released = true;
+      for (const res of held.splice(0)) allow(res);
+    },
+  };
+}
+
+/** The ConnectError a call rejected with; fails when it resolved. */
+async function failure(call: Promise<unknown>): Promise<ConnectError> {
+  try {
+    await call;
+  } catch (e: unknown) {
+    return ConnectError.from(e);
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** The domain error a call rejected with; fails when it resolved. */
+async function domainFailure(call: Promise<unknown>): Promise<AgentHooksError> {
+  try {
+    await call;
+  } catch (e: unknown) {
+    if (e instanceof AgentHooksError) return e;
+    throw e;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** Resolves once `probe` is true; fails after {@link DEADLINE_MS}. */
+async function until(what: string, probe: () => boolean): Promise<void> {
+  const deadline = Date.now() + DEADLINE_MS;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`${what} within ${DEADLINE_MS} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe('the publication lease across two apps on one store', () => {
+  it('runs the result control once for duplicates on both apps, and answers each the first final result', async () => {
+    const dir = sharedDir();
+    const [a, b] = [pod(dir), pod(dir)] as [Pod, Pod];
+    const hold = await holdingReceiver();
+    await parkWithControl(a.client, receiver?.url ?? '', 'call-dup');
+
+    const calls = Array.from({ length: DUPLICATES_PER_APP * 2 }, (_, i) =>
+      (i % 2 === 0 ? a : b).client.publishDeferredResult({
+        toolCallId: 'call-dup',
+        result: { content: `result-${i}` },
+      }),
+    );
+    // Every duplicate is in flight while the one control request is held.
+    await until('the control was called', () => controlCalls() === 1);
+    hold.release();
+    const answers = await Promise.all(calls);
+
+    expect(answers.filter((x) => x.published)).toHaveLength(1);
+    expect(new Set(answers.map((x) => x.finalResult?.content)).size).toBe(1);
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('releases the lease when the holder’s call is cancelled, so a duplicate on the other app publishes at once', async () => {
+    const dir = sharedDir();
+    // A lease no test waits out: only the release lets B claim.
+    const [a, b] = [pod(dir, '60s'), pod(dir, '60s')] as [Pod, Pod];
+    const hold = await holdingReceiver();
+    await parkWithControl(a.client, receiver?.url ?? '', 'call-cancel');
+    const abort = new AbortController();
+
+    const first = failure(
+      a.client.publishDeferredResult(
+        { toolCallId: 'call-cancel', result: { content: 'first' } },
+        { signal: abort.signal },
+      ),
+    );
+    await until('the control was called', () => controlCalls() === 1);
+    abort.abort();
+    expect((await first).code).toBe(Code.Canceled);
+    hold.release();
+    const started = Date.now();
+    const second = await b.client.publishDeferredResult({
+      toolCallId: 'call-cancel',
+      result: { content: 'second' },
+    });
+
+    expect(second).toMatchObject({ published: true, finalResult: { content: 'second' } });
+    expect(Date.now() - started).toBeLessThan(DEADLINE_MS);
+    expect(controlCalls()).toBe(2);
+  });
+
+  it('fails a waiting duplicate CANCELLED or DEADLINE_EXCEEDED by its own call, while the first publication goes on', async () => {
+    const dir = sharedDir();
+    const [a, b] = [pod(dir), pod(dir)] as [Pod, Pod];
+    const hold = await holdingReceiver();
+    await parkWithControl(a.client, receiver?.url ?? '', 'call-wait');
+    const first = a.client.publishDeferredResult({
+      toolCallId: 'call-wait',
+      result: { content: 'first' },
+    });
+    await until('the control was called', () => controlCalls() === 1);
+    const publish = b.app.hookService.publishDeferredResult?.bind(b.app.hookService);
+    const request = create(PublishDeferredResultRequestSchema, {
+      toolCallId: 'call-wait',
+      result: { content: 'duplicate' },
+    });
+    const context = (init: { timeoutMs?: number; requestSignal?: AbortSignal }) =>
+      createHandlerContext({
+        service: HookService,
+        method: HookService.method.publishDeferredResult,
+        protocolName: 'test',
+        requestMethod: 'POST',
+        url: '/agenthooks.v1.HookService/PublishDeferredResult',
+        ...init,
+      });
+
+    const expired = await domainFailure(
+      Promise.resolve(publish?.(request, context({ timeoutMs: 200 }))),
+    );
+    const abort = new AbortController();
+    const cancelled = domainFailure(
+      Promise.resolve(publish?.(request, context({ requestSignal: abort.signal }))),
+    );
+    abort.abort();
+
+    expect([expired.kind, expired.reason]).toEqual(['deadline_exceeded', 'DEADLINE_EXCEEDED']);
+    expect([(await cancelled).kind, (await cancelled).reason]).toEqual(['cancelled', 'CANCELLED']);
+    hold.release();
+    expect(await first).toMatchObject({ published: true, finalResult: { content: 'first' } });
+    const later = await b.client.publishDeferredResult({
+      toolCallId: 'call-wait',
+      result: { content: 'later' },
+    });
+    expect(later).toMatchObject({ published: false, finalResult: { content: 'first' } });
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('takes over a lease whose holder died, once it lapses', async () => {
+    const dir = sharedDir();
+    const b = pod(dir);
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-dead');
+    // A holder that took the lease and died before it ran anything.
+    const dead = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => dead.close());
+    expect((await dead.claimPublication('call-dead', 'dead/1', SHORT_LEASE_MS))?.state).toBe(
+      'claimed',
+    );
+    const claimedAt = Date.now();
+
+    const answer = await b.client.publishDeferredResult({
+      toolCallId: 'call-dead',
+      result: { content: 'taken over' },
+    });
+
+    expect(answer).toMatchObject({ published: true, finalResult: { content: 'taken over' } });
+    // Not before the lease lapsed (a margin for the clock's granularity).
+    expect(Date.now() - claimedAt).toBeGreaterThanOrEqual(SHORT_LEASE_MS - 20);
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('takes over at once the lease of a process of this host that is gone, without waiting for it to lapse', async () => {
+    const dir = sharedDir();
+    const b = pod(dir, '60s');
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-gone');
+    // A process of this host that has exited: its id is free.
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    const dead = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => dead.close());
+    const holder = `${hostname()}/${gone}/0badf00d/1`;
+    expect((await dead.claimPublication('call-gone', holder, 60_000))?.state).toBe('claimed');
+
+    const answer = await b.client.publishDeferredResult(
+      { toolCallId: 'call-gone', result: { content: 'taken over' } },
+      { timeoutMs: DEADLINE_MS },
+    );
+
+    expect(answer).toMatchObject({ published: true, finalResult: { content: 'taken over' } });
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('waits for the lease of a live process of this host, which may be another sidecar', async () => {
+    const dir = sharedDir();
+    const b = pod(dir, '60s');
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-live');
+    const live = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => live.close());
+    // This test process is alive: its lease must not be taken.
+    const holder = `${hostname()}/${process.ppid}/0badf00d/1`;
+    expect((await live.claimPublication('call-live', holder, 60_000))?.state).toBe('claimed');
+
+    const err = await failure(
+      b.client.publishDeferredResult(
+        { toolCallId: 'call-live', result: { content: 'too early' } },
+        { timeoutMs: SHORT_LEASE_MS },
+      ),
+    );
+
+    expect(err.code).toBe(Code.DeadlineExceeded);
+    expect(controlCalls()).toBe(0);
+  });
+
+  it('leaves a slow holder that renews its lease alone, however long its control takes', async () => {
+    const dir = sharedDir();
+    const lease = `${SHORT_LEASE_MS}ms`;
+    const [a, b] = [pod(dir, lease), pod(dir, lease)] as [Pod, Pod];
+    const hold = await holdingReceiver();
+    await parkWithControl(a.client, receiver?.url ?? '', 'call-slow');
+    const first = a.client.publishDeferredResult({
+      toolCallId: 'call-slow',
+      result: { content: 'first' },
+    });
+    await until('the control was called', () => controlCalls() === 1);
+    const duplicate = b.client.publishDeferredResult({
+      toolCallId: 'call-slow',
+      result: { content: 'duplicate' },
+    });
+
+    // Four lease durations: without renewal the duplicate would have taken over.
+    await new Promise((resolve) => setTimeout(resolve, SHORT_LEASE_MS * 4));
+    expect(controlCalls()).toBe(1);
+    hold.release();
+
+    expect(await first).toMatchObject({ published: true });
+    expect(await duplicate).toMatchObject({ published: false, finalResult: { content: 'first' } });
+    expect(controlCalls()).toBe(1);
+  });
+
+  it('answers PARKED_CALL_NOT_FOUND for a call never parked, without waiting', async () => {
+    const { client } = pod(sharedDir());
+
+    const err = await failure(
+      client.publishDeferredResult({ toolCallId: 'never', result: { content: 'x' } }),
+    );
+
+    expect(err.code).toBe(Code.NotFound);
+    expect(err.findDetails(ErrorInfoSchema)[0]?.reason).toBe('PARKED_CALL_NOT_FOUND');
+  });
+});
