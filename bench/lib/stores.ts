@@ -88,11 +88,11 @@ function storeParams(ctx: RunContext): StoreParams {
       }
     : {
         latencyWarmup: 200,
-        latencyCalls: 1000,
-        decideWarmup: 1000,
-        decideCalls: 4000,
+        latencyCalls: 600,
+        decideWarmup: 600,
+        decideCalls: 3000,
         registerWarmup: 100,
-        registerCalls: 1000,
+        registerCalls: 800,
         stored: STORED_OPERATIONS,
       };
 }
