@@ -2,8 +2,9 @@
 # Installs the pinned toolchain of the Python and Go clients into .venv
 # (gitignored), and the Go modules of clients/go and examples/go:
 #   - a Python venv with clients/python/requirements.txt (grpcio-tools,
-#     grpcio, protobuf, googleapis-common-protos, and grpcio-status for the
-#     example runtime's error details), from PyPI;
+#     grpcio, protobuf, googleapis-common-protos, grpcio-status for the
+#     example runtime's error details, and standardwebhooks for the
+#     signed-webhooks receiver check), from PyPI;
 #   - protoc-gen-go and protoc-gen-go-grpc at the versions of
 #     clients/versions.env, from the Go module proxy, into .venv/bin.
 # Idempotent: whatever is already there at the pinned version is kept.

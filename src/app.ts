@@ -221,7 +221,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   const plugins = new OperatorPlugins({
     pluginsFile: config.pluginsFile,
     logger,
-    validation: { destinations },
+    // Signing secrets are checked against the effective environment at each load.
+    validation: { destinations, signingEnv: () => environment.current().env },
     maxHooks: config.maxHooksPerOperation,
     onReload: (snapshot) => metrics.pluginsReloaded(snapshot.generation, snapshot.hooks.ok),
   });
@@ -259,6 +260,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   const registry = new HookRegistry(store, {
     callerEnvAllowlist: new Set(config.callerEnvAllowlist),
     destinations,
+    // A named signing secret must be declared and bound to the hook's origin now.
+    signingEnv: () => environment.current().env,
     maxHooksPerOperation: config.maxHooksPerOperation,
     // Another pod may register at any moment: a cached list could miss it.
     cache: !shared,

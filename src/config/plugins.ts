@@ -200,6 +200,10 @@ export class OperatorPlugins {
       checkMatcherBudget([], hooks, 'plugins');
       return { ok: true, plugins: plugins.length, hooks: Object.freeze(hooks) };
     } catch (e: unknown) {
+      // A hook naming a signing secret while the declaration is invalid.
+      if (e instanceof AgentHooksError && e.kind === 'failed_precondition') {
+        return fail(`cannot be checked: ${e.message}`, e, { rule: e.reason });
+      }
       if (!(e instanceof InvalidArgumentError)) throw e;
       // A shape error names no rule; a registration rule's reason is its `rule`.
       const metadata: Record<string, string> = {};

@@ -55,6 +55,10 @@ export const WEBHOOK_RULE_REASON = {
   INVALID_ENV_VAR_NAME: 'INVALID_ENV_VAR_NAME',
   /** A control hook (`responseHandling: toolCall`) uses QStash delivery. */
   CONTROL_REQUIRES_FETCH: 'CONTROL_REQUIRES_FETCH',
+  /** The webhook's `signingSecret` names no secret the operator declared. */
+  UNDECLARED_SIGNING_SECRET: 'UNDECLARED_SIGNING_SECRET',
+  /** The webhook's `signingSecret` is not bound to the origin of its URL. */
+  SIGNING_SECRET_NOT_BOUND: 'SIGNING_SECRET_NOT_BOUND',
 } as const;
 
 /** One of the {@link WEBHOOK_RULE_REASON} values. */

@@ -57,6 +57,13 @@ import {
   type Resolver,
 } from './destination.js';
 import {
+  checkSigningSecret,
+  isSigningViolation,
+  newMessageId,
+  signatureHeaders,
+  signingSecrets,
+} from './signing.js';
+import {
   checkResolvedHeader,
   checkWebhookHeaders,
   checkWebhookTimeout,
@@ -122,6 +129,9 @@ const QSTASH_NO_TOKEN = `${QSTASH_TOKEN_VAR} not available`;
 
 /** Diagnostic of a QStash token that cannot be sent in a header. */
 const QSTASH_INVALID_TOKEN = `${QSTASH_TOKEN_VAR} has an invalid value`;
+
+/** Diagnostic of a delivery refused because the signing declaration is invalid. */
+const SIGNING_INVALID = 'signing secrets are invalid';
 
 /** Diagnostic of a publish that failed without an HTTP status (upstream wording). */
 const QSTASH_PUBLISH_FAILED = 'QStash publish failed';
@@ -266,6 +276,11 @@ export interface PostWebhookOptions {
    * Takes the unread body of a non-2xx response. Default {@link discardBody}.
    */
   readonly discard?: ((body: Dispatcher.ResponseData['body']) => void) | undefined;
+  /**
+   * `webhook-id` of a signed request: a fallback resend of a message keeps
+   * the message's id. Default: a new id.
+   */
+  readonly messageId?: string | undefined;
 }
 
 /** Options of a {@link DeliveryError}. */
@@ -497,6 +512,9 @@ export async function postWebhook(
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
+  const unsigned = sign(webhook, target.origin, options.env, body, headers, options.messageId);
+  if (unsigned !== undefined)
+    return extend(unsigned, { durationMs: performance.now() - startedAt });
 
   const { timeoutMs } = target;
   const deadline = requestDeadline(timeoutMs, signal);
@@ -613,7 +631,9 @@ export class WebhookSender {
   ): Promise<DeliveryResult> {
     if (webhook.delivery !== Delivery.QSTASH) return this.#fetch(webhook, payload, signal, 'fetch');
     const startedAt = performance.now();
-    const published = await this.#publish(webhook, payload, signal);
+    // One message, one id: the fallback resend carries the publish's `webhook-id`.
+    const messageId = newMessageId();
+    const published = await this.#publish(webhook, payload, signal, messageId);
     if (published.ok) return { ok: true, route: 'qstash', durationMs: published.durationMs };
     const { failure } = published;
     if (!published.fallsBack || webhook.fallback === Fallback.NONE) {
@@ -624,7 +644,7 @@ export class WebhookSender {
       httpStatus: failure.status,
       message: failure.message,
     });
-    const fallback = await this.#fetch(webhook, payload, signal, 'fallback');
+    const fallback = await this.#fetch(webhook, payload, signal, 'fallback', messageId);
     return extend(fallback, { durationMs: performance.now() - startedAt });
   }
 
@@ -653,7 +673,7 @@ export class WebhookSender {
     payload: JsonObject,
     signal?: AbortSignal,
   ): Promise<PublishResult> {
-    const published = await this.#publish(webhook, payload, signal);
+    const published = await this.#publish(webhook, payload, signal, newMessageId());
     return published.ok ? published : published.failure;
   }
 
@@ -671,6 +691,7 @@ export class WebhookSender {
     webhook: Webhook,
     payload: JsonObject | EncodedJson,
     signal: AbortSignal | undefined,
+    messageId: string,
   ): Promise<
     { ok: true; durationMs: number } | { ok: false; failure: DeliveryFailure; fallsBack: boolean }
   > {
@@ -712,21 +733,31 @@ export class WebhookSender {
     if (bypass !== undefined && bypass !== '' && isApplicationOrigin(url, env)) {
       headers[VERCEL_BYPASS_HEADER] = bypass;
     }
+    // The signature covers the exact text QStash forwards, so it is written here once;
+    // the SDK forwards the signature headers as `Upstash-Forward-webhook-*`.
+    let text: string;
+    try {
+      text = payload instanceof EncodedJson ? payload.text : JSON.stringify(payload);
+    } catch {
+      return final(deliveryFailure('configuration', startedAt, 'payload is not serializable'));
+    }
+    const unsigned = sign(webhook, url.origin, env, text, headers, messageId);
+    if (unsigned !== undefined) {
+      return final(extend(unsigned, { durationMs: performance.now() - startedAt }));
+    }
 
     const deadline = requestDeadline(timeoutMs, signal);
     const progress: PublishProgress = { written: false };
     try {
       const client = this.#qstashClient(token, deadline.signal, progress);
       const timeout = webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS;
-      // Text already written as JSON goes as it is, with the content type publishJSON sets.
-      await (payload instanceof EncodedJson
-        ? client.publish({
-            url: url.href,
-            body: payload.text,
-            headers: extend(headers, { 'Content-Type': JSON_CONTENT_TYPE }),
-            timeout,
-          })
-        : client.publishJSON({ url: url.href, body: payload, headers, timeout }));
+      // The text goes as it is, with the content type publishJSON sets.
+      await client.publish({
+        url: url.href,
+        body: text,
+        headers: extend(headers, { 'Content-Type': JSON_CONTENT_TYPE }),
+        timeout,
+      });
       return { ok: true, durationMs: performance.now() - startedAt };
     } catch (e: unknown) {
       // The caller's abort wins over the timeout, as for fetch delivery.
@@ -754,6 +785,7 @@ export class WebhookSender {
     webhook: Webhook,
     payload: JsonObject | EncodedJson,
     signal?: AbortSignal,
+    messageId?: string,
   ): Promise<WebhookResponse | DeliveryFailure> {
     let env: Readonly<Record<string, string | undefined>>;
     try {
@@ -766,6 +798,7 @@ export class WebhookSender {
       env,
       signal,
       discard: (body) => this.#discard(body),
+      messageId,
     });
   }
 
@@ -794,8 +827,9 @@ export class WebhookSender {
     payload: JsonObject | EncodedJson,
     signal: AbortSignal | undefined,
     route: 'fetch' | 'fallback',
+    messageId?: string,
   ): Promise<DeliveryResult> {
-    const response = await this.post(webhook, payload, signal);
+    const response = await this.post(webhook, payload, signal, messageId);
     if (!response.ok) return route === 'fetch' ? response : extend(response, { route });
     this.#discard(response.body);
     return {
@@ -871,6 +905,35 @@ function errorFailure(e: DeliveryError, startedAt: number): DeliveryFailure {
 
 function isSuccess(status: number): boolean {
   return status >= 200 && status <= 299;
+}
+
+/**
+ * Adds the Standard Webhooks headers to `headers` when the hook's signing
+ * rule says to sign a request to `origin` (`signing.ts`); `body` is exactly
+ * the text sent. Returns the failure of a hook whose secret is not declared
+ * or not bound, or of an invalid declaration: such a hook is never sent
+ * unsigned.
+ */
+function sign(
+  webhook: Webhook,
+  origin: string,
+  env: Readonly<Record<string, string | undefined>>,
+  body: string,
+  headers: Record<string, string>,
+  messageId: string | undefined,
+): DeliveryFailure | undefined {
+  let decision: ReturnType<typeof checkSigningSecret>;
+  try {
+    decision = checkSigningSecret(webhook, origin, signingSecrets(env));
+  } catch {
+    // The declaration is invalid; its error (never a secret) is the environment's to report.
+    return deliveryFailure('configuration', performance.now(), SIGNING_INVALID);
+  }
+  if (isSigningViolation(decision)) return violationFailure(decision, performance.now());
+  if (decision.sign) {
+    Object.assign(headers, signatureHeaders(decision.keys, messageId ?? newMessageId(), body));
+  }
+  return undefined;
 }
 
 /** Base of application-relative URLs for fetch delivery: `INTERNAL_APP_URL || APP_URL`. */

@@ -20,6 +20,7 @@ import {
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { hookTypeFromLiteral, hookTypeLiteral } from '../delivery/event-json.js';
+import { checkSigningRegistration, signingSecrets } from '../delivery/signing.js';
 import { isValidWebhookUrl } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
 import { CONTROL_HOOK_TYPES, RESERVED_HOOK_ID_PREFIX } from './validate.js';
@@ -56,6 +57,14 @@ export const ENV_VARS = {
   /** `continue` (default) or `block`; `block` requires `toolCall`. */
   ON_ERROR: 'AGENT_HOOK_WEBHOOK_ON_ERROR',
 } as const;
+
+/**
+ * agenthooks' own variable beside the five: the name of the declared
+ * signing secret that signs every environment hook (`delivery/signing.ts`),
+ * held to the registration rule. Unset: the `DEFAULT` secret signs where it
+ * is bound.
+ */
+export const ENV_SIGNING_SECRET_VAR = 'AGENT_HOOK_WEBHOOK_SIGNING_SECRET';
 
 /** `ErrorInfo.metadata` key listing the offending variable names, comma-separated. */
 export const VARIABLES_METADATA_KEY = 'variables';
@@ -143,6 +152,10 @@ export function invalidEnvironment(
 export function environmentHooks(
   env: Readonly<Record<string, string | undefined>>,
 ): EnvironmentHooks {
+  // A malformed signing declaration fails every hook resolution: no
+  // delivery can tell whether it must be signed.
+  const secrets = signingSecrets(env);
+  if (!secrets.ok) return { ok: false, error: secrets.error };
   const url = env[ENV_VARS.URL];
   if (url === undefined || url === '') return { ok: true, hooks: Object.freeze([]) };
 
@@ -196,6 +209,14 @@ export function environmentHooks(
     return invalid(MESSAGE.TOOL_CALL_REQUIRES_EVENT, [ENV_VARS.RESPONSE_HANDLING, ENV_VARS.EVENTS]);
   }
 
+  const signingSecret = env[ENV_SIGNING_SECRET_VAR] ?? '';
+  const unsigned = checkSigningRegistration({ url, signingSecret }, env);
+  if (unsigned !== undefined) {
+    return invalid(`${MESSAGE.INVALID_PREFIX}${ENV_SIGNING_SECRET_VAR}: ${unsigned.message}`, [
+      ENV_SIGNING_SECRET_VAR,
+    ]);
+  }
+
   const hooks = types.map((type) => {
     const control = mode === 'toolCall' && CONTROL_HOOK_TYPES.has(type);
     return deepFreeze(
@@ -209,6 +230,7 @@ export function environmentHooks(
           allowedEnvVars: [ENV_VARS.TOKEN],
           responseHandling: control ? ResponseHandling.TOOL_CALL : ResponseHandling.IGNORE,
           onError: control && onErrorMode === 'block' ? OnError.BLOCK : OnError.CONTINUE,
+          signingSecret,
         },
       }),
     );

@@ -185,6 +185,8 @@ export class HookRegistry {
     this.#checkStored = checkStoredHook ?? validateStoredHook;
     this.#validation = extend(validation, {
       callerEnvAllowlist: validation.callerEnvAllowlist ?? new Set(),
+      // Without a declaration, no signing secret may be named.
+      signingEnv: validation.signingEnv ?? noSigningSecrets,
     });
     this.#maxHooks = maxHooksPerOperation ?? DEFAULT_MAX_HOOKS_PER_OPERATION;
   }
@@ -400,6 +402,13 @@ export class HookRegistry {
     }
   }
 }
+
+/** The environment of a registry given no `signingEnv`: it declares no signing secret. */
+function noSigningSecrets(): Readonly<Record<string, string | undefined>> {
+  return NO_ENV;
+}
+
+const NO_ENV: Readonly<Record<string, string | undefined>> = Object.freeze({});
 
 /**
  * Returns the error of a call that would run an operation's hooks while one

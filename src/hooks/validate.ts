@@ -33,6 +33,7 @@ import {
   type Webhook,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import type { DestinationPolicy } from '../delivery/destination.js';
+import { checkSigningRegistration } from '../delivery/signing.js';
 import {
   checkControlDelivery,
   checkWebhook,
@@ -177,6 +178,13 @@ export interface ValidationOptions {
   readonly destinations?: DestinationPolicy;
   /** Size limits; a missing field takes its {@link DEFAULT_HOOK_LIMITS} value. */
   readonly limits?: Partial<HookLimits>;
+  /**
+   * Reads the effective environment that declares the signing secrets
+   * (`delivery/signing.ts`); a webhook's `signingSecret` must be declared
+   * there and bound to its origin. Absent: not checked here (delivery still
+   * checks it, and the registry passes an empty environment by default).
+   */
+  readonly signingEnv?: () => Readonly<Record<string, string | undefined>>;
 }
 
 /** Hook types that take a matcher (upstream `agentHook.ts`). */
@@ -474,6 +482,11 @@ function validateWebhook(
   const path = `${hookPath}.webhook`;
   const violation = checkWebhook(webhook, { destinations: options.destinations, limits });
   if (violation !== undefined) throw webhookRuleError(violation, path);
+  // A caller could otherwise get any body signed with another receiver's key.
+  if (options.signingEnv !== undefined) {
+    const unsigned = checkSigningRegistration(webhook, options.signingEnv());
+    if (unsigned !== undefined) throw webhookRuleError(unsigned, path);
+  }
 
   // The operator's allowlist comes after the reference rule, so a malformed
   // name is reported as such wherever it is in the list.

@@ -260,6 +260,37 @@ describe('the operator plugins file', () => {
     expect(e.metadata.rule).toMatch(/DESTINATION/);
   });
 
+  it('holds a named signing secret to the registration rule', () => {
+    const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+    const env = {
+      AGENTHOOKS_SIGNING_SECRET_REDACTOR: secret,
+      AGENTHOOKS_SIGNING_ORIGINS_REDACTOR: 'https://redactor.example',
+    };
+    const signed = (url: string, name: string) => ({
+      plugins: [{ name: 'p', hooks: [{ ...REDACT, webhook: { url, signingSecret: name } }] }],
+    });
+    const { plugins } = open(JSON.stringify(signed('https://redactor.example/r', 'REDACTOR')), {
+      validation: { signingEnv: () => env },
+    });
+    expect(plugins.hooksOrThrow()[0]?.webhook?.signingSecret).toBe('REDACTOR');
+    for (const [url, name, rule] of [
+      ['https://other.example/r', 'REDACTOR', 'SIGNING_SECRET_NOT_BOUND'],
+      ['https://redactor.example/r', 'NOPE', 'UNDECLARED_SIGNING_SECRET'],
+    ] as const) {
+      const e = invalid(signed(url, name), { validation: { signingEnv: () => env } });
+      expect(e.metadata).toMatchObject({
+        field: 'plugins[0].hooks[0].webhook.signingSecret',
+        rule,
+      });
+    }
+    // A malformed declaration makes the file invalid, never quoting the secret.
+    const e = invalid(signed('https://redactor.example/r', 'REDACTOR'), {
+      validation: { signingEnv: () => ({ AGENTHOOKS_SIGNING_SECRET_REDACTOR: secret }) },
+    });
+    expect(e.metadata.rule).toBe('INVALID_ENVIRONMENT');
+    expect(e.message).not.toContain(secret.slice(6));
+  });
+
   it('lets header templates name any variable, as environment hooks may', () => {
     const hook = {
       ...REDACT,

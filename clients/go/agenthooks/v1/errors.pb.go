@@ -308,6 +308,16 @@ const (
 	// broken rule `rule` and `field`, such as `plugins[0].hooks[1].webhook.url`).
 	// The previous, valid plugins are never kept in its place.
 	ErrorReason_INVALID_PLUGINS ErrorReason = 93
+	// INVALID_ARGUMENT: a webhook's `signingSecret` names no secret the
+	// operator declared (`AGENTHOOKS_SIGNING_SECRET_<NAME>`). At delivery the
+	// same rule makes the hook's delivery a `configuration` failure that
+	// follows its `onError`; it is never sent unsigned.
+	ErrorReason_UNDECLARED_SIGNING_SECRET ErrorReason = 94
+	// INVALID_ARGUMENT: a webhook's `signingSecret` names a declared secret
+	// whose bound origins (`AGENTHOOKS_SIGNING_ORIGINS_<NAME>`) do not include
+	// the webhook URL's origin, or the URL is relative and its base is unknown.
+	// At delivery, a `configuration` failure as for UNDECLARED_SIGNING_SECRET.
+	ErrorReason_SIGNING_SECRET_NOT_BOUND ErrorReason = 95
 )
 
 // Enum value maps for ErrorReason.
@@ -407,6 +417,8 @@ var (
 		91: "MODIFY_CONTEXT_INVALID",
 		92: "MODIFY_POINT_REQUIRED",
 		93: "INVALID_PLUGINS",
+		94: "UNDECLARED_SIGNING_SECRET",
+		95: "SIGNING_SECRET_NOT_BOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -503,6 +515,8 @@ var (
 		"MODIFY_CONTEXT_INVALID":            91,
 		"MODIFY_POINT_REQUIRED":             92,
 		"INVALID_PLUGINS":                   93,
+		"UNDECLARED_SIGNING_SECRET":         94,
+		"SIGNING_SECRET_NOT_BOUND":          95,
 	}
 )
 
@@ -537,7 +551,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xca\x12\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x87\x13\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -634,7 +648,9 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x14PLUGIN_NAME_TOO_LONG\x10Z\x12\x1a\n" +
 	"\x16MODIFY_CONTEXT_INVALID\x10[\x12\x19\n" +
 	"\x15MODIFY_POINT_REQUIRED\x10\\\x12\x13\n" +
-	"\x0fINVALID_PLUGINS\x10]B\xa9\x01\n" +
+	"\x0fINVALID_PLUGINS\x10]\x12\x1d\n" +
+	"\x19UNDECLARED_SIGNING_SECRET\x10^\x12\x1c\n" +
+	"\x18SIGNING_SECRET_NOT_BOUND\x10_B\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

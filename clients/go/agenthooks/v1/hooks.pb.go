@@ -553,7 +553,17 @@ type Webhook struct {
 	// What is done with the response. Default `ignore`.
 	ResponseHandling ResponseHandling `protobuf:"varint,9,opt,name=response_handling,json=responseHandling,proto3,enum=agenthooks.v1.ResponseHandling" json:"response_handling,omitempty"`
 	// What a control's failure does. Default `continue`.
-	OnError       OnError `protobuf:"varint,10,opt,name=on_error,json=onError,proto3,enum=agenthooks.v1.OnError" json:"on_error,omitempty"`
+	OnError OnError `protobuf:"varint,10,opt,name=on_error,json=onError,proto3,enum=agenthooks.v1.OnError" json:"on_error,omitempty"`
+	// Name of an operator-declared signing secret that signs every request of
+	// this webhook in the Standard Webhooks format (`webhook-id`,
+	// `webhook-timestamp`, `webhook-signature` headers). The name is stored,
+	// never the secret. Registration refuses a name the operator did not
+	// declare (`UNDECLARED_SIGNING_SECRET`) or whose secret is not bound to the
+	// URL's origin (`SIGNING_SECRET_NOT_BOUND`); delivery checks the rule again
+	// against the current declaration and fails (following `on_error`) rather
+	// than send unsigned. Empty (the default): signed with the operator's
+	// `DEFAULT` secret when it is bound to the URL's origin, else unsigned.
+	SigningSecret string `protobuf:"bytes,11,opt,name=signing_secret,json=signingSecret,proto3" json:"signing_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -658,6 +668,13 @@ func (x *Webhook) GetOnError() OnError {
 	return OnError_ON_ERROR_UNSPECIFIED
 }
 
+func (x *Webhook) GetSigningSecret() string {
+	if x != nil {
+		return x.SigningSecret
+	}
+	return ""
+}
+
 var File_agenthooks_v1_hooks_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_hooks_proto_rawDesc = "" +
@@ -674,7 +691,7 @@ const file_agenthooks_v1_hooks_proto_rawDesc = "" +
 	"\n" +
 	"\b_matcher\"#\n" +
 	"\vEventFields\x12\x14\n" +
-	"\x05names\x18\x01 \x03(\tR\x05names\"\xc2\x04\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\"\xe9\x04\n" +
 	"\aWebhook\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x123\n" +
 	"\bdelivery\x18\x02 \x01(\x0e2\x17.agenthooks.v1.DeliveryR\bdelivery\x123\n" +
@@ -686,7 +703,8 @@ const file_agenthooks_v1_hooks_proto_rawDesc = "" +
 	"\fevent_fields\x18\b \x01(\v2\x1a.agenthooks.v1.EventFieldsR\veventFields\x12L\n" +
 	"\x11response_handling\x18\t \x01(\x0e2\x1f.agenthooks.v1.ResponseHandlingR\x10responseHandling\x121\n" +
 	"\bon_error\x18\n" +
-	" \x01(\x0e2\x16.agenthooks.v1.OnErrorR\aonError\x1a:\n" +
+	" \x01(\x0e2\x16.agenthooks.v1.OnErrorR\aonError\x12%\n" +
+	"\x0esigning_secret\x18\v \x01(\tR\rsigningSecret\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\n" +

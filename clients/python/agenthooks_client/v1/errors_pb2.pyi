@@ -100,6 +100,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MODIFY_CONTEXT_INVALID: _ClassVar[ErrorReason]
     MODIFY_POINT_REQUIRED: _ClassVar[ErrorReason]
     INVALID_PLUGINS: _ClassVar[ErrorReason]
+    UNDECLARED_SIGNING_SECRET: _ClassVar[ErrorReason]
+    SIGNING_SECRET_NOT_BOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -194,3 +196,5 @@ PLUGIN_NAME_TOO_LONG: ErrorReason
 MODIFY_CONTEXT_INVALID: ErrorReason
 MODIFY_POINT_REQUIRED: ErrorReason
 INVALID_PLUGINS: ErrorReason
+UNDECLARED_SIGNING_SECRET: ErrorReason
+SIGNING_SECRET_NOT_BOUND: ErrorReason

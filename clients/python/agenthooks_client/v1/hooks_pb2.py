@@ -26,7 +26,7 @@ from agenthooks_client.v1 import events_pb2 as agenthooks_dot_v1_dot_events__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61genthooks/v1/hooks.proto\x12\ragenthooks.v1\x1a\x1a\x61genthooks/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd0\x01\n\x04Hook\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x04type\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.HookType\x12\x14\n\x07matcher\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07handler\x18\x04 \x01(\x08\x12\'\n\x07webhook\x18\x05 \x01(\x0b\x32\x16.agenthooks.v1.Webhook\x12)\n\x05point\x18\x06 \x01(\x0e\x32\x1a.agenthooks.v1.ModifyPoint\x12\x0e\n\x06plugin\x18\x07 \x01(\tB\n\n\x08_matcher\"\x1c\n\x0b\x45ventFields\x12\r\n\x05names\x18\x01 \x03(\t\"\xcd\x03\n\x07Webhook\x12\x0b\n\x03url\x18\x01 \x01(\t\x12)\n\x08\x64\x65livery\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.Delivery\x12)\n\x08\x66\x61llback\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.Fallback\x12\x14\n\x07timeout\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x34\n\x07headers\x18\x05 \x03(\x0b\x32#.agenthooks.v1.Webhook.HeadersEntry\x12\x18\n\x10\x61llowed_env_vars\x18\x06 \x03(\t\x12%\n\x04\x62ody\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0c\x65vent_fields\x18\x08 \x01(\x0b\x32\x1a.agenthooks.v1.EventFields\x12:\n\x11response_handling\x18\t \x01(\x0e\x32\x1f.agenthooks.v1.ResponseHandling\x12(\n\x08on_error\x18\n \x01(\x0e\x32\x16.agenthooks.v1.OnError\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_timeout*\xf6\x03\n\x0bModifyPoint\x12\x1c\n\x18MODIFY_POINT_UNSPECIFIED\x10\x00\x12#\n\x1fMODIFY_POINT_BEFORE_AGENT_START\x10\x01\x12!\n\x1dMODIFY_POINT_BEFORE_TOOL_CALL\x10\x02\x12 \n\x1cMODIFY_POINT_AFTER_TOOL_CALL\x10\x03\x12\"\n\x1eMODIFY_POINT_PREPARE_NEXT_TURN\x10\x04\x12\"\n\x1eMODIFY_POINT_TRANSFORM_CONTEXT\x10\x05\x12(\n$MODIFY_POINT_BEFORE_PROVIDER_REQUEST\x10\x06\x12(\n$MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD\x10\x07\x12(\n$MODIFY_POINT_AFTER_PROVIDER_RESPONSE\x10\x08\x12\'\n#MODIFY_POINT_SHOULD_STOP_AFTER_TURN\x10\t\x12&\n\"MODIFY_POINT_GET_STEERING_MESSAGES\x10\n\x12\'\n#MODIFY_POINT_GET_FOLLOW_UP_MESSAGES\x10\x0b\x12\x1f\n\x1bMODIFY_POINT_BEFORE_COMPACT\x10\x0c*M\n\x08\x44\x65livery\x12\x18\n\x14\x44\x45LIVERY_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45LIVERY_FETCH\x10\x01\x12\x13\n\x0f\x44\x45LIVERY_QSTASH\x10\x02*K\n\x08\x46\x61llback\x12\x18\n\x14\x46\x41LLBACK_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x46\x41LLBACK_FETCH\x10\x01\x12\x11\n\rFALLBACK_NONE\x10\x02*t\n\x10ResponseHandling\x12!\n\x1dRESPONSE_HANDLING_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESPONSE_HANDLING_IGNORE\x10\x01\x12\x1f\n\x1bRESPONSE_HANDLING_TOOL_CALL\x10\x02*N\n\x07OnError\x12\x18\n\x14ON_ERROR_UNSPECIFIED\x10\x00\x12\x15\n\x11ON_ERROR_CONTINUE\x10\x01\x12\x12\n\x0eON_ERROR_BLOCK\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19\x61genthooks/v1/hooks.proto\x12\ragenthooks.v1\x1a\x1a\x61genthooks/v1/events.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xd0\x01\n\x04Hook\x12\n\n\x02id\x18\x01 \x01(\t\x12%\n\x04type\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.HookType\x12\x14\n\x07matcher\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07handler\x18\x04 \x01(\x08\x12\'\n\x07webhook\x18\x05 \x01(\x0b\x32\x16.agenthooks.v1.Webhook\x12)\n\x05point\x18\x06 \x01(\x0e\x32\x1a.agenthooks.v1.ModifyPoint\x12\x0e\n\x06plugin\x18\x07 \x01(\tB\n\n\x08_matcher\"\x1c\n\x0b\x45ventFields\x12\r\n\x05names\x18\x01 \x03(\t\"\xe5\x03\n\x07Webhook\x12\x0b\n\x03url\x18\x01 \x01(\t\x12)\n\x08\x64\x65livery\x18\x02 \x01(\x0e\x32\x17.agenthooks.v1.Delivery\x12)\n\x08\x66\x61llback\x18\x03 \x01(\x0e\x32\x17.agenthooks.v1.Fallback\x12\x14\n\x07timeout\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x34\n\x07headers\x18\x05 \x03(\x0b\x32#.agenthooks.v1.Webhook.HeadersEntry\x12\x18\n\x10\x61llowed_env_vars\x18\x06 \x03(\t\x12%\n\x04\x62ody\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x30\n\x0c\x65vent_fields\x18\x08 \x01(\x0b\x32\x1a.agenthooks.v1.EventFields\x12:\n\x11response_handling\x18\t \x01(\x0e\x32\x1f.agenthooks.v1.ResponseHandling\x12(\n\x08on_error\x18\n \x01(\x0e\x32\x16.agenthooks.v1.OnError\x12\x16\n\x0esigning_secret\x18\x0b \x01(\t\x1a.\n\x0cHeadersEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_timeout*\xf6\x03\n\x0bModifyPoint\x12\x1c\n\x18MODIFY_POINT_UNSPECIFIED\x10\x00\x12#\n\x1fMODIFY_POINT_BEFORE_AGENT_START\x10\x01\x12!\n\x1dMODIFY_POINT_BEFORE_TOOL_CALL\x10\x02\x12 \n\x1cMODIFY_POINT_AFTER_TOOL_CALL\x10\x03\x12\"\n\x1eMODIFY_POINT_PREPARE_NEXT_TURN\x10\x04\x12\"\n\x1eMODIFY_POINT_TRANSFORM_CONTEXT\x10\x05\x12(\n$MODIFY_POINT_BEFORE_PROVIDER_REQUEST\x10\x06\x12(\n$MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD\x10\x07\x12(\n$MODIFY_POINT_AFTER_PROVIDER_RESPONSE\x10\x08\x12\'\n#MODIFY_POINT_SHOULD_STOP_AFTER_TURN\x10\t\x12&\n\"MODIFY_POINT_GET_STEERING_MESSAGES\x10\n\x12\'\n#MODIFY_POINT_GET_FOLLOW_UP_MESSAGES\x10\x0b\x12\x1f\n\x1bMODIFY_POINT_BEFORE_COMPACT\x10\x0c*M\n\x08\x44\x65livery\x12\x18\n\x14\x44\x45LIVERY_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x45LIVERY_FETCH\x10\x01\x12\x13\n\x0f\x44\x45LIVERY_QSTASH\x10\x02*K\n\x08\x46\x61llback\x12\x18\n\x14\x46\x41LLBACK_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x46\x41LLBACK_FETCH\x10\x01\x12\x11\n\rFALLBACK_NONE\x10\x02*t\n\x10ResponseHandling\x12!\n\x1dRESPONSE_HANDLING_UNSPECIFIED\x10\x00\x12\x1c\n\x18RESPONSE_HANDLING_IGNORE\x10\x01\x12\x1f\n\x1bRESPONSE_HANDLING_TOOL_CALL\x10\x02*N\n\x07OnError\x12\x18\n\x14ON_ERROR_UNSPECIFIED\x10\x00\x12\x15\n\x11ON_ERROR_CONTINUE\x10\x01\x12\x12\n\x0eON_ERROR_BLOCK\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,22 +35,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_WEBHOOK_HEADERSENTRY']._loaded_options = None
   _globals['_WEBHOOK_HEADERSENTRY']._serialized_options = b'8\001'
-  _globals['_MODIFYPOINT']._serialized_start=808
-  _globals['_MODIFYPOINT']._serialized_end=1310
-  _globals['_DELIVERY']._serialized_start=1312
-  _globals['_DELIVERY']._serialized_end=1389
-  _globals['_FALLBACK']._serialized_start=1391
-  _globals['_FALLBACK']._serialized_end=1466
-  _globals['_RESPONSEHANDLING']._serialized_start=1468
-  _globals['_RESPONSEHANDLING']._serialized_end=1584
-  _globals['_ONERROR']._serialized_start=1586
-  _globals['_ONERROR']._serialized_end=1664
+  _globals['_MODIFYPOINT']._serialized_start=832
+  _globals['_MODIFYPOINT']._serialized_end=1334
+  _globals['_DELIVERY']._serialized_start=1336
+  _globals['_DELIVERY']._serialized_end=1413
+  _globals['_FALLBACK']._serialized_start=1415
+  _globals['_FALLBACK']._serialized_end=1490
+  _globals['_RESPONSEHANDLING']._serialized_start=1492
+  _globals['_RESPONSEHANDLING']._serialized_end=1608
+  _globals['_ONERROR']._serialized_start=1610
+  _globals['_ONERROR']._serialized_end=1688
   _globals['_HOOK']._serialized_start=103
   _globals['_HOOK']._serialized_end=311
   _globals['_EVENTFIELDS']._serialized_start=313
   _globals['_EVENTFIELDS']._serialized_end=341
   _globals['_WEBHOOK']._serialized_start=344
-  _globals['_WEBHOOK']._serialized_end=805
-  _globals['_WEBHOOK_HEADERSENTRY']._serialized_start=747
-  _globals['_WEBHOOK_HEADERSENTRY']._serialized_end=793
+  _globals['_WEBHOOK']._serialized_end=829
+  _globals['_WEBHOOK_HEADERSENTRY']._serialized_start=771
+  _globals['_WEBHOOK_HEADERSENTRY']._serialized_end=817
 # @@protoc_insertion_point(module_scope)

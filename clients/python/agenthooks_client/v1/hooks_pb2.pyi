@@ -99,7 +99,7 @@ class EventFields(_message.Message):
     def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Webhook(_message.Message):
-    __slots__ = ("url", "delivery", "fallback", "timeout", "headers", "allowed_env_vars", "body", "event_fields", "response_handling", "on_error")
+    __slots__ = ("url", "delivery", "fallback", "timeout", "headers", "allowed_env_vars", "body", "event_fields", "response_handling", "on_error", "signing_secret")
     class HeadersEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +117,7 @@ class Webhook(_message.Message):
     EVENT_FIELDS_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_HANDLING_FIELD_NUMBER: _ClassVar[int]
     ON_ERROR_FIELD_NUMBER: _ClassVar[int]
+    SIGNING_SECRET_FIELD_NUMBER: _ClassVar[int]
     url: str
     delivery: Delivery
     fallback: Fallback
@@ -127,4 +128,5 @@ class Webhook(_message.Message):
     event_fields: EventFields
     response_handling: ResponseHandling
     on_error: OnError
-    def __init__(self, url: _Optional[str] = ..., delivery: _Optional[_Union[Delivery, str]] = ..., fallback: _Optional[_Union[Fallback, str]] = ..., timeout: _Optional[float] = ..., headers: _Optional[_Mapping[str, str]] = ..., allowed_env_vars: _Optional[_Iterable[str]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event_fields: _Optional[_Union[EventFields, _Mapping]] = ..., response_handling: _Optional[_Union[ResponseHandling, str]] = ..., on_error: _Optional[_Union[OnError, str]] = ...) -> None: ...
+    signing_secret: str
+    def __init__(self, url: _Optional[str] = ..., delivery: _Optional[_Union[Delivery, str]] = ..., fallback: _Optional[_Union[Fallback, str]] = ..., timeout: _Optional[float] = ..., headers: _Optional[_Mapping[str, str]] = ..., allowed_env_vars: _Optional[_Iterable[str]] = ..., body: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., event_fields: _Optional[_Union[EventFields, _Mapping]] = ..., response_handling: _Optional[_Union[ResponseHandling, str]] = ..., on_error: _Optional[_Union[OnError, str]] = ..., signing_secret: _Optional[str] = ...) -> None: ...
