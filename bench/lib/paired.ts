@@ -249,7 +249,8 @@ function streamBinary(): Uint8Array {
   return Buffer.concat(parts);
 }
 
-const metric = (
+/** A metric definition, in one line. */
+export const metric = (
   key: string,
   label: string,
   unit: string,

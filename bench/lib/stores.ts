@@ -38,8 +38,9 @@ import { type PostgresCluster, startPostgresCluster } from '../../test/users/pos
 import { createClient, unaryMethod, waitForReady } from './grpc-codec.js';
 import { type Call, measureLatency, measureThroughput } from './load.js';
 import { controlHook, decideRequest, fixedId, ID_DIGITS, withToolCallId } from './messages.js';
+import { metric } from './paired.js';
 import { cpuMsOf } from './processes.js';
-import type { MetricDef, RunContext, Scenario, ScenarioResult } from './scenarios.js';
+import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
 
 /** The two stores, in the order a round runs them. */
 const STORES = ['sqlite', 'postgres'] as const;
@@ -187,14 +188,6 @@ function registerNew(client: grpc.Client, prefix: string, hooks: Hook[]): Call {
     if (response.hookCount !== hooks.length) throw new Error(`hook count ${response.hookCount}`);
   };
 }
-
-const metric = (
-  key: string,
-  label: string,
-  unit: string,
-  better: 'lower' | 'higher',
-  digits: number,
-): MetricDef => ({ key, label, unit, better, digits });
 
 /**
  * What the store rows share across the rounds of one bench run: one private

@@ -16,6 +16,7 @@ import { extend } from '../extend.js';
 import {
   type NewParkedCall,
   type ParkedCallRecord,
+  type PublicationClaim,
   toolCallContextUnavailableError,
 } from './store.js';
 
@@ -156,6 +157,30 @@ export function assertLease(holder: string, leaseMs: number): void {
   if (!Number.isSafeInteger(leaseMs) || leaseMs <= 0) {
     throw new RangeError(`leaseMs must be a positive integer, got ${leaseMs}`);
   }
+}
+
+/**
+ * Reads the row a claim found, `claimed` (the caller holds the lease now)
+ * or `published`, into its answer. A row that does not decode fails the
+ * claim, and a lease just taken on it is given back first (`release`): a
+ * record nobody can publish keeps no lease.
+ *
+ * @throws AgentHooksError TOOL_CALL_CONTEXT_UNAVAILABLE, from {@link fromParkedCallRow}.
+ */
+export async function claimAnswer(
+  state: 'claimed' | 'published',
+  row: ParkedCallRow,
+  release: () => Promise<void>,
+): Promise<PublicationClaim> {
+  let record: ParkedCallRecord;
+  try {
+    record = fromParkedCallRow(row);
+  } catch (e: unknown) {
+    if (state === 'claimed') await release();
+    throw e;
+  }
+  if (state === 'claimed') return { state: 'claimed', record };
+  return { state: 'published', finalResult: record.finalResult as ToolResult };
 }
 
 function decodeChain(text: string): string[] {

@@ -37,6 +37,7 @@ import { fromHookRow, type StoredHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
   assertLease,
+  claimAnswer,
   decodeResult,
   encodeResult,
   fromParkedCallRow,
@@ -562,16 +563,9 @@ class PostgresStoreImpl implements PostgresStore {
     });
     if (outcome === undefined) return undefined;
     if (outcome.state === 'held') return outcome;
-    let record: ParkedCallRecord;
-    try {
-      record = fromParkedCallRow(outcome.row);
-    } catch (e: unknown) {
-      // A record nobody can publish keeps no lease.
-      if (outcome.state === 'claimed') await this.releasePublication(toolCallId, holder);
-      throw e;
-    }
-    if (outcome.state === 'claimed') return { state: 'claimed', record };
-    return { state: 'published', finalResult: record.finalResult as ToolResult };
+    return claimAnswer(outcome.state, outcome.row, () =>
+      this.releasePublication(toolCallId, holder),
+    );
   }
 
   async renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {

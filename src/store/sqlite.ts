@@ -50,6 +50,7 @@ import { fromHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
   assertLease,
+  claimAnswer,
   decodeResult,
   encodeResult,
   fromParkedCallRow,
@@ -413,16 +414,9 @@ class SqliteStoreImpl implements SqliteStore {
       const expiresInMs = Math.max(0, outcome.expiresAt - Date.now());
       return { state: 'held', holder: outcome.holder, expiresInMs };
     }
-    let record: ParkedCallRecord;
-    try {
-      record = fromParkedCallRow(outcome.row);
-    } catch (e: unknown) {
-      // A record nobody can publish keeps no lease.
-      if (outcome.state === 'claimed') await this.releasePublication(toolCallId, holder);
-      throw e;
-    }
-    if (outcome.state === 'claimed') return { state: 'claimed', record };
-    return { state: 'published', finalResult: record.finalResult as ToolResult };
+    return claimAnswer(outcome.state, outcome.row, () =>
+      this.releasePublication(toolCallId, holder),
+    );
   }
 
   async renewPublication(toolCallId: string, holder: string, leaseMs: number): Promise<boolean> {
