@@ -248,6 +248,10 @@ export class HookRegistry {
       return await this.#store.appendHooks(operationId, parentOperationId || undefined, hooks, {
         maxConfigBytes: MAX_OPERATION_CONFIG_BYTES,
         maxHooks: this.#maxHooks,
+        // Only a batch that adds a matcher can pass the budget.
+        checkMatchers: hooks.some((h) => h.matcher !== undefined)
+          ? (storedMatchers) => checkMatcherCosts(storedMatchers, hooks)
+          : undefined,
       });
     } finally {
       this.#forget(operationId);
@@ -450,10 +454,27 @@ export function checkMatcherBudget(
   adding: readonly Hook[],
   field = 'hooks',
 ): void {
+  const storedMatchers: string[] = [];
+  for (const hook of stored) if (hook.matcher !== undefined) storedMatchers.push(hook.matcher);
+  checkMatcherCosts(storedMatchers, adding, field);
+}
+
+/**
+ * {@link checkMatcherBudget} on the stored hooks' matchers alone, as the
+ * store reads them under the operation's lock.
+ *
+ * @throws InvalidArgumentError `MATCHER_BUDGET_EXCEEDED`.
+ */
+export function checkMatcherCosts(
+  storedMatchers: readonly string[],
+  adding: readonly Hook[],
+  field = 'hooks',
+): void {
   const costs = new Map<string, number>();
-  for (const hook of [...stored, ...adding]) {
-    const matcher = hook.matcher;
-    if (matcher === undefined || costs.has(matcher)) continue;
+  const matchers = [...storedMatchers];
+  for (const hook of adding) if (hook.matcher !== undefined) matchers.push(hook.matcher);
+  for (const matcher of matchers) {
+    if (costs.has(matcher)) continue;
     let cost: number;
     try {
       cost = matcherCost(matcher);

@@ -315,7 +315,7 @@ class PostgresStoreImpl implements PostgresStore {
     const rows = hooks.map(toHookRow);
     const parentId =
       parentOperationId === undefined || parentOperationId === '' ? null : parentOperationId;
-    const { maxConfigBytes, maxHooks } = options;
+    const { maxConfigBytes, maxHooks, checkMatchers } = options;
     const now = Date.now();
     return this.#transaction('appendHooks', 'append hooks', async (db) => {
       // The upsert locks the operation row until the commit: every other
@@ -344,6 +344,14 @@ class PostgresStoreImpl implements PostgresStore {
       const existing = counted[0] ?? { count: 0, last: 0, bytes: 0 };
       if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
         throw tooManyHooksError(maxHooks, existing.count, rows.length);
+      }
+      if (checkMatchers !== undefined) {
+        const { rows: matchers } = await db.query<{ matcher: string }>(
+          `SELECT DISTINCT config::jsonb ->> 'matcher' AS matcher FROM agenthooks_hooks
+           WHERE operation_id = $1 AND config::jsonb ->> 'matcher' IS NOT NULL`,
+          [operationId],
+        );
+        checkMatchers(matchers.map((r) => r.matcher));
       }
       if (maxConfigBytes !== undefined) {
         const adding = rows.reduce((sum, row) => sum + Buffer.byteLength(row.config, 'utf8'), 0);

@@ -327,6 +327,10 @@ export class SqliteConnection {
     const countHooks = db.prepare<[string], { count: number; last: number }>(
       'SELECT count(*) AS count, coalesce(max(seq), 0) AS last FROM hooks WHERE operation_id = ?',
     );
+    const storedMatchers = db.prepare<[string], { matcher: string }>(
+      `SELECT DISTINCT json_extract(config, '$.matcher') AS matcher FROM hooks
+       WHERE operation_id = ? AND json_extract(config, '$.matcher') IS NOT NULL`,
+    );
     // Bytes, not characters: a TEXT value's length() counts characters.
     const configBytes = db.prepare<[string], { bytes: number }>(
       'SELECT coalesce(sum(length(CAST(config AS BLOB))), 0) AS bytes FROM hooks WHERE operation_id = ?',
@@ -446,7 +450,7 @@ export class SqliteConnection {
         now: number,
         limits: AppendHooksOptions,
       ) => {
-        const { maxConfigBytes, maxHooks } = limits;
+        const { maxConfigBytes, maxHooks, checkMatchers } = limits;
         if (selectStatus.get(operationId)?.status === 'expired') {
           throw operationExpiredError(operationId);
         }
@@ -464,6 +468,7 @@ export class SqliteConnection {
         if (maxHooks !== undefined && existing.count + rows.length > maxHooks) {
           throw tooManyHooksError(maxHooks, existing.count, rows.length);
         }
+        checkMatchers?.(storedMatchers.all(operationId).map((r) => r.matcher));
         let seq = existing.last;
         for (const row of rows) {
           seq += 1;

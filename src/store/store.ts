@@ -208,6 +208,13 @@ export interface AppendHooksOptions {
    * stored count, but are never refused on their own.
    */
   readonly maxHooks?: number;
+  /**
+   * Checks the distinct matchers of the operation's stored hooks, read in
+   * the append's own transaction under the same lock as `maxHooks` (so a
+   * limit on them holds across processes too); throwing refuses the append,
+   * and nothing is written. Absent: the matchers are not read.
+   */
+  readonly checkMatchers?: (stored: readonly string[]) => void;
 }
 
 /** Reason of an append after which an operation would have more hooks than allowed. */

@@ -103,6 +103,31 @@ describe('matcher cost limits', () => {
     expect(matcherCacheBytes()).toBeLessThanOrEqual(MATCHER_CACHE_BYTES);
   });
 
+  it('keeps the budget when two registries on one file register at once (two processes)', async () => {
+    const store = openTempStore();
+    // Two registries: each checks the budget against what it read, then the
+    // store checks it again under the append's lock, as on two pods.
+    const a = new HookRegistry(store);
+    const b = new HookRegistry(store);
+    const fit = Math.floor(MATCHER_BUDGET_PER_OPERATION / matcherCost(costliest(0)));
+    const batch = (from: number, count: number) =>
+      toolHooks(Array.from({ length: count }, (_, i) => costliest(from + i)));
+    // Each batch fits alone on the empty operation; both together do not.
+    const half = Math.ceil((fit + 1) / 2);
+    const results = await Promise.allSettled([
+      a.register('race-op', undefined, batch(0, half)),
+      b.register('race-op', undefined, batch(100, half)),
+    ]);
+    const refused = results.filter((r) => r.status === 'rejected');
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(refused).toHaveLength(1);
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({
+      reason: 'MATCHER_BUDGET_EXCEEDED',
+      field: 'hooks',
+    });
+    expect((await store.listHooks('race-op')).hooks).toHaveLength(half);
+  });
+
   it('refuses matchers past the operation budget, and counts a matcher shared by hooks once', async () => {
     const registry = new HookRegistry(openTempStore());
     let accepted = 0;

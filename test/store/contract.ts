@@ -8,7 +8,7 @@ import { create, equals, toBinary, toJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { HookType, ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { AgentHooksError } from '../../src/errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../../src/errors.js';
 import type { HookStore, ParkStore, RetentionStore, UserStore } from '../../src/store/store.js';
 import { controlHook, parkedCall, toolResult, webhookHook } from './helpers.js';
 
@@ -141,6 +141,54 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         expect(
           await store.appendHooks('op-1', undefined, [webhookHook('c')], { maxHooks: 3 }),
         ).toBe(3);
+      });
+
+      it('hands the stored matchers to checkMatchers in the append, which may refuse it whole', async () => {
+        const store = await backend.open();
+        const matching = (id: string, matcher: string) =>
+          create(HookSchema, {
+            id,
+            type: HookType.BEFORE_TOOL_CALL,
+            matcher,
+            webhook: { url: 'https://hooks.example.com/x' },
+          });
+        await store.appendHooks('op-1', undefined, [
+          matching('a', 'fs__.*'),
+          matching('b', 'fs__.*'),
+          matching('c', 'web__fetch'),
+          webhookHook('d'),
+        ]);
+        const seen: string[][] = [];
+        await store.appendHooks('op-1', undefined, [webhookHook('e')], {
+          checkMatchers: (stored) => {
+            seen.push([...stored].sort());
+          },
+        });
+        expect(seen).toEqual([['fs__.*', 'web__fetch']]);
+
+        const refusal = new InvalidArgumentError('hooks', 'MATCHER_BUDGET_EXCEEDED', 'over budget');
+        const error = await rejectionOf(
+          store.appendHooks('op-1', undefined, [matching('f', 'x'), webhookHook('g')], {
+            checkMatchers: () => {
+              throw refusal;
+            },
+          }),
+        );
+        expect(error).toBe(refusal);
+        expect((await store.listHooks('op-1')).hooks.map((h) => h.id)).toEqual([
+          'a',
+          'b',
+          'c',
+          'd',
+          'e',
+        ]);
+        const unknown: string[][] = [];
+        await store.appendHooks('op-new', undefined, [webhookHook('h')], {
+          checkMatchers: (stored) => {
+            unknown.push([...stored]);
+          },
+        });
+        expect(unknown).toEqual([[]]);
       });
 
       it('refuses an append over the config-bytes limit, stores nothing of it, and counts stored hooks', async () => {
