@@ -24,6 +24,9 @@ export const INVALID_FLAG = 'INVALID_FLAG';
 /** The variable that may hold a `--users-postgres-url` with its password. */
 const USERS_URL_VAR = 'AGENTHOOKS_USERS_POSTGRES_URL';
 
+/** Shortest `--publication-lease`: 100 ms (tests use a few hundred; deployments seconds). */
+const MIN_PUBLICATION_LEASE_MS = 100;
+
 /** Schemes of a `--users-postgres-url`. */
 const POSTGRES_PROTOCOLS = new Set(['postgres:', 'postgresql:']);
 
@@ -688,6 +691,15 @@ export function parseServeConfig(
     'tombstone-retention',
   );
   const publicationLeaseMs = parseDuration(one('publication-lease') as string, 'publication-lease');
+  if (publicationLeaseMs < MIN_PUBLICATION_LEASE_MS) {
+    // Renewed every third of it: a shorter lease is a store write every few
+    // milliseconds per publication, and live holders taken over on a GC pause.
+    throw new InvalidArgumentError(
+      'publication-lease',
+      INVALID_FLAG,
+      `--publication-lease must be at least ${MIN_PUBLICATION_LEASE_MS}ms`,
+    );
+  }
   const qstashUrl = one('qstash-url') as string;
   if (!hasProtocol(qstashUrl, HTTP_PROTOCOLS)) {
     throw new InvalidArgumentError(

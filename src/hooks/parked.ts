@@ -8,6 +8,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { create } from '@bufbuild/protobuf';
 import {
@@ -126,14 +127,27 @@ export const PUBLICATION_CANCELLED_REASON = 'CANCELLED';
  */
 const PUBLISHERS_HERE = new Set<string>();
 
+/**
+ * This process's PID namespace, as the inode number `/proc/self/ns/pid`
+ * links to; empty where it cannot be read (not Linux), which turns off the
+ * same-host takeover.
+ */
+function pidNamespace(): string {
+  try {
+    return /\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? '';
+  } catch {
+    return '';
+  }
+}
+
 /** Options of a {@link DeferredPublisher}. */
 export interface PublisherOptions {
   /**
    * Names this process in the leases it takes (with a sequence number per
    * publication); logs and the store show it. Default
-   * `<hostname>/<pid>/<8 random hex digits>`, which also lets a process
-   * recognise the lease of a dead process of its own host (see
-   * {@link DeferredPublisher}).
+   * `<hostname>:<PID namespace>/<pid>/<8 random hex digits>`, which also
+   * lets a process recognise the lease of a dead process of its own host and
+   * PID namespace (see {@link DeferredPublisher}).
    */
   readonly holderId?: string;
   /**
@@ -155,11 +169,13 @@ export interface PublisherOptions {
  * holder died mid-publication). Within this process, duplicates wait on the
  * publication in progress; across processes they look at the store, each
  * pause twice the last (from 10 ms up to 250 ms, never past the lease's
- * expiry). A lease whose holder was a process of this host that is gone (a
- * restarted sidecar, or a container restarted in the same pod, whose
- * hostname stays) is taken over at once rather than when it lapses: its
- * process id is not running, or is this process's own under another
- * instance id. The store's conditional write of the placeholder still
+ * expiry). A lease whose holder was a process of this host and PID namespace
+ * that is gone (a sidecar restarted beside its SQLite file, or in a pod that
+ * shares its PID namespace) is taken over at once rather than when it lapses:
+ * its process id is not running, or is this process's own under another
+ * instance id. Two hosts of one hostname (pods on the host network, a fixed
+ * container hostname) have different PID namespaces, so neither takes the
+ * other's live lease early. The store's conditional write of the placeholder still
  * arbitrates the publication itself, so even a holder taken over while alive
  * (stalled longer than the lease) cannot publish twice.
  */
@@ -179,7 +195,8 @@ export class DeferredPublisher {
     }
     this.#leaseMs = leaseMs;
     const instance = randomUUID().slice(0, 8);
-    this.#holderId = options.holderId ?? `${hostname()}/${process.pid}/${instance}`;
+    this.#holderId =
+      options.holderId ?? `${hostname()}:${pidNamespace()}/${process.pid}/${instance}`;
     PUBLISHERS_HERE.add(this.#holderId.split('/')[2] ?? instance);
   }
 
@@ -257,16 +274,17 @@ export class DeferredPublisher {
   }
 
   /**
-   * True when `holder` names a process of this host that is no longer
-   * running: the same hostname, with a process id that is this process's
-   * own under an instance id no publisher of this process has (a container
-   * restarted in its own PID namespace), or that no process has
-   * (`kill(pid, 0)` finds none). False whenever in doubt; the lease then
-   * lapses by itself.
+   * True when `holder` names a process of this host and PID namespace that
+   * is no longer running: the same hostname and namespace, with a process id
+   * that is this process's own under an instance id no publisher of this
+   * process has, or that no process has (`kill(pid, 0)` finds none). False
+   * whenever in doubt (a namespace that could not be read, another host or
+   * namespace); the lease then lapses by itself.
    */
   #diedHere(holder: string): boolean {
     const [host, pid, instance] = holder.split('/');
-    if (host !== this.#holderId.split('/')[0] || instance === undefined) return false;
+    const here = this.#holderId.split('/')[0] ?? '';
+    if (host !== here || here.endsWith(':') || instance === undefined) return false;
     const id = Number(pid);
     if (!Number.isSafeInteger(id) || id <= 0) return false;
     if (id === process.pid) return !PUBLISHERS_HERE.has(instance);

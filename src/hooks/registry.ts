@@ -315,8 +315,9 @@ export class HookRegistry {
     this.#cache.set(operationId, entry);
     this.#orderIds.push(operationId);
     this.#orderStamps.push(entry.placed);
-    const held = this.#orderIds.length - this.#orderHead;
-    if (held > 2 * this.#cache.size + ORDER_SLACK) this.#compactOrder();
+    // The whole arrays count: eviction only moves the head, and the slots it
+    // passed would otherwise pile up (one per miss, with its id) for good.
+    if (this.#orderIds.length > 2 * this.#cache.size + ORDER_SLACK) this.#compactOrder();
   }
 
   /** Rebuilds the placement order from the Map, which iterates in placement order. */
@@ -387,6 +388,11 @@ export class HookRegistry {
   /** Estimated heap bytes of the hooks cached now. */
   get cachedBytes(): number {
     return this.#cachedBytes;
+  }
+
+  /** Placements the eviction order holds, stale ones included: at most about twice the entries. */
+  get placementsHeld(): number {
+    return this.#orderIds.length;
   }
 
   /** Forgets the cached hooks of operations (after they expired). */

@@ -687,10 +687,13 @@ export class SqliteConnection {
   ): ClaimRowOutcome {
     const lease = this.#selectLease.get(toolCallId);
     if (lease === undefined) return undefined;
-    if (lease.published === 0) {
-      const held = runningLease(lease, now, replacing);
-      if (held !== undefined) return held;
+    if (lease.published !== 0) {
+      // A final result never changes: a plain read answers it.
+      const row = this.#selectParked.get(toolCallId);
+      return row === undefined ? undefined : { state: 'published', row };
     }
+    const held = runningLease(lease, now, replacing);
+    if (held !== undefined) return held;
     return this.#claim.immediate(toolCallId, holder, now, leaseMs, replacing);
   }
 

@@ -118,6 +118,13 @@ describe('serve configuration', () => {
     );
   });
 
+  it('refuses a publication lease under 100 ms, which it would renew every few milliseconds', () => {
+    expect(() => parseServeConfig(['--publication-lease', '99ms'], {})).toThrow(
+      expect.objectContaining({ field: 'publication-lease', reason: 'INVALID_FLAG' }),
+    );
+    expect(parseServeConfig(['--publication-lease', '100ms'], {}).publicationLeaseMs).toBe(100);
+  });
+
   it('rounds a duration to whole milliseconds, and refuses one that rounds to nothing', () => {
     // 2.3 * 3,600,000 is 8,279,999.999... in floating point.
     expect(parseServeConfig(['--retention', '2.3h'], {}).retentionMs).toBe(8_280_000);

@@ -221,6 +221,20 @@ describe('HookRegistry: the bounded cache', () => {
     expect(registry.cachedHooksOf('op-0')).toBeDefined();
   });
 
+  it('holds a bounded eviction order while misses evict one entry each', async () => {
+    const store = temp.open();
+    const registry = new HookRegistry(store, { cacheBytes: 10 * EMPTY });
+    let most = 0;
+    for (let i = 0; i < 5000; i++) {
+      await registry.hooksOf(`op-${i}`);
+      most = Math.max(most, registry.placementsHeld);
+    }
+    // Twice the entries (11 with the one just placed) plus the slack of the
+    // compaction (1,024), never one per miss.
+    expect(most).toBeLessThanOrEqual(2 * 11 + 1024 + 1);
+    expect(registry.cachedBytes).toBe(10 * EMPTY);
+  });
+
   it('keeps the entry just loaded even when it alone is over the budget', async () => {
     const store = temp.open();
     const registry = new HookRegistry(store, { cacheBytes: 1 });

@@ -8,7 +8,7 @@
  * takes a lapsed lease over, and leaves a slow holder that renews alone.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +39,10 @@ import { openSqliteStore } from '../../src/store/sqlite.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
 const OPERATION = 'op-lease';
+
+/** This host and PID namespace, as a lease holder id names them. */
+const HERE = `${hostname()}:${/\[(\d+)\]/.exec(readlinkSync('/proc/self/ns/pid'))?.[1] ?? ''}`;
+
 /** Path of the result control on the receiver. */
 const CONTROL_PATH = '/control';
 /** A lease the in-process tests wait out or outlast, in milliseconds. */
@@ -304,7 +308,7 @@ describe('the publication lease across two apps on one store', () => {
     const gone = spawnSync(process.execPath, ['-e', '']).pid;
     const dead = openSqliteStore(join(dir, 'agenthooks.db'));
     cleanups.push(() => dead.close());
-    const holder = `${hostname()}/${gone}/0badf00d/1`;
+    const holder = `${HERE}/${gone}/0badf00d/1`;
     expect((await dead.claimPublication('call-gone', holder, 60_000))?.state).toBe('claimed');
 
     const answer = await b.client.publishDeferredResult(
@@ -324,12 +328,35 @@ describe('the publication lease across two apps on one store', () => {
     const live = openSqliteStore(join(dir, 'agenthooks.db'));
     cleanups.push(() => live.close());
     // This test process is alive: its lease must not be taken.
-    const holder = `${hostname()}/${process.ppid}/0badf00d/1`;
+    const holder = `${HERE}/${process.ppid}/0badf00d/1`;
     expect((await live.claimPublication('call-live', holder, 60_000))?.state).toBe('claimed');
 
     const err = await failure(
       b.client.publishDeferredResult(
         { toolCallId: 'call-live', result: { content: 'too early' } },
+        { timeoutMs: SHORT_LEASE_MS },
+      ),
+    );
+
+    expect(err.code).toBe(Code.DeadlineExceeded);
+    expect(controlCalls()).toBe(0);
+  });
+
+  it('waits for the lease of a gone process id under the same hostname in another PID namespace', async () => {
+    const dir = sharedDir();
+    const b = pod(dir, '60s');
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(b.client, receiver.url, 'call-other-ns');
+    const gone = spawnSync(process.execPath, ['-e', '']).pid;
+    const other = openSqliteStore(join(dir, 'agenthooks.db'));
+    cleanups.push(() => other.close());
+    // Pods on the host network share the node's hostname, not its PID namespace.
+    const holder = `${hostname()}:1/${gone}/0badf00d/1`;
+    expect((await other.claimPublication('call-other-ns', holder, 60_000))?.state).toBe('claimed');
+
+    const err = await failure(
+      b.client.publishDeferredResult(
+        { toolCallId: 'call-other-ns', result: { content: 'too early' } },
         { timeoutMs: SHORT_LEASE_MS },
       ),
     );

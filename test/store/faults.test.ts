@@ -179,6 +179,26 @@ describe('store faults', () => {
       expect((await store.operationState(['op-1'])).get('op-1')).toBe('completed');
     });
 
+    it('answers a claim on a published call from a read while another connection holds the write lock', async () => {
+      const store = temp.open({ busyTimeoutMs: LOCK_WAIT_MS });
+      await store.parkCall(parkedCall('call-1'));
+      await store.publishResult('call-1', toolResult('first'), 2_000);
+      await store.parkCall(parkedCall('call-2'));
+      const other = temp.raw();
+      other.exec('BEGIN IMMEDIATE');
+
+      // A duplicate of a published result needs no write: it gets the result.
+      expect(await store.claimPublication('call-1', 'holder/1', 60_000)).toMatchObject({
+        state: 'published',
+        finalResult: { content: 'first' },
+      });
+      // Taking a free lease is a write, and waits for the lock like any other.
+      await expect(store.claimPublication('call-2', 'holder/1', 60_000)).rejects.toMatchObject({
+        reason: 'STORE_LOCKED',
+      });
+      other.exec('ROLLBACK');
+    });
+
     it('passes the quick check while another connection holds the write lock: it takes no lock', async () => {
       const store = temp.open({ busyTimeoutMs: LOCK_WAIT_MS });
       const other = temp.raw();

@@ -120,7 +120,7 @@ type HookServiceClient interface {
 	// included) with `published` false, and takes the lease over once it
 	// lapses (`--publication-lease`, default 30 s, after the holder's last
 	// renewal: its holder died), or at once when the holder was a process of
-	// the same host that is gone. A waiting duplicate fails CANCELLED or
+	// the same host and PID namespace that is gone. A waiting duplicate fails CANCELLED or
 	// DEADLINE_EXCEEDED when its own call is cancelled or its deadline passes,
 	// never with an answer. When the controls or the store fail, nothing is
 	// published, the lease is released, and a later call can publish at once.
@@ -378,7 +378,7 @@ type HookServiceServer interface {
 	// included) with `published` false, and takes the lease over once it
 	// lapses (`--publication-lease`, default 30 s, after the holder's last
 	// renewal: its holder died), or at once when the holder was a process of
-	// the same host that is gone. A waiting duplicate fails CANCELLED or
+	// the same host and PID namespace that is gone. A waiting duplicate fails CANCELLED or
 	// DEADLINE_EXCEEDED when its own call is cancelled or its deadline passes,
 	// never with an answer. When the controls or the store fail, nothing is
 	// published, the lease is released, and a later call can publish at once.
