@@ -487,11 +487,11 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         await store.parkCall(parkedCall('call-1'));
 
         for (const call of [
-          store.claimPublication('call-1', '', LONG_LEASE_MS),
-          store.claimPublication('call-1', 'pod-a/1', 0),
-          store.renewPublication('call-1', 'pod-a/1', 1.5),
+          () => store.claimPublication('call-1', '', LONG_LEASE_MS),
+          () => store.claimPublication('call-1', 'pod-a/1', 0),
+          () => store.renewPublication('call-1', 'pod-a/1', 1.5),
         ]) {
-          expect(await rejectionOf(call)).toBeInstanceOf(RangeError);
+          expect(await rejectionOf(call())).toBeInstanceOf(RangeError);
         }
       });
     });

@@ -325,15 +325,17 @@ describe('PostgreSQL store faults', () => {
     await cluster.stopServer();
     let restarted = false;
     try {
+      // One call at a time: a call made early and awaited late would reject
+      // unhandled in between (vitest then fails the run).
       for (const call of [
-        store.listHooks('op-1'),
-        store.listHooks('never'),
-        store.operationState(['op-1']),
-        store.getParkedCall('call-1'),
-        store.appendHooks('op-1', undefined, [webhookHook('b')]),
-        store.ping(),
+        () => store.listHooks('op-1'),
+        () => store.listHooks('never'),
+        () => store.operationState(['op-1']),
+        () => store.getParkedCall('call-1'),
+        () => store.appendHooks('op-1', undefined, [webhookHook('b')]),
+        () => store.ping(),
       ]) {
-        const error = await rejectionOf(call);
+        const error = await rejectionOf(call());
         expect(error).toMatchObject({ name: 'StoreUnavailableError', reason: 'STORE_UNAVAILABLE' });
       }
       await cluster.startServer();
