@@ -56,12 +56,43 @@ function answerOf(e: unknown): Answer {
 
 type HookClient = ReturnType<typeof createClient<typeof HookService>>;
 
-/** One invalid request per unary RPC, with the field it names where there is one. */
+/** A signing secret the parity sidecar declares, bound to an origin no hook below uses. */
+const SIGNING_ENV = {
+  AGENTHOOKS_SIGNING_SECRET_OTHER: 'whsec_yWlUhzLwPm3so5jT3GCimELRfDLXNer2Qsyrrgg8doI=',
+  AGENTHOOKS_SIGNING_ORIGINS_OTHER: 'https://other.example',
+};
+
+/** A notification webhook that names the signing secret `name`. */
+function signedHook(name: string) {
+  return {
+    id: 'h1',
+    type: HookType.ON_COMPLETE,
+    webhook: { url: 'https://hooks.example.com/x', signingSecret: name },
+  };
+}
+
+/**
+ * One invalid request per unary RPC, with the field it names where there is
+ * one, and the reason where the case is about one.
+ */
 const INVALID_CALLS: readonly {
   readonly rpc: string;
   readonly call: (client: HookClient) => Promise<unknown>;
   readonly field?: string;
+  readonly reason?: string;
 }[] = [
+  {
+    rpc: 'RegisterHooks (undeclared signing secret)',
+    field: 'hooks[0].webhook.signingSecret',
+    reason: 'UNDECLARED_SIGNING_SECRET',
+    call: (c) => c.registerHooks({ operationId: 'parity-op', hooks: [signedHook('NOPE')] }),
+  },
+  {
+    rpc: 'RegisterHooks (signing secret not bound to the origin)',
+    field: 'hooks[0].webhook.signingSecret',
+    reason: 'SIGNING_SECRET_NOT_BOUND',
+    call: (c) => c.registerHooks({ operationId: 'parity-op', hooks: [signedHook('OTHER')] }),
+  },
   {
     rpc: 'RegisterHooks (URL that is not HTTP(S))',
     field: 'hooks[0].webhook.url',
@@ -293,13 +324,13 @@ describe('protocol parity', () => {
   let sidecar: SidecarProcess;
 
   beforeAll(async () => {
-    sidecar = await startSidecar();
+    sidecar = await startSidecar({ env: SIGNING_ENV });
   });
   afterAll(async () => {
     await killSidecar(sidecar);
   });
 
-  for (const { rpc, call, field } of INVALID_CALLS) {
+  for (const { rpc, call, field, reason } of INVALID_CALLS) {
     it(`answers an invalid ${rpc} the same over gRPC, Connect JSON and binary, gRPC-Web`, async () => {
       const answers = await answersOver(sidecar, call);
       const grpcAnswer = answers.grpc;
@@ -307,6 +338,7 @@ describe('protocol parity', () => {
       expect(grpcAnswer.reason).toMatch(/^[A-Z0-9_]+$/);
       expect(grpcAnswer.message).not.toBe('internal error');
       if (field !== undefined) expect(grpcAnswer.fields).toEqual([field]);
+      if (reason !== undefined) expect(grpcAnswer.reason).toBe(reason);
       for (const protocol of PROTOCOLS) expect(answers[protocol], protocol).toEqual(grpcAnswer);
     });
   }
