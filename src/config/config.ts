@@ -528,6 +528,18 @@ export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
     help: 'ignore (default) or toolCall: environment hooks as tool-call controls',
   },
   { name: 'AGENT_HOOK_WEBHOOK_ON_ERROR', help: 'continue (default) or block (needs toolCall)' },
+  {
+    name: 'AGENT_HOOK_WEBHOOK_SIGNING_SECRET',
+    help: 'name of a declared signing secret that signs the environment hooks',
+  },
+  {
+    name: 'AGENTHOOKS_SIGNING_SECRET_<NAME>',
+    help: 'a whsec_ signing secret declared under NAME (two, space-separated, while rotating)',
+  },
+  {
+    name: 'AGENTHOOKS_SIGNING_ORIGINS_<NAME>',
+    help: 'comma-separated origins the secret NAME may sign requests to',
+  },
   { name: 'APP_URL', help: 'base of application-relative webhook URLs (first for QStash)' },
   { name: 'INTERNAL_APP_URL', help: 'base of application-relative webhook URLs (first for fetch)' },
   { name: 'QSTASH_TOKEN', help: 'token of delivery: qstash webhooks, read at each send' },
