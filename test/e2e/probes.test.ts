@@ -177,6 +177,30 @@ describe('liveness and readiness on PostgreSQL', () => {
   let receiver: Receiver;
   let sidecar: SidecarProcess | undefined;
 
+  /**
+   * Replaces the sidecar with one started with `args` on a new database
+   * while the server is stopped, runs `during` on it, and starts the server
+   * again whatever `during` did.
+   */
+  async function whileDown(
+    args: string[],
+    during: (down: SidecarProcess) => Promise<void>,
+  ): Promise<void> {
+    await killSidecar(sidecar);
+    const url = await cluster.createDatabase();
+    await cluster.stopServer();
+    try {
+      sidecar = await startSidecar({
+        db: false,
+        env: { AGENTHOOKS_DB: url },
+        args: [...args, '--store-check-interval', CHECK_INTERVAL_S],
+      });
+      await during(sidecar);
+    } finally {
+      await cluster.startServer();
+    }
+  }
+
   beforeAll(async () => {
     cluster = await startPostgresCluster();
     receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
@@ -237,35 +261,25 @@ describe('liveness and readiness on PostgreSQL', () => {
   }, 60_000);
 
   it('starts while its database is down, failing calls UNAVAILABLE, and serves once it is up', async () => {
-    await killSidecar(sidecar);
-    const url = await cluster.createDatabase();
-    await cluster.stopServer();
-    try {
-      sidecar = await startSidecar({
-        db: false,
-        env: { AGENTHOOKS_DB: url },
-        args: ['--health-listen', '127.0.0.1:0', '--store-check-interval', CHECK_INTERVAL_S],
-      });
-      const health = healthAt(sidecar.health as string);
+    await whileDown(['--health-listen', '127.0.0.1:0'], async (down) => {
+      const health = healthAt(down.health as string);
       expect(await check(health, 'liveness')).toBe('SERVING');
       expect(await check(health, 'readiness')).toBe('NOT_SERVING');
       expect(await check(health, '')).toBe('NOT_SERVING');
       const hooks = createClient(
         HookService,
-        createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+        createGrpcTransport({ baseUrl: `http://${down.grpc}` }),
       );
       const unavailable = { code: 'Unavailable', reason: 'STORE_UNAVAILABLE' };
       expect(await failure(hooks.listHooks({ operationId: 'op-early' }))).toEqual(unavailable);
       expect(await failure(hooks.decideToolCall(decision('op-early', 'call-early')))).toEqual(
         unavailable,
       );
-      expect(sidecar.logs.map((l) => l.msg)).toContain(
+      expect(down.logs.map((l) => l.msg)).toContain(
         'the PostgreSQL store cannot be opened yet; listening NOT_SERVING and retrying',
       );
-    } finally {
-      await cluster.startServer();
-    }
-    const running = sidecar;
+    });
+    const running = sidecar as SidecarProcess;
     const health = healthAt(running.health as string);
     await eventually(
       'readiness turned SERVING',
@@ -294,26 +308,16 @@ describe('liveness and readiness on PostgreSQL', () => {
   }, 60_000);
 
   it('exits 1 when its database stays down past --db-start-timeout', async () => {
-    await killSidecar(sidecar);
-    const url = await cluster.createDatabase();
-    await cluster.stopServer();
-    try {
-      sidecar = await startSidecar({
-        db: false,
-        env: { AGENTHOOKS_DB: url },
-        args: ['--db-start-timeout', '1s', '--store-check-interval', CHECK_INTERVAL_S],
-      });
-      const exit = await withTimeout(sidecar.exited, DEADLINE_MS, 'the sidecar did not exit');
+    await whileDown(['--db-start-timeout', '1s'], async (down) => {
+      const exit = await withTimeout(down.exited, DEADLINE_MS, 'the sidecar did not exit');
       expect(exit).toBe(1);
-      expect(sidecar.logs).toContainEqual(
+      expect(down.logs).toContainEqual(
         expect.objectContaining({
           level: 'error',
           msg: 'giving up opening the PostgreSQL store',
           reason: 'STORE_UNAVAILABLE',
         }),
       );
-    } finally {
-      await cluster.startServer();
-    }
+    });
   }, 60_000);
 });
