@@ -127,3 +127,29 @@ export class StoreUnavailableError extends AgentHooksError {
 export function hasReason(e: unknown, reason: ErrorReasonName): boolean {
   return e instanceof AgentHooksError && e.reason === reason;
 }
+
+/** Reason of an invalid effective environment: environment hooks, env file or signing secrets. */
+export const INVALID_ENVIRONMENT = 'INVALID_ENVIRONMENT';
+
+/** `ErrorInfo.metadata` key listing the offending variable names, comma-separated. */
+export const VARIABLES_METADATA_KEY = 'variables';
+
+/**
+ * Returns the environment error `message`, naming `variables` in its
+ * metadata. `message` and `variables` never hold a variable's value.
+ *
+ * @example
+ * invalidEnvironment('Invalid Agent Hook environment: env file /etc/ah.env cannot be read', [], { cause: e });
+ */
+export function invalidEnvironment(
+  message: string,
+  variables: readonly string[],
+  options: { readonly cause?: unknown; readonly metadata?: Record<string, string> } = {},
+): AgentHooksError {
+  const metadata: Record<string, string> = { ...options.metadata };
+  if (variables.length > 0) metadata[VARIABLES_METADATA_KEY] = variables.join(',');
+  return new AgentHooksError('failed_precondition', INVALID_ENVIRONMENT, message, {
+    cause: options.cause,
+    metadata,
+  });
+}

@@ -25,7 +25,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { inspect } from 'node:util';
 import type { Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { AgentHooksError } from '../errors.js';
+import { type AgentHooksError, invalidEnvironment } from '../errors.js';
 import { WEBHOOK_RULE_REASON, type WebhookRuleViolation } from './webhook-rules.js';
 
 /** Prefix of the variable holding a named secret (or two, while it rotates). */
@@ -169,12 +169,9 @@ function parseSigningSecrets(env: Readonly<Record<string, string | undefined>>):
     const originsVar = `${SIGNING_ORIGINS_PREFIX}${name}`;
     const fail = (what: string, variables: readonly string[]): SigningSecrets => ({
       ok: false,
-      // INVALID_ENVIRONMENT as `hooks/environment-hooks.ts` builds it (delivery cannot import hooks).
-      error: new AgentHooksError(
-        'failed_precondition',
-        'INVALID_ENVIRONMENT',
+      error: invalidEnvironment(
         `Invalid Agent Hook environment: signing secret ${JSON.stringify(name)}: ${what}`,
-        { metadata: { variables: variables.join(',') } },
+        variables,
       ),
     });
     if (!SECRET_NAME.test(name)) {

@@ -22,7 +22,12 @@ import {
 import { hookTypeFromLiteral, hookTypeLiteral } from '../delivery/event-json.js';
 import { checkSigningRegistration, signingSecrets } from '../delivery/signing.js';
 import { isValidWebhookUrl } from '../delivery/webhook-rules.js';
-import { AgentHooksError } from '../errors.js';
+import {
+  type AgentHooksError,
+  INVALID_ENVIRONMENT,
+  invalidEnvironment,
+  VARIABLES_METADATA_KEY,
+} from '../errors.js';
 import { CONTROL_HOOK_TYPES, RESERVED_HOOK_ID_PREFIX } from './validate.js';
 
 /**
@@ -32,12 +37,8 @@ import { CONTROL_HOOK_TYPES, RESERVED_HOOK_ID_PREFIX } from './validate.js';
  */
 export const ENV_HOOK_ID_PREFIX = RESERVED_HOOK_ID_PREFIX;
 
-/**
- * `ErrorInfo.reason` of an invalid environment: a variable is malformed, two
- * variables contradict each other, or the env file cannot be used. Every
- * hook resolution fails with it until the environment is fixed.
- */
-export const INVALID_ENVIRONMENT = 'INVALID_ENVIRONMENT';
+// The environment's error lives in `errors.ts`, so that delivery (signing secrets) builds it too.
+export { INVALID_ENVIRONMENT, invalidEnvironment, VARIABLES_METADATA_KEY };
 
 /**
  * The five environment variables, by role. `ENV_VARS.TOKEN` is also the one
@@ -65,9 +66,6 @@ export const ENV_VARS = {
  * is bound.
  */
 export const ENV_SIGNING_SECRET_VAR = 'AGENT_HOOK_WEBHOOK_SIGNING_SECRET';
-
-/** `ErrorInfo.metadata` key listing the offending variable names, comma-separated. */
-export const VARIABLES_METADATA_KEY = 'variables';
 
 /**
  * Variables in the order the reference schema declares (and so reports)
@@ -110,26 +108,6 @@ const MESSAGE = {
 export type EnvironmentHooks =
   | { readonly ok: true; readonly hooks: readonly Hook[] }
   | { readonly ok: false; readonly error: AgentHooksError };
-
-/**
- * Returns the environment error `message`, naming `variables` in its
- * metadata. `message` and `variables` never hold a variable's value.
- *
- * @example
- * invalidEnvironment('Invalid Agent Hook environment: env file /etc/ah.env cannot be read', [], { cause: e });
- */
-export function invalidEnvironment(
-  message: string,
-  variables: readonly string[],
-  options: { readonly cause?: unknown; readonly metadata?: Record<string, string> } = {},
-): AgentHooksError {
-  const metadata: Record<string, string> = { ...options.metadata };
-  if (variables.length > 0) metadata[VARIABLES_METADATA_KEY] = variables.join(',');
-  return new AgentHooksError('failed_precondition', INVALID_ENVIRONMENT, message, {
-    cause: options.cause,
-    metadata,
-  });
-}
 
 /**
  * Parses the `AGENT_HOOK_WEBHOOK_*` variables of `env` into environment
