@@ -8,8 +8,9 @@
  */
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
+import { AuditLog } from './audit/audit-log.js';
 import { BackgroundScope } from './background.js';
-import type { ServeConfig } from './config/config.js';
+import { AUDIT_HTTP_AUTHORIZATION_VAR, type ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
 import { OperatorPlugins } from './config/plugins.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
@@ -28,7 +29,13 @@ import { StoreHealthMonitor } from './store/health-monitor.js';
 import { openPostgresStore } from './store/postgres.js';
 import { startRetention } from './store/retention.js';
 import { openSqliteStore } from './store/sqlite.js';
-import type { HookStore, ParkStore, RetentionStore, UserStore } from './store/store.js';
+import type {
+  DecisionStore,
+  HookStore,
+  ParkStore,
+  RetentionStore,
+  UserStore,
+} from './store/store.js';
 import { createUserDirectory } from './users/directory.js';
 
 /** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
@@ -44,7 +51,7 @@ const RETENTION_SWEEP_MIN_INTERVAL_MS = 100;
 export const RETENTION_BATCH_SIZE = 200;
 
 /** Every store interface the app uses; the SQLite and the PostgreSQL store both have them. */
-export type AppStore = HookStore & UserStore & ParkStore & RetentionStore;
+export type AppStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
 
 /** A store opened before the app, and whether other processes write it too. */
 export interface OpenedStore {
@@ -104,6 +111,13 @@ export interface App {
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
+  /**
+   * The decision audit log: its sinks are the `--audit-*` flags'; anyone may
+   * subscribe to the decisions as they are made (the admin console).
+   */
+  readonly audit: AuditLog;
+  /** The store of the audit log's entries (listed when `--audit-store` is on). */
+  readonly decisions: DecisionStore;
   /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
@@ -324,6 +338,16 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       void storeHealth.check();
     },
   });
+  // Decisions are recorded off the decision path; each sink buffers a bounded number.
+  const audit = new AuditLog({
+    store: config.audit.store ? store : undefined,
+    stdoutFd: config.audit.stdout ? 1 : undefined,
+    httpUrl: config.audit.httpUrl,
+    httpAuthorization: () => environment.current().env[AUDIT_HTTP_AUTHORIZATION_VAR],
+    bufferEntries: config.audit.bufferEntries,
+    metrics,
+    logger,
+  });
   const hookService = createHookService(
     {
       registry,
@@ -334,6 +358,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       handlers,
       enricher,
       parks: store,
+      decisions: store,
       now: Date.now,
       metrics,
       background,
@@ -341,6 +366,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     {
       streamMaxInFlight: config.streamMaxInFlight,
       publisher: { leaseMs: config.publicationLeaseMs },
+      audit,
+      auditPayloads: config.audit.payloads,
     },
   );
 
@@ -351,6 +378,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     metrics,
     logger,
     background,
+    audit,
+    decisions: store,
     markListening() {
       listening = true;
       health.setLiveness(ServingStatus.SERVING);
@@ -370,6 +399,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         storeHealth.stop();
         await retention.stop();
         await background.close(deadlineMs);
+        // What the sinks still buffer, before the store closes; at least a second for it.
+        await audit.close(Math.max(1_000, deadlineMs - Date.now()));
         environment.close();
         plugins.close();
         await sender.close();
