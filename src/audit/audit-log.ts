@@ -11,7 +11,7 @@ import { write as fsWrite } from 'node:fs';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
 import { toBinary, toJsonString } from '@bufbuild/protobuf';
-import { request } from 'undici';
+import { Agent, type Dispatcher, request } from 'undici';
 import { type DecisionRecord, DecisionRecordSchema } from '../../gen/agenthooks/v1/audit_pb.js';
 import type { Logger } from '../log.js';
 import type { DecisionRow, DecisionStore } from '../store/store.js';
@@ -218,6 +218,7 @@ export class AuditLog {
   readonly #sinks: Sink[] = [];
   readonly #listeners = new Set<DecisionListener>();
   readonly #logger: Logger;
+  #agent: Agent | undefined;
   /** True when the store sink is on, so `ListDecisions` can answer. */
   readonly keepsInStore: boolean;
 
@@ -248,10 +249,14 @@ export class AuditLog {
     }
     if (httpUrl !== undefined) {
       const authorization = options.httpAuthorization ?? (() => undefined);
+      // Its own pool: the operator chose this endpoint, so the webhooks'
+      // destination policy (which guards against callers' URLs) does not apply.
+      const agent = new Agent({ connections: 2 });
+      this.#agent = agent;
       this.#sinks.push(
         new Sink(
           'http',
-          (batch) => postBatch(httpUrl, batch, authorization()),
+          (batch) => postBatch(agent, httpUrl, batch, authorization()),
           Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
         ),
       );
@@ -300,6 +305,7 @@ export class AuditLog {
     });
     await Promise.race([this.flush(), deadline]);
     clearTimeout(timer);
+    await this.#agent?.destroy().catch(() => undefined);
     for (const sink of this.#sinks) {
       if (sink.buffered > 0) {
         this.#logger.warn('decision audit entries not written at shutdown', {
@@ -347,6 +353,7 @@ async function writeAll(fd: number, bytes: Buffer): Promise<void> {
  * decision logs do); rejects unless the answer is 2xx.
  */
 async function postBatch(
+  dispatcher: Dispatcher,
   url: string,
   batch: readonly DecisionRecord[],
   authorization: string | undefined,
@@ -362,6 +369,7 @@ async function postBatch(
   };
   if (authorization !== undefined && authorization !== '') headers.authorization = authorization;
   const response = await request(url, {
+    dispatcher,
     method: 'POST',
     headers,
     body,
