@@ -1,0 +1,153 @@
+/**
+ * The canonical scenario of the framework adapters with the Vercel AI SDK:
+ * `generateText` on a scripted model (a LanguageModelV3, spec v3: no network,
+ * no weights) whose first step calls get_weather {"city":"Paris"} (id
+ * call_weather_1) and whose second step answers "It is sunny in Paris.",
+ * connected to the sidecar by the agenthooks adapter. It registers no hooks:
+ * the caller registers them on the operation first.
+ *
+ * It prints one JSON line {"final":"<final text>","toolRuns":<n>} and exits 0,
+ * or prints the error on stderr and exits 1. With --trace the line also holds
+ * the tool's arguments (toolArgs) and the messages the model got at each step
+ * (modelInputs, as the spec's messages). With --scenario mock it serves a
+ * local handler that mocks every beforeToolCall call with "mocked weather".
+ *
+ *   npm run build   # builds the adapter into integrations/ts/dist
+ *   node integrations/ts/test/canonical.mjs --target 127.0.0.1:PORT --operation-id ID
+ */
+import { parseArgs } from 'node:util';
+import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { createAgentHooks, mockReply } from '../dist/integrations/ts/src/index.js';
+
+const USAGE = {
+  inputTokens: { total: 1, noCache: 1, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 1, text: 1, reasoning: undefined },
+};
+
+/** A LanguageModelV3 that answers from a script: a tool call, then text. */
+class ScriptedModel {
+  specificationVersion = 'v3';
+  provider = 'scripted';
+  modelId = 'scripted-weather';
+  supportedUrls = {};
+  /** The prompt of each call, as the model got it. */
+  prompts = [];
+
+  async doGenerate(options) {
+    this.prompts.push(options.prompt);
+    if (this.prompts.length === 1) {
+      return {
+        content: [
+          {
+            type: 'tool-call',
+            toolCallId: 'call_weather_1',
+            toolName: 'get_weather',
+            input: JSON.stringify({ city: 'Paris' }),
+          },
+        ],
+        finishReason: { unified: 'tool-calls', raw: 'tool_calls' },
+        usage: USAGE,
+        warnings: [],
+      };
+    }
+    if (this.prompts.length === 2) {
+      return {
+        content: [{ type: 'text', text: 'It is sunny in Paris.' }],
+        finishReason: { unified: 'stop', raw: 'stop' },
+        usage: USAGE,
+        warnings: [],
+      };
+    }
+    throw new Error('the scripted model has no more steps');
+  }
+
+  async doStream() {
+    throw new Error('the scripted model does not stream');
+  }
+}
+
+/** The model's prompt as the spec's messages: role and text (tool results as their text). */
+function promptText(prompt) {
+  return prompt.map((m) => {
+    if (typeof m.content === 'string') return { role: m.role, content: m.content };
+    const text = m.content
+      .map((p) => {
+        if (p.type === 'text') return p.text;
+        if (p.type === 'tool-result') return String(p.output?.value ?? '');
+        if (p.type === 'tool-call') return '';
+        return '';
+      })
+      .join('');
+    return { role: m.role, content: text };
+  });
+}
+
+async function main() {
+  const { values } = parseArgs({
+    options: {
+      target: { type: 'string' },
+      'operation-id': { type: 'string' },
+      scenario: { type: 'string', default: 'canonical' },
+      trace: { type: 'boolean', default: false },
+    },
+  });
+  if (!values.target) throw new Error('--target is required');
+  if (values.scenario !== 'canonical' && values.scenario !== 'mock') {
+    throw new Error(`unknown --scenario ${values.scenario}`);
+  }
+
+  const hooks = await createAgentHooks({
+    target: values.target,
+    operationId: values['operation-id'],
+    userId: 'user-1',
+    agentId: 'agent-1',
+    identifier: 'weather',
+    handle:
+      values.scenario === 'mock'
+        ? (call) =>
+            call.event?.event.case === 'beforeToolCall' ? mockReply('mocked weather') : undefined
+        : undefined,
+  });
+
+  const model = new ScriptedModel();
+  const toolArgs = [];
+  let toolRuns = 0;
+  const tools = {
+    get_weather: tool({
+      description: 'The weather in a city.',
+      inputSchema: jsonSchema({
+        type: 'object',
+        properties: { city: { type: 'string' } },
+        required: ['city'],
+      }),
+      execute: async ({ city }) => {
+        toolRuns += 1;
+        toolArgs.push({ city });
+        return `sunny in ${city}`;
+      },
+    }),
+  };
+
+  const result = await hooks.run(() =>
+    generateText({
+      model: hooks.model(model),
+      tools: hooks.tools(tools),
+      prepareStep: hooks.prepareStep,
+      onStepFinish: hooks.onStepFinish,
+      stopWhen: stepCountIs(4),
+      prompt: 'What is the weather in Paris?',
+    }),
+  );
+
+  const line = { final: result.text, toolRuns };
+  if (values.trace) {
+    line.toolArgs = toolArgs;
+    line.modelInputs = model.prompts.map(promptText);
+  }
+  console.log(JSON.stringify(line));
+}
+
+main().catch((e) => {
+  console.error(`canonical (ai-sdk): ${e instanceof Error ? e.message : String(e)}`);
+  process.exitCode = 1;
+});
