@@ -114,6 +114,10 @@ type Hooks struct {
 	err error
 	// completed is true once onComplete was sent.
 	completed bool
+	// pendingAfterStep is the afterStep of the current step, sent once its
+	// pendingCalls tool calls ran (or when the next step or the end comes first).
+	pendingAfterStep *agenthooksv1.AfterStepEvent
+	pendingCalls     int
 }
 
 // New connects to the sidecar (and attaches the Handle stream when
@@ -296,7 +300,38 @@ func (r handler) HandleLLMGenerateContentEnd(ctx context.Context, res *llms.Cont
 		Content:   optional(text),
 		ToolCalls: proto.Int32(int32(len(calls))), TotalToolCalls: proto.Int32(int32(total)),
 	}
-	_ = h.notify(h.dispatch(ctx, &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterStep{AfterStep: event}}))
+	// The step ends once its tools ran: langchaingo runs them after this
+	// callback, so afterStep waits for the last of them.
+	h.mu.Lock()
+	h.pendingAfterStep, h.pendingCalls = event, len(calls)
+	h.mu.Unlock()
+	if len(calls) == 0 {
+		_ = h.flushAfterStep(ctx)
+	}
+}
+
+// flushAfterStep sends the pending afterStep, if any.
+func (h *Hooks) flushAfterStep(ctx context.Context) error {
+	h.mu.Lock()
+	event := h.pendingAfterStep
+	h.pendingAfterStep, h.pendingCalls = nil, 0
+	h.mu.Unlock()
+	if event == nil {
+		return nil
+	}
+	return h.notify(h.dispatch(ctx, &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_AfterStep{AfterStep: event}}))
+}
+
+// toolDone counts one tool call of the step as done; after the last one it sends afterStep.
+func (h *Hooks) toolDone(ctx context.Context) error {
+	h.mu.Lock()
+	h.pendingCalls--
+	last := h.pendingCalls <= 0
+	h.mu.Unlock()
+	if !last {
+		return nil
+	}
+	return h.flushAfterStep(ctx)
 }
 
 // HandleAgentAction remembers the action the executor runs next: its tool call id.
@@ -320,6 +355,7 @@ func (r handler) HandleChainError(ctx context.Context, err error) {
 
 // complete sends onComplete once (CompleteOperation; with an error also onError).
 func (h *Hooks) complete(ctx context.Context, final string, runErr error) error {
+	_ = h.flushAfterStep(context.WithoutCancel(ctx))
 	h.mu.Lock()
 	if h.completed {
 		h.mu.Unlock()
@@ -364,6 +400,9 @@ type model struct {
 func (m *model) GenerateContent(ctx context.Context, messages []llms.MessageContent, options ...llms.CallOption) (*llms.ContentResponse, error) {
 	h := m.h
 	if err := h.Err(); err != nil {
+		return nil, err
+	}
+	if err := h.flushAfterStep(ctx); err != nil {
 		return nil, err
 	}
 	hd := handler{h: h}
@@ -584,7 +623,16 @@ func parseArgs(input string) (map[string]any, bool) {
 	return map[string]any{"input": input}, false
 }
 
+// Call runs the tool as the sidecar decides; the step's afterStep follows its last tool call.
 func (t *tool) Call(ctx context.Context, input string) (string, error) {
+	out, err := t.call(ctx, input)
+	if doneErr := t.h.toolDone(ctx); doneErr != nil && err == nil {
+		return "", doneErr
+	}
+	return out, err
+}
+
+func (t *tool) call(ctx context.Context, input string) (string, error) {
 	h := t.h
 	if err := h.Err(); err != nil {
 		return "", err

@@ -1,0 +1,136 @@
+/**
+ * @module End-to-end: the langchaingo adapter (integrations/go) runs the real
+ * agent executor of langchaingo (an OpenAI-functions agent) on a scripted
+ * model, in a child process (`cmd/canonical`, built once per file), against
+ * one real sidecar and one real receiver; each scenario registers its hooks
+ * on its own operation.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { refusedUrl } from '../support/receiver.js';
+import { REPO_ROOT } from '../support/sidecar.js';
+import {
+  awaitedPayloads,
+  DENY_REASON,
+  type Harness,
+  MOCK_CONTENT,
+  notifications,
+  REDACTED,
+  REWRITTEN_CITY,
+  runRunner,
+  type Scenario,
+  startHarness,
+  toolContext,
+  until,
+} from './runner-harness.js';
+
+const MODULE = join(REPO_ROOT, 'integrations', 'go');
+
+describe('langchaingo adapter', () => {
+  let harness: Harness;
+  let dir: string;
+  let runner: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'agenthooks-langchaingo-'));
+    runner = join(dir, 'canonical');
+    // Built once; scripts/install-client-tools.sh warms the build cache.
+    await promisify(execFile)('go', ['build', '-o', runner, './cmd/canonical'], {
+      cwd: MODULE,
+      timeout: 120_000,
+    });
+    harness = await startHarness();
+  }, 150_000);
+
+  afterAll(async () => {
+    await harness?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function run(operationId: string, scenario: Scenario) {
+    await harness.register(operationId, scenario);
+    const mode = scenario === 'mock' ? 'mock' : 'canonical';
+    const exit = await runRunner(
+      runner,
+      [
+        '--target',
+        harness.sidecar.grpc,
+        '--operation-id',
+        operationId,
+        '--trace',
+        '--scenario',
+        mode,
+      ],
+      MODULE,
+    );
+    expect(exit.stderr).toBe('');
+    expect(exit.code).toBe(0);
+    return exit.line;
+  }
+
+  it('runs the canonical scenario and sends each event with the spec fields, in order', async () => {
+    const op = 'op-lcg-canonical';
+    const line = await run(op, 'canonical');
+    expect(line).toMatchObject({ final: 'It is sunny in Paris.', toolRuns: 1 });
+    await until(() => harness.requests(op).length === 7, 'seven notifications');
+    const { awaited, beforeToolCall } = notifications(harness.requests(op));
+    expect(awaited).toEqual(awaitedPayloads(op, { content: 'sunny in Paris', success: true }));
+    expect(beforeToolCall).toEqual([
+      {
+        ...toolContext(op, { city: 'Paris' }),
+        hookId: 'events-beforeToolCall',
+        hookType: 'beforeToolCall',
+      },
+    ]);
+  });
+
+  it('a denying control: the tool never runs and the model gets the blocked result', async () => {
+    const line = await run('op-lcg-deny', 'deny');
+    expect(line?.toolRuns).toBe(0);
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(DENY_REASON);
+  });
+
+  it('an allowing control: the tool runs once with the original arguments', async () => {
+    const line = await run('op-lcg-allow', 'allow');
+    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: 'Paris' }] });
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain('sunny in Paris');
+  });
+
+  it("a local handler's mock: the tool never runs and the mock is its result", async () => {
+    const op = 'op-lcg-mock';
+    const line = await run(op, 'mock');
+    expect(line?.toolRuns).toBe(0);
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(MOCK_CONTENT);
+    const { awaited } = notifications(harness.requests(op));
+    expect(awaited[1]).toMatchObject({ mocked: true, result: { content: MOCK_CONTENT } });
+  });
+
+  it('a beforeToolCall modifying hook rewrites the argument the tool gets', async () => {
+    const line = await run('op-lcg-rewrite', 'rewrite');
+    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: REWRITTEN_CITY }] });
+  });
+
+  it('a transformContext hook redacts: the model never sees the original text', async () => {
+    const line = await run('op-lcg-redact', 'redact');
+    expect(line?.toolRuns).toBe(1);
+    const seen = JSON.stringify(line?.modelInputs);
+    expect(seen).toContain(REDACTED);
+    expect(seen).not.toContain('Paris');
+  });
+
+  it('sidecar down: the tool does not run and the run fails naming agenthooks', async () => {
+    const down = new URL(await refusedUrl()).host;
+    const exit = await runRunner(
+      runner,
+      ['--target', down, '--operation-id', 'op-lcg-down', '--trace'],
+      MODULE,
+    );
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toMatch(/agenthooks/);
+    expect(exit.stdout).not.toContain('toolRuns":1');
+  });
+});

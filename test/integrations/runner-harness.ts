@@ -1,0 +1,326 @@
+/**
+ * @module What the AI SDK and langchaingo adapter tests share: one real
+ * sidecar and one real receiver per file, the hooks each scenario registers
+ * on its own operation before the runner starts, a runner child process
+ * (`canonical.mjs`, `cmd/canonical`), and the payloads each event should have
+ * in the canonical run (the spec's field sets, with the fields the adapters
+ * fill from their configuration).
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { create } from '@bufbuild/protobuf';
+import { type Client, createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  type Hook,
+  HookSchema,
+  ModifyPoint,
+  ResponseHandling,
+} from '../../gen/agenthooks/v1/hooks_pb.js';
+import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+
+const execFileAsync = promisify(execFile);
+
+/** What a blocked call's model input holds: the control's deny reason. */
+export const DENY_REASON = 'Weather lookups are not allowed here.';
+/** What the local handler's mock answers (the runners' `--scenario mock`). */
+export const MOCK_CONTENT = 'mocked weather';
+/** The city the argument-rewriting hook puts in place of the model's. */
+export const REWRITTEN_CITY = 'Lyon';
+/** What the redacting transformContext hook puts in place of the city. */
+export const REDACTED = '[city]';
+
+/** The events the canonical run produces, one notification hook each. */
+export const EVENT_TYPES: readonly [HookType, string][] = [
+  [HookType.BEFORE_STEP, 'beforeStep'],
+  [HookType.AFTER_STEP, 'afterStep'],
+  [HookType.BEFORE_TOOL_CALL, 'beforeToolCall'],
+  [HookType.AFTER_TOOL_CALL, 'afterToolCall'],
+  [HookType.ON_TOOL_CALL_ERROR, 'onToolCallError'],
+  [HookType.ON_COMPLETE, 'onComplete'],
+  [HookType.ON_ERROR, 'onError'],
+];
+
+/** The scenarios: which hooks the operation has, and which runner mode runs it. */
+export type Scenario = 'canonical' | 'deny' | 'allow' | 'mock' | 'rewrite' | 'redact';
+
+/** One file's sidecar and receiver. */
+export interface Harness {
+  readonly sidecar: SidecarProcess;
+  readonly receiver: Receiver;
+  readonly client: Client<typeof HookService>;
+  /** Registers the scenario's hooks on `operationId`. */
+  register(operationId: string, scenario: Scenario): Promise<void>;
+  /** The requests the receiver got for `operationId`, in arrival order. */
+  requests(operationId: string): ReceivedRequest[];
+  close(): Promise<void>;
+}
+
+/** Answers the receiver's routes: `/<op>/events`, `/<op>/deny`, `/<op>/allow`, `/<op>/rewrite`, `/<op>/redact`. */
+function answer(req: ReceivedRequest): { status: number; json?: unknown } {
+  const route = req.path.split('/').pop();
+  switch (route) {
+    case 'deny':
+      return { status: 200, json: { decision: 'deny', reason: DENY_REASON } };
+    case 'allow':
+      return { status: 200, json: { decision: 'allow' } };
+    case 'rewrite':
+      return { status: 200, json: { args: { city: REWRITTEN_CITY } } };
+    case 'redact': {
+      const { messages } = req.json as { messages: unknown[] };
+      return {
+        status: 200,
+        json: { messages: JSON.parse(JSON.stringify(messages).replaceAll('Paris', REDACTED)) },
+      };
+    }
+    default:
+      return { status: 204 };
+  }
+}
+
+export async function startHarness(): Promise<Harness> {
+  const receiver = await startReceiver();
+  receiver.respond((req, res) => {
+    const { status, json } = answer(req);
+    if (json === undefined) {
+      res.writeHead(status);
+      res.end();
+      return;
+    }
+    res.writeHead(status, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(json));
+  });
+  const sidecar = await startSidecar({ http: false });
+  const client = createClient(
+    HookService,
+    createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+  );
+
+  const register = async (operationId: string, scenario: Scenario) => {
+    const url = (route: string) => `${receiver.url}/${operationId}/${route}`;
+    const hooks: Hook[] = EVENT_TYPES.map(([type, name]) =>
+      create(HookSchema, { id: `events-${name}`, type, webhook: { url: url('events') } }),
+    );
+    if (scenario === 'deny' || scenario === 'allow') {
+      hooks.push(
+        create(HookSchema, {
+          id: `control-${scenario}`,
+          type: HookType.BEFORE_TOOL_CALL,
+          matcher: '^weather/get_weather$',
+          webhook: { url: url(scenario), responseHandling: ResponseHandling.TOOL_CALL },
+        }),
+      );
+    } else if (scenario === 'mock') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'mock-weather',
+          type: HookType.BEFORE_TOOL_CALL,
+          matcher: '^weather/get_weather$',
+          handler: true,
+        }),
+      );
+    } else if (scenario === 'rewrite') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'rewrite-city',
+          point: ModifyPoint.BEFORE_TOOL_CALL,
+          plugin: 'adapters',
+          webhook: { url: url('rewrite') },
+        }),
+      );
+    } else if (scenario === 'redact') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'redact-city',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          plugin: 'adapters',
+          webhook: { url: url('redact') },
+        }),
+      );
+    }
+    await client.registerHooks({ operationId, hooks }, { timeoutMs: 10_000 });
+  };
+
+  return {
+    sidecar,
+    receiver,
+    client,
+    register,
+    requests: (operationId) =>
+      receiver.requests.filter((r) => r.path.startsWith(`/${operationId}/`)),
+    close: async () => {
+      await killSidecar(sidecar);
+      await receiver.close();
+    },
+  };
+}
+
+/** What a runner printed and how it exited. */
+export interface RunnerExit {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** The last stdout line, parsed, when it is JSON. */
+  readonly line: RunnerLine | undefined;
+}
+
+/** The runner's JSON line (`toolArgs` and `modelInputs` with `--trace`). */
+export interface RunnerLine {
+  readonly final: string;
+  readonly toolRuns: number;
+  readonly toolArgs?: unknown[];
+  readonly modelInputs?: unknown[];
+}
+
+/** Runs a runner command to its end (bounded by a timeout). */
+export async function runRunner(
+  file: string,
+  args: readonly string[],
+  cwd: string,
+): Promise<RunnerExit> {
+  try {
+    const { stdout, stderr } = await execFileAsync(file, [...args], {
+      cwd,
+      timeout: 20_000,
+      env: process.env,
+    });
+    return { code: 0, stdout, stderr, line: parseLine(stdout) };
+  } catch (e) {
+    const err = e as { code?: number; stdout?: string; stderr?: string };
+    const stdout = err.stdout ?? '';
+    return {
+      code: typeof err.code === 'number' ? err.code : -1,
+      stdout,
+      stderr: err.stderr ?? String(e),
+      line: parseLine(stdout),
+    };
+  }
+}
+
+function parseLine(stdout: string): RunnerLine | undefined {
+  const last = stdout.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(last) as RunnerLine;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The ids every event carries, from the runner's configuration. */
+function ids(operationId: string) {
+  return { agentId: 'agent-1', operationId, userId: 'user-1' };
+}
+
+/** The tool-call context of the canonical run's one call (the mapping table's fields). */
+export function toolContext(operationId: string, args: Record<string, unknown>) {
+  return {
+    toolCallId: 'call_weather_1',
+    assistantMessageId: `${operationId}:assistant:0`,
+    identifier: 'weather',
+    apiName: 'get_weather',
+    args,
+    callIndex: 0,
+    stepIndex: 0,
+    operationId,
+    executor: 'server',
+    agentId: 'agent-1',
+    userId: 'user-1',
+  };
+}
+
+/**
+ * The payloads of the canonical run's awaited events, in the order the
+ * receiver gets them: the step events and afterToolCall are awaited
+ * (Dispatch) and onComplete too (CompleteOperation). `result` is the tool
+ * result the model saw.
+ */
+export function awaitedPayloads(
+  operationId: string,
+  result: { content: string; success: boolean },
+  options: { args?: Record<string, unknown>; mocked?: boolean } = {},
+): Record<string, unknown>[] {
+  const args = options.args ?? { city: 'Paris' };
+  return [
+    {
+      ...ids(operationId),
+      stepIndex: 0,
+      steps: 0,
+      hookId: 'events-beforeStep',
+      hookType: 'beforeStep',
+    },
+    {
+      ...toolContext(operationId, args),
+      mocked: options.mocked ?? false,
+      result,
+      hookId: 'events-afterToolCall',
+      hookType: 'afterToolCall',
+    },
+    {
+      ...ids(operationId),
+      stepIndex: 0,
+      steps: 1,
+      toolCalls: 1,
+      totalToolCalls: 1,
+      hookId: 'events-afterStep',
+      hookType: 'afterStep',
+    },
+    {
+      ...ids(operationId),
+      stepIndex: 1,
+      steps: 1,
+      hookId: 'events-beforeStep',
+      hookType: 'beforeStep',
+    },
+    {
+      ...ids(operationId),
+      stepIndex: 1,
+      steps: 2,
+      content: 'It is sunny in Paris.',
+      toolCalls: 0,
+      totalToolCalls: 1,
+      hookId: 'events-afterStep',
+      hookType: 'afterStep',
+    },
+    {
+      ...ids(operationId),
+      reason: 'done',
+      status: 'done',
+      steps: 2,
+      toolCalls: 1,
+      errorMessage: '',
+      lastAssistantContent: 'It is sunny in Paris.',
+      hookId: 'events-onComplete',
+      hookType: 'onComplete',
+    },
+  ];
+}
+
+/**
+ * The receiver's notifications of one operation, split into the awaited
+ * events (in order) and the beforeToolCall notifications, which
+ * DecideToolCall starts without waiting for them (their place in the order
+ * is not fixed).
+ */
+export function notifications(requests: readonly ReceivedRequest[]): {
+  awaited: unknown[];
+  beforeToolCall: unknown[];
+} {
+  const events = requests.filter((r) => r.path.endsWith('/events')).map((r) => r.json);
+  const isBefore = (p: unknown) => (p as { hookType?: string }).hookType === 'beforeToolCall';
+  return {
+    awaited: events.filter((p) => !isBefore(p)),
+    beforeToolCall: events.filter(isBefore),
+  };
+}
+
+/** Polls `condition` every 20 ms until it holds, or fails after `ms`. */
+export async function until(condition: () => boolean, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
