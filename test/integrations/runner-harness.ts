@@ -180,12 +180,13 @@ export async function runRunner(
   file: string,
   args: readonly string[],
   cwd: string,
+  env: Readonly<Record<string, string>> = {},
 ): Promise<RunnerExit> {
   try {
     const { stdout, stderr } = await execFileAsync(file, [...args], {
       cwd,
       timeout: 20_000,
-      env: process.env,
+      env: { ...process.env, ...env },
     });
     return { code: 0, stdout, stderr, line: parseLine(stdout) };
   } catch (e) {
