@@ -442,6 +442,7 @@ type Message struct {
 	ToolCalls  []ToolCallJSON `json:"toolCalls,omitempty"`
 	ToolCallID string         `json:"toolCallId,omitempty"`
 	ToolName   string         `json:"toolName,omitempty"`
+	IsError    bool           `json:"isError,omitempty"`
 }
 
 // ToolCallJSON is a tool call of an assistant message in the spec's shape.
@@ -529,25 +530,37 @@ func (h *Hooks) modify(ctx context.Context, point agenthooksv1.ModifyPoint, poin
 	if err != nil {
 		return fmt.Errorf("agenthooks: Modify: %w", err)
 	}
+	name := pointName(point)
 	c, cancel := h.ctx(ctx)
 	defer cancel()
 	res, err := h.client.Modify(c, &agenthooksv1.ModifyRequest{
 		OperationId: h.cfg.OperationID, Point: point, ContextJson: string(body),
 	})
 	if err != nil {
-		return fmt.Errorf("agenthooks: Modify %s: %w", point, err)
+		return fmt.Errorf("agenthooks: Modify %s: %w", name, err)
 	}
 	switch o := res.GetOutcome().(type) {
 	case *agenthooksv1.ModifyResponse_Blocked:
-		return fmt.Errorf("agenthooks: Modify %s blocked by hook %s: %s", point, o.Blocked.GetHookId(), o.Blocked.GetMessage())
+		return fmt.Errorf("agenthooks: Modify %s blocked by hook %s: %s", name, o.Blocked.GetHookId(), o.Blocked.GetMessage())
 	case *agenthooksv1.ModifyResponse_ResultJson:
 		if err := json.Unmarshal([]byte(o.ResultJson), result); err != nil {
-			return fmt.Errorf("agenthooks: Modify %s: %w", point, err)
+			return fmt.Errorf("agenthooks: Modify %s: %w", name, err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("agenthooks: Modify %s answered without a result", point)
+		return fmt.Errorf("agenthooks: Modify %s answered without a result", name)
 	}
+}
+
+// pointName is the spec's name of a modifying point, such as beforeToolCall.
+func pointName(point agenthooksv1.ModifyPoint) string {
+	words := strings.Split(strings.ToLower(strings.TrimPrefix(point.String(), "MODIFY_POINT_")), "_")
+	for i := 1; i < len(words); i++ {
+		if words[i] != "" {
+			words[i] = strings.ToUpper(words[i][:1]) + words[i][1:]
+		}
+	}
+	return strings.Join(words, "")
 }
 
 // transformContext runs the transformContext hooks; iteration is stepIndex + 1.

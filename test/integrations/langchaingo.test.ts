@@ -122,6 +122,30 @@ describe('langchaingo adapter', () => {
     expect(seen).not.toContain('Paris');
   });
 
+  it('a modifying hook that must answer fails: the tool does not run, the run fails', async () => {
+    const op = 'op-lcg-blocked';
+    await harness.register(op, 'blocked');
+    const exit = await runRunner(
+      runner,
+      ['--target', harness.sidecar.grpc, '--operation-id', op, '--trace'],
+      MODULE,
+    );
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toContain('agenthooks: Modify beforeToolCall blocked by hook policy-down');
+    expect(exit.line).toMatchObject({ toolRuns: 0 });
+    await until(
+      () =>
+        harness.requests(op).some((r) => (r.json as { hookType?: string }).hookType === 'onError'),
+      'onError',
+    );
+    const { awaited } = notifications(harness.requests(op));
+    expect(awaited.slice(-2)).toMatchObject([
+      { hookType: 'onComplete', reason: 'error', status: 'error', operationId: op },
+      { hookType: 'onError', reason: 'error', status: 'error', operationId: op },
+    ]);
+    expect((awaited.at(-1) as { errorMessage: string }).errorMessage).toContain('policy-down');
+  });
+
   it('sidecar down: the tool does not run and the run fails naming agenthooks', async () => {
     const down = new URL(await refusedUrl()).host;
     const exit = await runRunner(

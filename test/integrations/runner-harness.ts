@@ -16,6 +16,7 @@ import {
   type Hook,
   HookSchema,
   ModifyPoint,
+  OnError,
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
@@ -45,7 +46,7 @@ export const EVENT_TYPES: readonly [HookType, string][] = [
 ];
 
 /** The scenarios: which hooks the operation has, and which runner mode runs it. */
-export type Scenario = 'canonical' | 'deny' | 'allow' | 'mock' | 'rewrite' | 'redact';
+export type Scenario = 'canonical' | 'deny' | 'allow' | 'mock' | 'rewrite' | 'redact' | 'blocked';
 
 /** One file's sidecar and receiver. */
 export interface Harness {
@@ -59,7 +60,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Answers the receiver's routes: `/<op>/events`, `/<op>/deny`, `/<op>/allow`, `/<op>/rewrite`, `/<op>/redact`. */
+/** Answers the receiver's routes: `/<op>/events`, `deny`, `allow`, `rewrite`, `redact`, `fail`. */
 function answer(req: ReceivedRequest): { status: number; json?: unknown } {
   const route = req.path.split('/').pop();
   switch (route) {
@@ -69,6 +70,8 @@ function answer(req: ReceivedRequest): { status: number; json?: unknown } {
       return { status: 200, json: { decision: 'allow' } };
     case 'rewrite':
       return { status: 200, json: { args: { city: REWRITTEN_CITY } } };
+    case 'fail':
+      return { status: 503 };
     case 'redact': {
       const { messages } = req.json as { messages: unknown[] };
       return {
@@ -131,6 +134,16 @@ export async function startHarness(): Promise<Harness> {
           webhook: { url: url('rewrite') },
         }),
       );
+    } else if (scenario === 'blocked') {
+      // A policy hook that must answer (onError: block) and fails: Modify answers `blocked`.
+      hooks.push(
+        create(HookSchema, {
+          id: 'policy-down',
+          point: ModifyPoint.BEFORE_TOOL_CALL,
+          plugin: 'adapters',
+          webhook: { url: url('fail'), onError: OnError.BLOCK },
+        }),
+      );
     } else if (scenario === 'redact') {
       hooks.push(
         create(HookSchema, {
@@ -169,6 +182,8 @@ export interface RunnerExit {
 
 /** The runner's JSON line (`toolArgs` and `modelInputs` with `--trace`). */
 export interface RunnerLine {
+  /** The run's error (with `--trace`, when it failed). */
+  readonly error?: string;
   readonly final: string;
   readonly toolRuns: number;
   readonly toolArgs?: unknown[];

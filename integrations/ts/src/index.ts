@@ -412,7 +412,9 @@ export class AgentHooks {
 
   /** Runs one point's modifying hooks and answers their composed result; fails closed. */
   async modify<R extends object>(point: ModifyPoint, context: JsonObject): Promise<Partial<R>> {
-    const name = ModifyPoint[point];
+    const name = ModifyPoint[point]
+      .toLowerCase()
+      .replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
     let res: Awaited<ReturnType<HookClient['modify']>>;
     try {
       res = await this.#client.modify(

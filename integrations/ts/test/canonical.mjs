@@ -9,7 +9,8 @@
  * It prints one JSON line {"final":"<final text>","toolRuns":<n>} and exits 0,
  * or prints the error on stderr and exits 1. With --trace the line also holds
  * the tool's arguments (toolArgs) and the messages the model got at each step
- * (modelInputs, as the spec's messages). With --scenario mock it serves a
+ * (modelInputs: role and text), and a failed run prints it too, with `error`
+ * in place of `final`. With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
  *
  *   npm run build   # builds the adapter into integrations/ts/dist
@@ -128,23 +129,28 @@ async function main() {
     }),
   };
 
-  const result = await hooks.run(() =>
-    generateText({
-      model: hooks.model(model),
-      tools: hooks.tools(tools),
-      prepareStep: hooks.prepareStep,
-      onStepFinish: hooks.onStepFinish,
-      stopWhen: stepCountIs(4),
-      prompt: 'What is the weather in Paris?',
-    }),
-  );
-
-  const line = { final: result.text, toolRuns };
-  if (values.trace) {
-    line.toolArgs = toolArgs;
-    line.modelInputs = model.prompts.map(promptText);
+  const trace = () => ({ toolArgs, modelInputs: model.prompts.map(promptText) });
+  let result;
+  try {
+    result = await hooks.run(() =>
+      generateText({
+        model: hooks.model(model),
+        tools: hooks.tools(tools),
+        prepareStep: hooks.prepareStep,
+        onStepFinish: hooks.onStepFinish,
+        stopWhen: stepCountIs(4),
+        prompt: 'What is the weather in Paris?',
+      }),
+    );
+  } catch (e) {
+    if (values.trace) {
+      const error = e instanceof Error ? e.message : String(e);
+      console.log(JSON.stringify({ error, toolRuns, ...trace() }));
+    }
+    throw e;
   }
-  console.log(JSON.stringify(line));
+  const line = { final: result.text, toolRuns };
+  console.log(JSON.stringify(values.trace ? { ...line, ...trace() } : line));
 }
 
 main().catch((e) => {

@@ -8,7 +8,8 @@
 // It prints one JSON line {"final":"<final text>","toolRuns":<n>} and exits 0,
 // or prints the error on stderr and exits 1. With --trace the line also holds
 // the tool's arguments (toolArgs) and the messages the model got at each step
-// (modelInputs). With --scenario mock it serves a local handler that mocks
+// (modelInputs, as the spec's messages), and a failed run prints it too, with
+// `error` in place of `final`. With --scenario mock it serves a local handler that mocks
 // every beforeToolCall call with "mocked weather".
 //
 //	go run ./cmd/canonical --target 127.0.0.1:PORT --operation-id ID
@@ -119,24 +120,27 @@ func run() error {
 	agent := agents.NewOpenAIFunctionsAgent(hooks.Model(llm), hooks.Tools(tool))
 	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(hooks.Handler()), agents.WithMaxIterations(4))
 	out, err := chains.Call(context.Background(), executor, map[string]any{"input": "What is the weather in Paris?"})
+	if err == nil {
+		err = hooks.Err()
+	}
+	line := map[string]any{"toolRuns": tool.runs}
 	if err != nil {
-		return err
+		line["error"] = err.Error()
+	} else {
+		line["final"], _ = out["output"].(string)
 	}
-	if err := hooks.Err(); err != nil {
-		return err
-	}
-	final, _ := out["output"].(string)
-	line := map[string]any{"final": final, "toolRuns": tool.runs}
 	if *trace {
 		line["toolArgs"] = tool.args
 		line["modelInputs"] = llm.inputs
 	}
-	b, err := json.Marshal(line)
-	if err != nil {
-		return err
+	if err == nil || *trace {
+		b, jsonErr := json.Marshal(line)
+		if jsonErr != nil {
+			return jsonErr
+		}
+		fmt.Println(string(b))
 	}
-	fmt.Println(string(b))
-	return nil
+	return err
 }
 
 func main() {
