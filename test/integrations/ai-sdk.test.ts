@@ -14,6 +14,7 @@ import {
   type Harness,
   MOCK_CONTENT,
   notifications,
+  PAYLOAD_MAX_OUTPUT_TOKENS,
   REDACTED,
   REWRITTEN_CITY,
   runRunner,
@@ -106,6 +107,20 @@ describe('Vercel AI SDK adapter', () => {
     const seen = JSON.stringify(line?.modelInputs);
     expect(seen).toContain(REDACTED);
     expect(seen).not.toContain('Paris');
+  });
+
+  it('a beforeProviderPayload hook changes the provider call options the model gets', async () => {
+    const line = await run('op-ai-payload', 'payload');
+    expect(line).toMatchObject({ final: 'It is sunny in Paris.', toolRuns: 1 });
+    expect(line?.maxOutputTokens).toEqual([PAYLOAD_MAX_OUTPUT_TOKENS, PAYLOAD_MAX_OUTPUT_TOKENS]);
+    // The prompt went through the hook as JSON and back, and still reads the same.
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain('sunny in Paris');
+  });
+
+  it('a shouldStopAfterTurn hook stops the loop after the tool step', async () => {
+    const line = await run('op-ai-stop', 'stop');
+    expect(line).toMatchObject({ final: '', toolRuns: 1 });
+    expect(line?.modelInputs).toHaveLength(1);
   });
 
   it('a modifying hook that must answer fails: the tool does not run, the run fails', async () => {

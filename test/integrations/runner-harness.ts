@@ -46,7 +46,19 @@ export const EVENT_TYPES: readonly [HookType, string][] = [
 ];
 
 /** The scenarios: which hooks the operation has, and which runner mode runs it. */
-export type Scenario = 'canonical' | 'deny' | 'allow' | 'mock' | 'rewrite' | 'redact' | 'blocked';
+export type Scenario =
+  | 'canonical'
+  | 'deny'
+  | 'allow'
+  | 'mock'
+  | 'rewrite'
+  | 'redact'
+  | 'blocked'
+  | 'payload'
+  | 'stop';
+
+/** The output limit the beforeProviderPayload hook sets on the provider call. */
+export const PAYLOAD_MAX_OUTPUT_TOKENS = 42;
 
 /** One file's sidecar and receiver. */
 export interface Harness {
@@ -60,7 +72,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Answers the receiver's routes: `/<op>/events`, `deny`, `allow`, `rewrite`, `redact`, `fail`. */
+/** Answers the receiver's routes: `/<op>/events`, `deny`, `allow`, `rewrite`, `redact`, `fail`, `payload`, `stop`. */
 function answer(req: ReceivedRequest): { status: number; json?: unknown } {
   const route = req.path.split('/').pop();
   switch (route) {
@@ -72,6 +84,15 @@ function answer(req: ReceivedRequest): { status: number; json?: unknown } {
       return { status: 200, json: { args: { city: REWRITTEN_CITY } } };
     case 'fail':
       return { status: 503 };
+    case 'payload': {
+      const { payload } = req.json as { payload: Record<string, unknown> };
+      return {
+        status: 200,
+        json: { payload: { ...payload, maxOutputTokens: PAYLOAD_MAX_OUTPUT_TOKENS } },
+      };
+    }
+    case 'stop':
+      return { status: 200, json: { stop: true } };
     case 'redact': {
       const { messages } = req.json as { messages: unknown[] };
       return {
@@ -144,6 +165,19 @@ export async function startHarness(): Promise<Harness> {
           webhook: { url: url('fail'), onError: OnError.BLOCK },
         }),
       );
+    } else if (scenario === 'payload' || scenario === 'stop') {
+      const point =
+        scenario === 'payload'
+          ? ModifyPoint.BEFORE_PROVIDER_PAYLOAD
+          : ModifyPoint.SHOULD_STOP_AFTER_TURN;
+      hooks.push(
+        create(HookSchema, {
+          id: scenario,
+          point,
+          plugin: 'adapters',
+          webhook: { url: url(scenario) },
+        }),
+      );
     } else if (scenario === 'redact') {
       hooks.push(
         create(HookSchema, {
@@ -188,6 +222,8 @@ export interface RunnerLine {
   readonly toolRuns: number;
   readonly toolArgs?: unknown[];
   readonly modelInputs?: unknown[];
+  /** The output limit of each model call (the AI SDK runner, with `--trace`). */
+  readonly maxOutputTokens?: (number | null)[];
 }
 
 /** Runs a runner command to its end (bounded by a timeout). */

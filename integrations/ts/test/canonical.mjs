@@ -9,8 +9,9 @@
  * It prints one JSON line {"final":"<final text>","toolRuns":<n>} and exits 0,
  * or prints the error on stderr and exits 1. With --trace the line also holds
  * the tool's arguments (toolArgs) and the messages the model got at each step
- * (modelInputs: role and text), and a failed run prints it too, with `error`
- * in place of `final`. With --scenario mock it serves a
+ * (modelInputs: role and text) and their output limits (maxOutputTokens), and
+ * a failed run prints it too, with `error` in place of `final`. Besides the
+ * README's lines it asks the shouldStopAfterTurn hooks (hooks.stopWhen). With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
  *
  *   npm run build   # builds the adapter into integrations/ts/dist
@@ -33,9 +34,12 @@ class ScriptedModel {
   supportedUrls = {};
   /** The prompt of each call, as the model got it. */
   prompts = [];
+  /** The output limit of each call. */
+  maxOutputTokens = [];
 
   async doGenerate(options) {
     this.prompts.push(options.prompt);
+    this.maxOutputTokens.push(options.maxOutputTokens ?? null);
     if (this.prompts.length === 1) {
       return {
         content: [
@@ -129,7 +133,11 @@ async function main() {
     }),
   };
 
-  const trace = () => ({ toolArgs, modelInputs: model.prompts.map(promptText) });
+  const trace = () => ({
+    toolArgs,
+    modelInputs: model.prompts.map(promptText),
+    maxOutputTokens: model.maxOutputTokens,
+  });
   let result;
   try {
     result = await hooks.run(() =>
@@ -138,7 +146,7 @@ async function main() {
         tools: hooks.tools(tools),
         prepareStep: hooks.prepareStep,
         onStepFinish: hooks.onStepFinish,
-        stopWhen: stepCountIs(4),
+        stopWhen: [stepCountIs(4), hooks.stopWhen],
         prompt: 'What is the weather in Paris?',
       }),
     );
