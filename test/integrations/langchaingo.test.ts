@@ -10,23 +10,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { refusedUrl } from '../support/receiver.js';
+import { afterAll, beforeAll, describe } from 'vitest';
 import { REPO_ROOT } from '../support/sidecar.js';
-import {
-  awaitedPayloads,
-  DENY_REASON,
-  type Harness,
-  MOCK_CONTENT,
-  notifications,
-  REDACTED,
-  REWRITTEN_CITY,
-  runRunner,
-  type Scenario,
-  startHarness,
-  toolContext,
-  until,
-} from './runner-harness.js';
+import { adapterScenarios, type Harness, startHarness } from './runner-harness.js';
 
 const MODULE = join(REPO_ROOT, 'integrations', 'go');
 
@@ -51,110 +37,5 @@ describe('langchaingo adapter', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function run(operationId: string, scenario: Scenario) {
-    await harness.register(operationId, scenario);
-    const mode = scenario === 'mock' ? 'mock' : 'canonical';
-    const exit = await runRunner(
-      runner,
-      [
-        '--target',
-        harness.sidecar.grpc,
-        '--operation-id',
-        operationId,
-        '--trace',
-        '--scenario',
-        mode,
-      ],
-      MODULE,
-    );
-    expect(exit.stderr).toBe('');
-    expect(exit.code).toBe(0);
-    return exit.line;
-  }
-
-  it('runs the canonical scenario and sends each event with the spec fields, in order', async () => {
-    const op = 'op-lcg-canonical';
-    const line = await run(op, 'canonical');
-    expect(line).toMatchObject({ final: 'It is sunny in Paris.', toolRuns: 1 });
-    await until(() => harness.requests(op).length === 7, 'seven notifications');
-    const { awaited, beforeToolCall } = notifications(harness.requests(op));
-    expect(awaited).toEqual(awaitedPayloads(op, { content: 'sunny in Paris', success: true }));
-    expect(beforeToolCall).toEqual([
-      {
-        ...toolContext(op, { city: 'Paris' }),
-        hookId: 'events-beforeToolCall',
-        hookType: 'beforeToolCall',
-      },
-    ]);
-  });
-
-  it('a denying control: the tool never runs and the model gets the blocked result', async () => {
-    const line = await run('op-lcg-deny', 'deny');
-    expect(line?.toolRuns).toBe(0);
-    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(DENY_REASON);
-  });
-
-  it('an allowing control: the tool runs once with the original arguments', async () => {
-    const line = await run('op-lcg-allow', 'allow');
-    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: 'Paris' }] });
-    expect(JSON.stringify(line?.modelInputs?.[1])).toContain('sunny in Paris');
-  });
-
-  it("a local handler's mock: the tool never runs and the mock is its result", async () => {
-    const op = 'op-lcg-mock';
-    const line = await run(op, 'mock');
-    expect(line?.toolRuns).toBe(0);
-    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(MOCK_CONTENT);
-    const { awaited } = notifications(harness.requests(op));
-    expect(awaited[1]).toMatchObject({ mocked: true, result: { content: MOCK_CONTENT } });
-  });
-
-  it('a beforeToolCall modifying hook rewrites the argument the tool gets', async () => {
-    const line = await run('op-lcg-rewrite', 'rewrite');
-    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: REWRITTEN_CITY }] });
-  });
-
-  it('a transformContext hook redacts: the model never sees the original text', async () => {
-    const line = await run('op-lcg-redact', 'redact');
-    expect(line?.toolRuns).toBe(1);
-    const seen = JSON.stringify(line?.modelInputs);
-    expect(seen).toContain(REDACTED);
-    expect(seen).not.toContain('Paris');
-  });
-
-  it('a modifying hook that must answer fails: the tool does not run, the run fails', async () => {
-    const op = 'op-lcg-blocked';
-    await harness.register(op, 'blocked');
-    const exit = await runRunner(
-      runner,
-      ['--target', harness.sidecar.grpc, '--operation-id', op, '--trace'],
-      MODULE,
-    );
-    expect(exit.code).not.toBe(0);
-    expect(exit.stderr).toContain('agenthooks: Modify beforeToolCall blocked by hook policy-down');
-    expect(exit.line).toMatchObject({ toolRuns: 0 });
-    await until(
-      () =>
-        harness.requests(op).some((r) => (r.json as { hookType?: string }).hookType === 'onError'),
-      'onError',
-    );
-    const { awaited } = notifications(harness.requests(op));
-    expect(awaited.slice(-2)).toMatchObject([
-      { hookType: 'onComplete', reason: 'error', status: 'error', operationId: op },
-      { hookType: 'onError', reason: 'error', status: 'error', operationId: op },
-    ]);
-    expect((awaited.at(-1) as { errorMessage: string }).errorMessage).toContain('policy-down');
-  });
-
-  it('sidecar down: the tool does not run and the run fails naming agenthooks', async () => {
-    const down = new URL(await refusedUrl()).host;
-    const exit = await runRunner(
-      runner,
-      ['--target', down, '--operation-id', 'op-lcg-down', '--trace'],
-      MODULE,
-    );
-    expect(exit.code).not.toBe(0);
-    expect(exit.stderr).toMatch(/agenthooks/);
-    expect(exit.stdout).not.toContain('toolRuns":1');
-  });
+  adapterScenarios('lcg', () => ({ harness, runner: { file: runner, prefix: [], cwd: MODULE } }));
 });

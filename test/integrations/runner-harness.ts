@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
 import { type Client, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
+import { expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type Hook,
@@ -20,7 +21,12 @@ import {
   ResponseHandling,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import {
+  type ReceivedRequest,
+  type Receiver,
+  refusedUrl,
+  startReceiver,
+} from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const execFileAsync = promisify(execFile);
@@ -375,4 +381,127 @@ export async function until(condition: () => boolean, what: string, ms = 10_000)
     if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/** How a test file starts its framework's runner. */
+export interface RunnerCommand {
+  /** The executable: node, or the built Go runner. */
+  readonly file: string;
+  /** Arguments before the runner's own (the script's path for node). */
+  readonly prefix: readonly string[];
+  readonly cwd: string;
+}
+
+/**
+ * The scenarios every adapter must show (issue #21), as `it` blocks in the
+ * caller's `describe`: deny, allow, a local handler's mock, an argument
+ * rewrite, a transformContext redaction, the canonical run's payloads in
+ * order, a blocked modifying hook, and a sidecar that is down. Each uses its
+ * own operation, `op-<prefix>-<scenario>`.
+ */
+export function adapterScenarios(
+  prefix: string,
+  context: () => { harness: Harness; runner: RunnerCommand },
+): { run: (operationId: string, scenario: Scenario) => Promise<RunnerLine | undefined> } {
+  const start = (args: readonly string[]) => {
+    const { runner } = context();
+    return runRunner(runner.file, [...runner.prefix, ...args], runner.cwd);
+  };
+  const run = async (operationId: string, scenario: Scenario) => {
+    const { harness } = context();
+    await harness.register(operationId, scenario);
+    const mode = scenario === 'mock' ? 'mock' : 'canonical';
+    const target = harness.sidecar.grpc;
+    const exit = await start([
+      '--target',
+      target,
+      '--operation-id',
+      operationId,
+      '--trace',
+      '--scenario',
+      mode,
+    ]);
+    expect(exit.stderr).toBe('');
+    expect(exit.code).toBe(0);
+    return exit.line;
+  };
+
+  it('runs the canonical scenario and sends each event with the spec fields, in order', async () => {
+    const { harness } = context();
+    const op = `op-${prefix}-canonical`;
+    const line = await run(op, 'canonical');
+    expect(line).toMatchObject({ final: 'It is sunny in Paris.', toolRuns: 1 });
+    await until(() => harness.requests(op).length === 7, 'seven notifications');
+    const { awaited, beforeToolCall } = notifications(harness.requests(op));
+    expect(awaited).toEqual(awaitedPayloads(op, { content: 'sunny in Paris', success: true }));
+    expect(beforeToolCall).toEqual([
+      {
+        ...toolContext(op, { city: 'Paris' }),
+        hookId: 'events-beforeToolCall',
+        hookType: 'beforeToolCall',
+      },
+    ]);
+  });
+
+  it('a denying control: the tool never runs and the model gets the blocked result', async () => {
+    const line = await run(`op-${prefix}-deny`, 'deny');
+    expect(line?.toolRuns).toBe(0);
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(DENY_REASON);
+  });
+
+  it('an allowing control: the tool runs once with the original arguments', async () => {
+    const line = await run(`op-${prefix}-allow`, 'allow');
+    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: 'Paris' }] });
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain('sunny in Paris');
+  });
+
+  it("a local handler's mock: the tool never runs and the mock is its result", async () => {
+    const op = `op-${prefix}-mock`;
+    const line = await run(op, 'mock');
+    expect(line?.toolRuns).toBe(0);
+    expect(JSON.stringify(line?.modelInputs?.[1])).toContain(MOCK_CONTENT);
+    const { awaited } = notifications(context().harness.requests(op));
+    expect(awaited[1]).toMatchObject({ mocked: true, result: { content: MOCK_CONTENT } });
+  });
+
+  it('a beforeToolCall modifying hook rewrites the argument the tool gets', async () => {
+    const line = await run(`op-${prefix}-rewrite`, 'rewrite');
+    expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: REWRITTEN_CITY }] });
+  });
+
+  it('a transformContext hook redacts: the model never sees the original text', async () => {
+    const line = await run(`op-${prefix}-redact`, 'redact');
+    expect(line?.toolRuns).toBe(1);
+    const seen = JSON.stringify(line?.modelInputs);
+    expect(seen).toContain(REDACTED);
+    expect(seen).not.toContain('Paris');
+  });
+
+  it('a modifying hook that must answer fails: the tool does not run, the run fails', async () => {
+    const { harness } = context();
+    const op = `op-${prefix}-blocked`;
+    await harness.register(op, 'blocked');
+    const exit = await start(['--target', harness.sidecar.grpc, '--operation-id', op, '--trace']);
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toContain('agenthooks: Modify beforeToolCall blocked by hook policy-down');
+    expect(exit.line).toMatchObject({ toolRuns: 0 });
+    const hookType = (r: ReceivedRequest) => (r.json as { hookType?: string }).hookType;
+    await until(() => harness.requests(op).some((r) => hookType(r) === 'onError'), 'onError');
+    const { awaited } = notifications(harness.requests(op));
+    expect(awaited.slice(-2)).toMatchObject([
+      { hookType: 'onComplete', reason: 'error', status: 'error', operationId: op },
+      { hookType: 'onError', reason: 'error', status: 'error', operationId: op },
+    ]);
+    expect((awaited.at(-1) as { errorMessage: string }).errorMessage).toContain('policy-down');
+  });
+
+  it('sidecar down: the tool does not run and the run fails naming agenthooks', async () => {
+    const down = new URL(await refusedUrl()).host;
+    const exit = await start(['--target', down, '--operation-id', `op-${prefix}-down`, '--trace']);
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toMatch(/agenthooks: Dispatch beforeStep/);
+    expect(exit.line).toMatchObject({ toolRuns: 0 });
+  });
+
+  return { run };
 }
