@@ -52,6 +52,19 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// Errors the adapter wraps, for errors.Is: every error of the adapter names
+// agenthooks and wraps one of these (and the gRPC error, when there is one).
+var (
+	// ErrSidecar: a call to the sidecar failed (unreachable, deadline, or an error answer).
+	ErrSidecar = errors.New("sidecar call failed")
+	// ErrBlocked: a modifying hook with onError: block failed; nothing of the point applies.
+	ErrBlocked = errors.New("blocked")
+	// ErrNoDecision: the sidecar answered without a decision or a result.
+	ErrNoDecision = errors.New("no decision")
+	// ErrUnknownToolCall: a tool ran for a call no model response (Hooks.Model) or agent action (Hooks.Handler) named.
+	ErrUnknownToolCall = errors.New("unknown tool call")
+)
+
 // DefaultIdentifier is the toolset identifier when [Config.Identifier] is empty.
 const DefaultIdentifier = "default"
 
@@ -233,7 +246,7 @@ func (h *Hooks) dispatch(ctx context.Context, event *agenthooksv1.HookEvent) err
 	c, cancel := h.ctx(ctx)
 	defer cancel()
 	if _, err := h.client.Dispatch(c, &agenthooksv1.DispatchRequest{Event: event}); err != nil {
-		return fmt.Errorf("agenthooks: Dispatch %s: %w", eventName(event), err)
+		return fmt.Errorf("agenthooks: Dispatch %s: %w: %w", eventName(event), ErrSidecar, err)
 	}
 	return nil
 }
@@ -380,7 +393,7 @@ func (h *Hooks) complete(ctx context.Context, final string, runErr error) error 
 	c, cancel := h.ctx(context.WithoutCancel(ctx))
 	defer cancel()
 	if _, err := h.client.CompleteOperation(c, &agenthooksv1.CompleteOperationRequest{Event: event}); err != nil {
-		return h.notify(fmt.Errorf("agenthooks: CompleteOperation: %w", err))
+		return h.notify(fmt.Errorf("agenthooks: CompleteOperation: %w: %w", ErrSidecar, err))
 	}
 	return nil
 }
@@ -537,18 +550,18 @@ func (h *Hooks) modify(ctx context.Context, point agenthooksv1.ModifyPoint, poin
 		OperationId: h.cfg.OperationID, Point: point, ContextJson: string(body),
 	})
 	if err != nil {
-		return fmt.Errorf("agenthooks: Modify %s: %w", name, err)
+		return fmt.Errorf("agenthooks: Modify %s: %w: %w", name, ErrSidecar, err)
 	}
 	switch o := res.GetOutcome().(type) {
 	case *agenthooksv1.ModifyResponse_Blocked:
-		return fmt.Errorf("agenthooks: Modify %s blocked by hook %s: %s", name, o.Blocked.GetHookId(), o.Blocked.GetMessage())
+		return fmt.Errorf("agenthooks: Modify %s %w by hook %s: %s", name, ErrBlocked, o.Blocked.GetHookId(), o.Blocked.GetMessage())
 	case *agenthooksv1.ModifyResponse_ResultJson:
 		if err := json.Unmarshal([]byte(o.ResultJson), result); err != nil {
 			return fmt.Errorf("agenthooks: Modify %s: %w", name, err)
 		}
 		return nil
 	default:
-		return fmt.Errorf("agenthooks: Modify %s answered without a result", name)
+		return fmt.Errorf("agenthooks: Modify %s answered without a result: %w", name, ErrNoDecision)
 	}
 }
 
@@ -606,7 +619,7 @@ func (h *Hooks) toolContext(action schema.AgentAction, apiName string, args map[
 	step := h.callStep[action.ToolID]
 	h.mu.Unlock()
 	if !ok {
-		return nil, fmt.Errorf("agenthooks: tool call %q of %s was not in a model response seen by Hooks.Model", action.ToolID, apiName)
+		return nil, fmt.Errorf("agenthooks: tool call %q of %s was not in a model response seen by Hooks.Model: %w", action.ToolID, apiName, ErrUnknownToolCall)
 	}
 	s, err := structpb.NewStruct(args)
 	if err != nil {
@@ -656,7 +669,7 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	h.mu.Unlock()
 	name := t.inner.Name()
 	if action == nil || !strings.EqualFold(action.Tool, name) {
-		return "", fmt.Errorf("agenthooks: no agent action for tool %s: set Hooks.Handler() as the executor's callbacks handler", name)
+		return "", fmt.Errorf("agenthooks: no agent action for tool %s (set Hooks.Handler() as the executor's callbacks handler): %w", name, ErrUnknownToolCall)
 	}
 	args, isObject := parseArgs(input)
 
@@ -697,7 +710,7 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	})
 	cancel()
 	if err != nil {
-		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s: %w", h.cfg.Identifier, name, err)
+		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s: %w: %w", h.cfg.Identifier, name, ErrSidecar, err)
 	}
 	switch d := decision.GetDecision().GetOutcome().(type) {
 	case *agenthooksv1.Decision_Deny:
@@ -708,7 +721,7 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 		return result.GetContent(), h.afterToolCall(ctx, callCtx, result, true)
 	case *agenthooksv1.Decision_Allow:
 	default:
-		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s answered without a decision", h.cfg.Identifier, name)
+		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s: %w", h.cfg.Identifier, name, ErrNoDecision)
 	}
 
 	toolInput := input
@@ -737,14 +750,14 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	})
 	cancel()
 	if err != nil {
-		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s: %w", h.cfg.Identifier, name, err)
+		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s: %w: %w", h.cfg.Identifier, name, ErrSidecar, err)
 	}
 	switch d := checked.GetDecision().GetOutcome().(type) {
 	case *agenthooksv1.Decision_Deny:
 		result = d.Deny.GetBlockedResult()
 	case *agenthooksv1.Decision_Allow:
 	default:
-		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s answered without a decision", h.cfg.Identifier, name)
+		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s: %w", h.cfg.Identifier, name, ErrNoDecision)
 	}
 	return result.GetContent(), h.afterToolCall(ctx, callCtx, result, false)
 }

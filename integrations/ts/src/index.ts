@@ -115,9 +115,35 @@ export interface SpecMessage {
 
 type HookClient = Client<typeof HookService>;
 
-/** An error of the adapter: the sidecar failed, or a hook blocked the run. */
+/** Stable codes of {@link AgentHooksError}: match on `code`, not on the message. */
+export type AgentHooksErrorCode =
+  /** A call to the sidecar failed: unreachable, deadline, or an error answer (see `cause`). */
+  | 'SIDECAR_CALL_FAILED'
+  /** A modifying hook with `onError: block` failed: nothing of the point applies. */
+  | 'HOOK_BLOCKED'
+  /** The sidecar answered without a decision or a result. */
+  | 'NO_DECISION'
+  /** A tool ran for a tool call the wrapped model never returned (`hooks.model()` missing). */
+  | 'UNKNOWN_TOOL_CALL'
+  /** The options are incomplete, or the Handle stream could not be attached. */
+  | 'SETUP_FAILED';
+
+/**
+ * An error of the adapter: the sidecar failed, or a hook blocked the run. Its
+ * message names agenthooks; the run must not go on as if the call was allowed.
+ *
+ * @example
+ * try { await hooks.run(() => generateText({ ... })); }
+ * catch (e) { if (e instanceof Error && 'code' in e && e.code === 'HOOK_BLOCKED') ... }
+ */
 export class AgentHooksError extends Error {
   override readonly name = 'AgentHooksError';
+  readonly code: AgentHooksErrorCode;
+
+  constructor(code: AgentHooksErrorCode, message: string, options?: { cause?: unknown }) {
+    super(`agenthooks: ${message}`, options);
+    this.code = code;
+  }
 }
 
 function transport(address: string): Transport {
@@ -311,7 +337,7 @@ export function mockReply(content: string): HandlerReply {
 
 /** Creates the hooks of one run; attaches the Handle stream when `handle` is set. */
 export async function createAgentHooks(options: AgentHooksOptions): Promise<AgentHooks> {
-  if (!options.target) throw new AgentHooksError('agenthooks: the target option is required');
+  if (!options.target) throw new AgentHooksError('SETUP_FAILED', 'the target option is required');
   const hooks = new AgentHooks(options);
   await hooks.attach();
   return hooks;
@@ -358,7 +384,7 @@ export class AgentHooks {
       await Promise.race([this.#handle.attached, timeout]);
     } catch (e) {
       await this.close();
-      throw new AgentHooksError(`agenthooks: Handle: ${message(e)}`);
+      throw new AgentHooksError('SETUP_FAILED', `Handle: ${message(e)}`, { cause: e });
     } finally {
       clearTimeout(timer);
     }
@@ -391,8 +417,10 @@ export class AgentHooks {
   }
 
   /** A failed event: logged under failOpenNotifications, else kept and thrown. */
-  #notifyFailed(e: unknown): void {
-    const error = new AgentHooksError(`agenthooks: ${message(e)}`);
+  #notifyFailed(what: string, cause: unknown): void {
+    const error = new AgentHooksError('SIDECAR_CALL_FAILED', `${what}: ${message(cause)}`, {
+      cause,
+    });
     if (this.#options.failOpenNotifications) {
       (this.#options.log ?? console.warn)(`${error.message} (ignored: failOpenNotifications)`);
       return;
@@ -406,7 +434,7 @@ export class AgentHooks {
     try {
       await this.#client.dispatch({ event }, { timeoutMs: this.#timeoutMs });
     } catch (e) {
-      this.#notifyFailed(`Dispatch ${event.event.case}: ${message(e)}`);
+      this.#notifyFailed(`Dispatch ${event.event.case}`, e);
     }
   }
 
@@ -422,16 +450,19 @@ export class AgentHooks {
         { timeoutMs: this.#timeoutMs },
       );
     } catch (e) {
-      throw new AgentHooksError(`agenthooks: Modify ${name}: ${message(e)}`);
+      throw new AgentHooksError('SIDECAR_CALL_FAILED', `Modify ${name}: ${message(e)}`, {
+        cause: e,
+      });
     }
     const outcome = res.outcome;
     if (outcome.case === 'blocked') {
       throw new AgentHooksError(
-        `agenthooks: Modify ${name} blocked by hook ${outcome.value.hookId}: ${outcome.value.message}`,
+        'HOOK_BLOCKED',
+        `Modify ${name} blocked by hook ${outcome.value.hookId}: ${outcome.value.message}`,
       );
     }
     if (outcome.case !== 'resultJson') {
-      throw new AgentHooksError(`agenthooks: Modify ${name} answered without a result`);
+      throw new AgentHooksError('NO_DECISION', `Modify ${name} answered without a result`);
     }
     return JSON.parse(outcome.value) as Partial<R>;
   }
@@ -555,7 +586,8 @@ export class AgentHooks {
     const callIndex = this.#callIndex.get(toolCallId);
     if (callIndex === undefined) {
       throw new AgentHooksError(
-        `agenthooks: tool call ${toolCallId} of ${apiName} was not in a response of hooks.model(): wrap the model`,
+        'UNKNOWN_TOOL_CALL',
+        `tool call ${toolCallId} of ${apiName} was not in a response of hooks.model(): wrap the model`,
       );
     }
     const stepIndex = this.#step;
@@ -631,7 +663,9 @@ export class AgentHooks {
         { timeoutMs: this.#timeoutMs },
       );
     } catch (e) {
-      throw new AgentHooksError(`agenthooks: DecideToolCall ${tool}: ${message(e)}`);
+      throw new AgentHooksError('SIDECAR_CALL_FAILED', `DecideToolCall ${tool}: ${message(e)}`, {
+        cause: e,
+      });
     }
     const outcome = decision.decision?.outcome;
     if (outcome?.case === 'deny') {
@@ -645,7 +679,10 @@ export class AgentHooks {
       return mocked.content;
     }
     if (outcome?.case !== 'allow') {
-      throw new AgentHooksError(`agenthooks: DecideToolCall ${tool} answered without a decision`);
+      throw new AgentHooksError(
+        'NO_DECISION',
+        `DecideToolCall ${tool} answered without a decision`,
+      );
     }
 
     const toolInput = before.args === undefined ? input : (args as unknown);
@@ -669,7 +706,9 @@ export class AgentHooks {
         { timeoutMs: this.#timeoutMs },
       );
     } catch (e) {
-      throw new AgentHooksError(`agenthooks: DecideToolResult ${tool}: ${message(e)}`);
+      throw new AgentHooksError('SIDECAR_CALL_FAILED', `DecideToolResult ${tool}: ${message(e)}`, {
+        cause: e,
+      });
     }
     const after = checked.decision?.outcome;
     if (after?.case === 'deny') {
@@ -678,7 +717,10 @@ export class AgentHooks {
       return blocked.content;
     }
     if (after?.case !== 'allow') {
-      throw new AgentHooksError(`agenthooks: DecideToolResult ${tool} answered without a decision`);
+      throw new AgentHooksError(
+        'NO_DECISION',
+        `DecideToolResult ${tool} answered without a decision`,
+      );
     }
     await this.#afterToolCall(context, result, false);
     return output;
@@ -715,7 +757,7 @@ export class AgentHooks {
     try {
       await this.#client.completeOperation({ event: event.value }, { timeoutMs: this.#timeoutMs });
     } catch (e) {
-      this.#notifyFailed(`CompleteOperation: ${message(e)}`);
+      this.#notifyFailed('CompleteOperation', e);
     }
   }
 
