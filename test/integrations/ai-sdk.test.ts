@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/sidecar.js';
 import {
   adapterScenarios,
+  ensureAiSdkBuilt,
   type Harness,
   PAYLOAD_MAX_OUTPUT_TOKENS,
   startHarness,
@@ -22,8 +23,9 @@ describe('Vercel AI SDK adapter', () => {
   let harness: Harness;
 
   beforeAll(async () => {
+    await ensureAiSdkBuilt();
     harness = await startHarness();
-  });
+  }, 150_000);
 
   afterAll(async () => {
     await harness?.close();

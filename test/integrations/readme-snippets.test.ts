@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { refusedUrl } from '../support/receiver.js';
 import { killSidecar, REPO_ROOT, type SidecarProcess, startSidecar } from '../support/sidecar.js';
-import { runRunner } from './runner-harness.js';
+import { ensureAiSdkBuilt, runRunner } from './runner-harness.js';
 
 const execFileAsync = promisify(execFile);
 const README = readFileSync(join(REPO_ROOT, 'README.md'), 'utf8');
@@ -135,10 +135,11 @@ describe('README adapter snippets', () => {
   let down: string;
 
   beforeAll(async () => {
+    await ensureAiSdkBuilt();
     dir = mkdtempSync(join(tmpdir(), 'agenthooks-readme-adapters-'));
     sidecar = await startSidecar({ http: false });
     down = new URL(await refusedUrl()).host;
-  });
+  }, 150_000);
 
   afterAll(async () => {
     await killSidecar(sidecar);

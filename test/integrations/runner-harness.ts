@@ -7,6 +7,8 @@
  * fill from their configuration).
  */
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
 import { type Client, createClient } from '@connectrpc/connect';
@@ -27,7 +29,7 @@ import {
   refusedUrl,
   startReceiver,
 } from '../support/receiver.js';
-import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+import { killSidecar, REPO_ROOT, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -39,6 +41,31 @@ export const MOCK_CONTENT = 'mocked weather';
 export const REWRITTEN_CITY = 'Lyon';
 /** What the redacting transformContext hook puts in place of the city. */
 export const REDACTED = '[city]';
+
+/** The AI SDK adapter as `npm run build:integrations` emits it. */
+export const AI_SDK_DIST = join(
+  REPO_ROOT,
+  'integrations',
+  'ts',
+  'dist',
+  'integrations',
+  'ts',
+  'src',
+  'index.js',
+);
+
+/**
+ * Builds the AI SDK adapter when it was not built (`npm test` and
+ * `scripts/test-all.sh` build it first; a lone `npx vitest run` after
+ * `npm run build` may not have).
+ */
+export async function ensureAiSdkBuilt(): Promise<void> {
+  if (existsSync(AI_SDK_DIST)) return;
+  const tsc = join(REPO_ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  await execFileAsync(process.execPath, [tsc, '-p', join(REPO_ROOT, 'integrations', 'ts')], {
+    timeout: 120_000,
+  });
+}
 
 /** The events the canonical run produces, one notification hook each. */
 export const EVENT_TYPES: readonly [HookType, string][] = [

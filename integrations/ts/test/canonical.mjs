@@ -14,7 +14,7 @@
  * README's lines it asks the shouldStopAfterTurn hooks (hooks.stopWhen). With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
  *
- *   npm run build   # builds the adapter into integrations/ts/dist
+ *   npm run build:integrations   # builds the adapter into integrations/ts/dist
  *   node integrations/ts/test/canonical.mjs --target 127.0.0.1:PORT --operation-id ID
  */
 import { parseArgs } from 'node:util';
