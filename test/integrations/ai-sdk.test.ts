@@ -11,10 +11,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/sidecar.js';
 import {
   adapterScenarios,
+  awaitedPayloads,
   ensureAiSdkBuilt,
   type Harness,
+  notifications,
   PAYLOAD_MAX_OUTPUT_TOKENS,
+  runRunner,
   startHarness,
+  until,
 } from './runner-harness.js';
 
 const RUNNER = join(REPO_ROOT, 'integrations', 'ts', 'test', 'canonical.mjs');
@@ -48,5 +52,20 @@ describe('Vercel AI SDK adapter', () => {
     const line = await run('op-ai-stop', 'stop');
     expect(line).toMatchObject({ final: '', toolRuns: 1 });
     expect(line?.modelInputs).toHaveLength(1);
+  });
+
+  it('streamText: the same events, decisions and final text as generateText', async () => {
+    const op = 'op-ai-stream';
+    await harness.register(op, 'canonical');
+    const exit = await runRunner(
+      process.execPath,
+      [RUNNER, '--target', harness.sidecar.grpc, '--operation-id', op, '--stream'],
+      REPO_ROOT,
+    );
+    expect(exit.stderr).toBe('');
+    expect(exit.line).toEqual({ final: 'It is sunny in Paris.', toolRuns: 1 });
+    await until(() => harness.requests(op).length === 7, 'seven notifications');
+    const { awaited } = notifications(harness.requests(op));
+    expect(awaited).toEqual(awaitedPayloads(op, { content: 'sunny in Paris', success: true }));
   });
 });

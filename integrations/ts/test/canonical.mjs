@@ -11,14 +11,16 @@
  * the tool's arguments (toolArgs) and the messages the model got at each step
  * (modelInputs: role and text) and their output limits (maxOutputTokens), and
  * a failed run prints it too, with `error` in place of `final`. Besides the
- * README's lines it asks the shouldStopAfterTurn hooks (hooks.stopWhen). With --scenario mock it serves a
+ * README's lines it asks the shouldStopAfterTurn hooks (hooks.stopWhen). With
+ * --stream it runs streamText (the model streams the same script) instead of
+ * generateText. With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
  *
  *   npm run build:integrations   # builds the adapter into integrations/ts/dist
  *   node integrations/ts/test/canonical.mjs --target 127.0.0.1:PORT --operation-id ID
  */
 import { parseArgs } from 'node:util';
-import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
 import { createAgentHooks, mockReply } from '../dist/integrations/ts/src/index.js';
 
 const USAGE = {
@@ -66,8 +68,28 @@ class ScriptedModel {
     throw new Error('the scripted model has no more steps');
   }
 
-  async doStream() {
-    throw new Error('the scripted model does not stream');
+  /** The same script as a stream of parts (for streamText). */
+  async doStream(options) {
+    const { content, finishReason, usage } = await this.doGenerate(options);
+    const parts = [{ type: 'stream-start', warnings: [] }];
+    for (const part of content) {
+      if (part.type === 'text') {
+        parts.push({ type: 'text-start', id: 'text-1' });
+        parts.push({ type: 'text-delta', id: 'text-1', delta: part.text });
+        parts.push({ type: 'text-end', id: 'text-1' });
+      } else {
+        parts.push(part);
+      }
+    }
+    parts.push({ type: 'finish', finishReason, usage });
+    return {
+      stream: new ReadableStream({
+        start(controller) {
+          for (const part of parts) controller.enqueue(part);
+          controller.close();
+        },
+      }),
+    };
   }
 }
 
@@ -94,6 +116,7 @@ async function main() {
       'operation-id': { type: 'string' },
       scenario: { type: 'string', default: 'canonical' },
       trace: { type: 'boolean', default: false },
+      stream: { type: 'boolean', default: false },
     },
   });
   if (!values.target) throw new Error('--target is required');
@@ -140,16 +163,28 @@ async function main() {
   });
   let result;
   try {
-    result = await hooks.run(() =>
-      generateText({
-        model: hooks.model(model),
-        tools: hooks.tools(tools),
-        prepareStep: hooks.prepareStep,
-        onStepFinish: hooks.onStepFinish,
-        stopWhen: [stepCountIs(4), hooks.stopWhen],
-        prompt: 'What is the weather in Paris?',
-      }),
-    );
+    const settings = {
+      model: hooks.model(model),
+      tools: hooks.tools(tools),
+      prepareStep: hooks.prepareStep,
+      onStepFinish: hooks.onStepFinish,
+      stopWhen: [stepCountIs(4), hooks.stopWhen],
+      prompt: 'What is the weather in Paris?',
+    };
+    result = await hooks.run(async () => {
+      if (!values.stream) return generateText(settings);
+      // streamText answers at once; the run ends when its text is complete.
+      let failure;
+      const stream = streamText({
+        ...settings,
+        onError: ({ error }) => {
+          failure ??= error;
+        },
+      });
+      const text = await stream.text;
+      if (failure !== undefined) throw failure;
+      return { text };
+    });
   } catch (e) {
     if (values.trace) {
       const error = e instanceof Error ? e.message : String(e);
