@@ -37,7 +37,6 @@ import {
   type LanguageModelMiddleware,
   type ModelMessage,
   type StepResult,
-  type StopCondition,
   type ToolSet,
   wrapLanguageModel,
 } from 'ai';
@@ -516,7 +515,11 @@ export class AgentHooks {
    * A stop condition for `stopWhen`: asks the `shouldStopAfterTurn` hooks
    * after each step (combine it with a step count: `[stepCountIs(5), hooks.stopWhen]`).
    */
-  readonly stopWhen: StopCondition<ToolSet> = async ({ steps }) => {
+  readonly stopWhen = async ({
+    steps,
+  }: {
+    steps: readonly { toolCalls: readonly unknown[]; response: { messages: ModelMessage[] } }[];
+  }): Promise<boolean> => {
     const last = steps[steps.length - 1];
     const messages = last === undefined ? [] : toSpecMessages(last.response.messages);
     const result = await this.modify<{ stop: boolean }>(ModifyPoint.SHOULD_STOP_AFTER_TURN, {
