@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned toolchain of the Python and Go clients into .venv
-# (gitignored), and the Go modules of clients/go and examples/go:
+# (gitignored), and the Go modules of clients/go, examples/go and
+# integrations/go (the Vercel AI SDK adapter's `ai` is an npm dev dependency,
+# installed by npm ci):
 #   - a Python venv with clients/python/requirements.txt (grpcio-tools,
 #     grpcio, protobuf, googleapis-common-protos, grpcio-status for the
 #     example runtime's error details, and standardwebhooks for the
@@ -49,3 +51,8 @@ fi
 go -C clients/go mod download
 go -C examples/go mod download
 go -C examples/go build -o /dev/null .
+# The langchaingo adapter (integrations/go, github.com/tmc/langchaingo
+# v0.1.14 pinned by its go.sum): its modules, and one build of its canonical
+# runner to fill the build cache for test/integrations.
+go -C integrations/go mod download
+go -C integrations/go build -o /dev/null ./cmd/canonical

@@ -32,4 +32,6 @@ if [ "$(id -u)" -eq 0 ]; then
 fi
 scripts/install-client-tools.sh
 npm run --silent build
+# The Vercel AI SDK adapter (integrations/ts/dist), which its tests run.
+npm run --silent build:integrations
 exec npx --no-install vitest run "$@"
