@@ -8,6 +8,8 @@
 #   - protoc-gen-go and protoc-gen-go-grpc at the versions of
 #     clients/versions.env, from the Go module proxy, into .venv/bin.
 # Idempotent: whatever is already there at the pinned version is kept.
+# Last, scripts/install-python-integrations.sh installs the Python framework
+# adapters (integrations/python) with their pinned frameworks.
 # With --generators-only (as scripts/generate-clients.sh runs it) it installs
 # the code generators and leaves the Go modules and build alone.
 # Needs python3 (3.9 or newer) and go (1.26 or newer) on PATH.
@@ -49,3 +51,6 @@ fi
 go -C clients/go mod download
 go -C examples/go mod download
 go -C examples/go build -o /dev/null .
+
+# The Python framework adapters and their pinned frameworks (integrations/python).
+scripts/install-python-integrations.sh
