@@ -1,0 +1,364 @@
+/**
+ * @module End-to-end: the Python adapters of `integrations/python` (LangChain v1
+ * middleware, OpenAI Agents SDK run hooks and tool wrapper) run their
+ * framework's real agent loop, with a scripted model, against the real
+ * sidecar and a real receiver. Per framework one child process of
+ * `tests/canonical.py` (the runner of the cross-adapter comparison) runs every
+ * scenario: the canonical run (allow), deny, a local handler's mock, an
+ * argument rewrite, a redaction and the sidecar down, since the frameworks
+ * import slowly. The assertions read the
+ * receiver's requests and what the scripted model and the tool got.
+ */
+import { execFile } from 'node:child_process';
+import type * as http from 'node:http';
+import * as net from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AnyClient, hookClient, unary } from '../support/grpc-client.js';
+import { type HandlerStream, openHandlerStream } from '../support/handler-client.js';
+import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
+import { killSidecar, REPO_ROOT, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+
+const execFileAsync = promisify(execFile);
+
+const PYTHON = join(REPO_ROOT, '.venv', 'bin', 'python');
+const RUNNER = join(REPO_ROOT, 'integrations', 'python', 'tests', 'canonical.py');
+const FRAMEWORKS = ['langchain', 'openai-agents'] as const;
+type Framework = (typeof FRAMEWORKS)[number];
+const SCENARIOS = ['canonical', 'deny', 'mock', 'rewrite', 'redact', 'down'] as const;
+type Scenario = (typeof SCENARIOS)[number];
+/** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
+const RUN_TIMEOUT_MS = 60_000;
+
+const DENY_REASON = 'Weather lookups are not allowed today.';
+const MOCK_RESULT = 'cloudy in Paris (from the local handler)';
+const CARD = '4111 1111 1111 1111';
+const FINAL = 'It is sunny in Paris.';
+const EVENTS = [
+  'HOOK_TYPE_BEFORE_STEP',
+  'HOOK_TYPE_AFTER_STEP',
+  'HOOK_TYPE_BEFORE_TOOL_CALL',
+  'HOOK_TYPE_AFTER_TOOL_CALL',
+  'HOOK_TYPE_ON_TOOL_CALL_ERROR',
+  'HOOK_TYPE_ON_COMPLETE',
+  'HOOK_TYPE_ON_ERROR',
+];
+
+/** One scenario's line of the runner. */
+interface ScenarioLine {
+  readonly scenario: Scenario;
+  readonly operationId: string;
+  readonly final?: string;
+  readonly error?: string;
+  readonly toolRuns: number;
+  readonly toolArgs: Record<string, unknown>[];
+  readonly modelInputs: string[];
+}
+
+/** What one framework's runner printed, per scenario. */
+type FrameworkRuns = Map<Scenario, ScenarioLine>;
+
+let sidecar: SidecarProcess;
+let receiver: Receiver;
+let client: AnyClient;
+let handlers: HandlerStream;
+const runs = new Map<Framework, FrameworkRuns>();
+
+/** The JSON each receiver path answers; notifications (`/events/...`) get 204. */
+function reply(req: ReceivedRequest): unknown {
+  if (req.path.startsWith('/deny/')) return { decision: 'deny', reason: DENY_REASON };
+  if (req.path.startsWith('/rewrite/')) return { args: { city: 'Lyon' } };
+  if (req.path.startsWith('/redact/')) {
+    const messages = (req.json as { messages: { content?: unknown }[] }).messages;
+    const redact = (m: { content?: unknown }) =>
+      typeof m.content === 'string'
+        ? Object.assign({}, m, { content: m.content.replaceAll(CARD, '[redacted]') })
+        : m;
+    return { messages: messages.map(redact) };
+  }
+  return undefined;
+}
+
+function answer(req: ReceivedRequest, res: http.ServerResponse): void {
+  const json = reply(req);
+  if (json === undefined) {
+    res.writeHead(204);
+    res.end();
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(json));
+}
+
+/** A port on 127.0.0.1 where nothing listens. */
+async function closedPort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+async function register(operationId: string, hooks: Record<string, unknown>[]): Promise<void> {
+  await unary(client, 'RegisterHooks', { operationId, hooks });
+}
+
+/** Notification webhooks for every event the adapters send, to `/events/<op>`. */
+function notifications(op: string): Record<string, unknown>[] {
+  return EVENTS.map((type) => ({
+    id: `notify-${type}`,
+    type,
+    webhook: { url: `${receiver.url}/events/${op}` },
+  }));
+}
+
+async function runPython(args: string[]): Promise<string> {
+  const { stdout } = await execFileAsync(PYTHON, [RUNNER, ...args], {
+    cwd: REPO_ROOT,
+    timeout: RUN_TIMEOUT_MS,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
+  });
+  return stdout;
+}
+
+async function runFramework(framework: Framework, downPort: number): Promise<void> {
+  const base = `op-py-${framework}-${process.pid}`;
+  const op = (s: Scenario) => `${base}-${s}`;
+  await register(op('canonical'), notifications(op('canonical')));
+  await register(op('deny'), [
+    {
+      id: 'deny-weather',
+      type: 'HOOK_TYPE_BEFORE_TOOL_CALL',
+      matcher: '^weather/get_weather$',
+      webhook: {
+        url: `${receiver.url}/deny/${op('deny')}`,
+        responseHandling: 'RESPONSE_HANDLING_TOOL_CALL',
+      },
+    },
+    ...notifications(op('deny')),
+  ]);
+  await register(op('mock'), [
+    { id: 'mock-weather', type: 'HOOK_TYPE_BEFORE_TOOL_CALL', handler: true },
+  ]);
+  await register(op('rewrite'), [
+    {
+      id: 'rewrite-city',
+      point: 'MODIFY_POINT_BEFORE_TOOL_CALL',
+      webhook: { url: `${receiver.url}/rewrite/${op('rewrite')}` },
+    },
+  ]);
+  await register(op('redact'), [
+    {
+      id: 'redact-card',
+      point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+      webhook: { url: `${receiver.url}/redact/${op('redact')}`, onError: 'ON_ERROR_BLOCK' },
+    },
+  ]);
+  await handlers.attach([op('mock')]);
+  // One process for every scenario: the frameworks take seconds to import.
+  const stdout = await runPython([
+    '--framework',
+    framework,
+    '--target',
+    sidecar.grpc,
+    '--operation-id',
+    base,
+    '--scenarios',
+    SCENARIOS.join(','),
+    '--down-target',
+    `127.0.0.1:${downPort}`,
+  ]);
+  const lines = stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as ScenarioLine);
+  runs.set(framework, new Map(lines.map((l) => [l.scenario, l])));
+}
+
+beforeAll(async () => {
+  receiver = await startReceiver({ answer });
+  sidecar = await startSidecar({ http: false });
+  client = hookClient(sidecar.grpc);
+  handlers = openHandlerStream(client);
+  handlers.answer((call) =>
+    call.hookId === 'mock-weather'
+      ? { mock: { result: { content: MOCK_RESULT, success: true } } }
+      : { done: {} },
+  );
+  const downPort = await closedPort();
+  await Promise.all(FRAMEWORKS.map((f) => runFramework(f, downPort)));
+}, 2 * RUN_TIMEOUT_MS);
+
+afterAll(async () => {
+  handlers?.end();
+  client?.close();
+  await killSidecar(sidecar);
+  await receiver?.close();
+});
+
+function scenario(framework: Framework, s: Scenario): ScenarioLine {
+  const line = runs.get(framework)?.get(s);
+  if (line === undefined) throw new Error(`no ${s} line for ${framework}`);
+  return line;
+}
+
+/** The bodies the receiver got on `/<kind>/<op>`, in arrival order. */
+function bodies(kind: string, op: string): Record<string, unknown>[] {
+  return receiver.requests
+    .filter((r) => r.path === `/${kind}/${op}`)
+    .map((r) => r.json as Record<string, unknown>);
+}
+
+/** The ids a framework chooses itself (LangChain names its AIMessages), normalised. */
+function normalise(payload: Record<string, unknown>, op: string): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...payload };
+  if (
+    typeof out.assistantMessageId === 'string' &&
+    out.assistantMessageId !== `${op}:assistant:0`
+  ) {
+    out.assistantMessageId = '<framework message id>';
+  }
+  return out;
+}
+
+describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
+  it('runs the canonical run: the tool once with the original arguments, then the final text', () => {
+    const line = scenario(framework, 'canonical');
+    expect(line.error).toBeUndefined();
+    expect(line.final).toBe(FINAL);
+    expect(line.toolArgs).toEqual([{ city: 'Paris' }]);
+    expect(line.modelInputs[1]).toContain('sunny in Paris');
+  });
+
+  it("sends each event with the spec's fields, the awaited ones in order", () => {
+    const op = scenario(framework, 'canonical').operationId;
+    const got = bodies('events', op).map((b) => normalise(b, op));
+    const messageId = framework === 'langchain' ? '<framework message id>' : `${op}:assistant:0`;
+    const ids = { agentId: 'agent-1', operationId: op, userId: 'user-1' };
+    const tool = {
+      ...ids,
+      toolCallId: 'call_weather_1',
+      assistantMessageId: messageId,
+      identifier: 'weather',
+      apiName: 'get_weather',
+      args: { city: 'Paris' },
+      callIndex: 0,
+      stepIndex: 0,
+      executor: 'server',
+    };
+    const hook = (type: string) => ({ hookId: `notify-HOOK_TYPE_${type}`, hookType: '' });
+    const expected = [
+      { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 0, steps: 0 },
+      {
+        ...hook('AFTER_STEP'),
+        hookType: 'afterStep',
+        ...ids,
+        stepIndex: 0,
+        steps: 1,
+        stepType: 'call_llm',
+        content: '',
+        toolCalls: 1,
+        totalToolCalls: 1,
+      },
+      {
+        ...hook('AFTER_TOOL_CALL'),
+        hookType: 'afterToolCall',
+        ...tool,
+        mocked: false,
+        result: { content: 'sunny in Paris', success: true },
+      },
+      { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 1, steps: 1 },
+      {
+        ...hook('AFTER_STEP'),
+        hookType: 'afterStep',
+        ...ids,
+        stepIndex: 1,
+        steps: 2,
+        stepType: 'call_llm',
+        content: FINAL,
+        toolCalls: 0,
+        totalToolCalls: 1,
+      },
+      {
+        ...hook('ON_COMPLETE'),
+        hookType: 'onComplete',
+        ...ids,
+        reason: 'done',
+        status: 'done',
+        errorMessage: '',
+        lastAssistantContent: FINAL,
+        steps: 2,
+        llmCalls: 2,
+        toolCalls: 1,
+      },
+    ];
+    // beforeToolCall notifications start inside DecideToolCall without being
+    // awaited (as upstream), so only their presence is checked; every other
+    // event is awaited by the adapter, so its order is the run's.
+    const before = got.filter((b) => b.hookType === 'beforeToolCall');
+    expect(before).toEqual([{ ...hook('BEFORE_TOOL_CALL'), hookType: 'beforeToolCall', ...tool }]);
+    expect(got.filter((b) => b.hookType !== 'beforeToolCall')).toEqual(expected);
+  });
+
+  it('denies: the tool never runs and the model next sees the blocked result', () => {
+    const line = scenario(framework, 'deny');
+    expect(line.error).toBeUndefined();
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs).toHaveLength(2);
+    expect(line.modelInputs[1]).toContain(DENY_REASON);
+    const after = bodies('events', line.operationId).find((b) => b.hookType === 'afterToolCall');
+    expect(after?.result).toMatchObject({
+      content: DENY_REASON,
+      error: 'hook_denied',
+      success: false,
+    });
+    expect(after?.mocked).toBe(false);
+  });
+
+  it("mocks from a local handler: the tool never runs and the mock is the model's result", () => {
+    const line = scenario(framework, 'mock');
+    expect(line.error).toBeUndefined();
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs[1]).toContain(MOCK_RESULT);
+    expect(
+      handlers.calls.filter((c) => c.operationId === line.operationId).map((c) => c.hookId),
+    ).toEqual(['mock-weather']);
+  });
+
+  it('rewrites the arguments at beforeToolCall: the tool gets the rewritten city', () => {
+    const line = scenario(framework, 'rewrite');
+    expect(line.error).toBeUndefined();
+    expect(line.toolArgs).toEqual([{ city: 'Lyon' }]);
+    expect(line.modelInputs[1]).toContain('sunny in Lyon');
+    const [sent] = bodies('rewrite', line.operationId);
+    expect(sent).toMatchObject({
+      args: { city: 'Paris' },
+      toolCall: { id: 'call_weather_1', name: 'get_weather' },
+    });
+  });
+
+  it('redacts at transformContext: the model never sees the card number', () => {
+    const line = scenario(framework, 'redact');
+    expect(line.error).toBeUndefined();
+    expect(line.modelInputs).toHaveLength(2);
+    for (const input of line.modelInputs) {
+      expect(input).not.toContain(CARD);
+      expect(input).toContain('[redacted]');
+    }
+    const sent = bodies('redact', line.operationId);
+    expect(sent).toHaveLength(2);
+    expect(JSON.stringify(sent[0]?.messages)).toContain(CARD);
+    expect(sent[0]).toMatchObject({ iteration: 1, point: 'transformContext' });
+  });
+
+  it('fails closed when the sidecar is down: the tool never runs, the run fails naming agenthooks', () => {
+    const line = scenario(framework, 'down');
+    expect(line.toolRuns).toBe(0);
+    expect(line.final).toBeUndefined();
+    // Notifications fail open in this scenario, so the decision is what fails.
+    expect(line.error).toMatch(
+      /agenthooks (Modify|DecideToolCall) failed at 127\.0\.0\.1:\d+: UNAVAILABLE/,
+    );
+  });
+});
