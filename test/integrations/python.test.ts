@@ -26,7 +26,16 @@ const PYTHON = join(REPO_ROOT, '.venv', 'bin', 'python');
 const RUNNER = join(REPO_ROOT, 'integrations', 'python', 'tests', 'canonical.py');
 const FRAMEWORKS = ['langchain', 'openai-agents'] as const;
 type Framework = (typeof FRAMEWORKS)[number];
-const SCENARIOS = ['canonical', 'deny', 'mock', 'rewrite', 'redact', 'down'] as const;
+const SCENARIOS = [
+  'canonical',
+  'deny',
+  'mock',
+  'rewrite',
+  'redact',
+  'down',
+  'async',
+  'readme',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
@@ -126,6 +135,9 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
   const base = `op-py-${framework}-${process.pid}`;
   const op = (s: Scenario) => `${base}-${s}`;
   await register(op('canonical'), notifications(op('canonical')));
+  await register(op('async'), notifications(op('async')));
+  // The README snippet names its own operation.
+  await register(`op-readme-${framework}`, notifications(`op-readme-${framework}`));
   await register(op('deny'), [
     {
       id: 'deny-weather',
@@ -222,6 +234,88 @@ function normalise(payload: Record<string, unknown>, op: string): Record<string,
   return out;
 }
 
+/** The events of the canonical run on `op`, as the receiver must get them: [beforeToolCall, the rest in order]. */
+function expectedEvents(
+  framework: Framework,
+  op: string,
+): [Record<string, unknown>, Record<string, unknown>[]] {
+  const messageId = framework === 'langchain' ? '<framework message id>' : `${op}:assistant:0`;
+  const ids = { agentId: 'agent-1', operationId: op, userId: 'user-1' };
+  const tool = {
+    ...ids,
+    toolCallId: 'call_weather_1',
+    assistantMessageId: messageId,
+    identifier: 'weather',
+    apiName: 'get_weather',
+    args: { city: 'Paris' },
+    callIndex: 0,
+    stepIndex: 0,
+    executor: 'server',
+  };
+  const hook = (type: string) => ({ hookId: `notify-HOOK_TYPE_${type}`, hookType: '' });
+  const expected = [
+    { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 0, steps: 0 },
+    {
+      ...hook('AFTER_STEP'),
+      hookType: 'afterStep',
+      ...ids,
+      stepIndex: 0,
+      steps: 1,
+      stepType: 'call_llm',
+      content: '',
+      toolCalls: 1,
+      totalToolCalls: 1,
+    },
+    {
+      ...hook('AFTER_TOOL_CALL'),
+      hookType: 'afterToolCall',
+      ...tool,
+      mocked: false,
+      result: { content: 'sunny in Paris', success: true },
+    },
+    { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 1, steps: 1 },
+    {
+      ...hook('AFTER_STEP'),
+      hookType: 'afterStep',
+      ...ids,
+      stepIndex: 1,
+      steps: 2,
+      stepType: 'call_llm',
+      content: FINAL,
+      toolCalls: 0,
+      totalToolCalls: 1,
+    },
+    {
+      ...hook('ON_COMPLETE'),
+      hookType: 'onComplete',
+      ...ids,
+      reason: 'done',
+      status: 'done',
+      errorMessage: '',
+      lastAssistantContent: FINAL,
+      steps: 2,
+      llmCalls: 2,
+      toolCalls: 1,
+    },
+  ];
+  return [{ ...hook('BEFORE_TOOL_CALL'), hookType: 'beforeToolCall', ...tool }, expected];
+}
+
+/**
+ * Checks the receiver's events of `op`. beforeToolCall notifications start
+ * inside DecideToolCall without being awaited (as upstream), so only their
+ * presence is checked; the adapters await every other event, so their order
+ * is the run's.
+ */
+function expectEvents(
+  op: string,
+  [before, rest]: [Record<string, unknown>, Record<string, unknown>[]],
+): void {
+  const got = bodies('events', op).map((b) => normalise(b, op));
+  expect(got.filter((b) => b.hookType === 'beforeToolCall')).toEqual([before]);
+  expect(got.filter((b) => b.hookType !== 'beforeToolCall')).toEqual(rest);
+}
+
 describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
   it('runs the canonical run: the tool once with the original arguments, then the final text', () => {
     const line = scenario(framework, 'canonical');
@@ -233,72 +327,29 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
 
   it("sends each event with the spec's fields, the awaited ones in order", () => {
     const op = scenario(framework, 'canonical').operationId;
-    const got = bodies('events', op).map((b) => normalise(b, op));
-    const messageId = framework === 'langchain' ? '<framework message id>' : `${op}:assistant:0`;
-    const ids = { agentId: 'agent-1', operationId: op, userId: 'user-1' };
-    const tool = {
-      ...ids,
-      toolCallId: 'call_weather_1',
-      assistantMessageId: messageId,
-      identifier: 'weather',
-      apiName: 'get_weather',
-      args: { city: 'Paris' },
-      callIndex: 0,
-      stepIndex: 0,
-      executor: 'server',
-    };
-    const hook = (type: string) => ({ hookId: `notify-HOOK_TYPE_${type}`, hookType: '' });
-    const expected = [
-      { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 0, steps: 0 },
-      {
-        ...hook('AFTER_STEP'),
-        hookType: 'afterStep',
-        ...ids,
-        stepIndex: 0,
-        steps: 1,
-        stepType: 'call_llm',
-        content: '',
-        toolCalls: 1,
-        totalToolCalls: 1,
-      },
-      {
-        ...hook('AFTER_TOOL_CALL'),
-        hookType: 'afterToolCall',
-        ...tool,
-        mocked: false,
-        result: { content: 'sunny in Paris', success: true },
-      },
-      { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 1, steps: 1 },
-      {
-        ...hook('AFTER_STEP'),
-        hookType: 'afterStep',
-        ...ids,
-        stepIndex: 1,
-        steps: 2,
-        stepType: 'call_llm',
-        content: FINAL,
-        toolCalls: 0,
-        totalToolCalls: 1,
-      },
-      {
-        ...hook('ON_COMPLETE'),
-        hookType: 'onComplete',
-        ...ids,
-        reason: 'done',
-        status: 'done',
-        errorMessage: '',
-        lastAssistantContent: FINAL,
-        steps: 2,
-        llmCalls: 2,
-        toolCalls: 1,
-      },
-    ];
-    // beforeToolCall notifications start inside DecideToolCall without being
-    // awaited (as upstream), so only their presence is checked; every other
-    // event is awaited by the adapter, so its order is the run's.
-    const before = got.filter((b) => b.hookType === 'beforeToolCall');
-    expect(before).toEqual([{ ...hook('BEFORE_TOOL_CALL'), hookType: 'beforeToolCall', ...tool }]);
-    expect(got.filter((b) => b.hookType !== 'beforeToolCall')).toEqual(expected);
+    expectEvents(op, expectedEvents(framework, op));
+  });
+
+  it('sends the same events from the async path', () => {
+    const line = scenario(framework, 'async');
+    expect(line.error).toBeUndefined();
+    expect(line.final).toBe(FINAL);
+    expectEvents(line.operationId, expectedEvents(framework, line.operationId));
+  });
+
+  it("runs the README's snippet: the final text, and the operation's events reach the receiver", () => {
+    const line = scenario(framework, 'readme');
+    expect(line.error).toBeUndefined();
+    expect(line.final).toBe(FINAL);
+    const types = bodies('events', `op-readme-${framework}`).map((b) => b.hookType);
+    expect(types.filter((t) => t !== 'beforeToolCall')).toEqual([
+      'beforeStep',
+      'afterStep',
+      'afterToolCall',
+      'beforeStep',
+      'afterStep',
+      'onComplete',
+    ]);
   });
 
   it('denies: the tool never runs and the model next sees the blocked result', () => {

@@ -20,7 +20,11 @@ text, if it failed). Every scenario is the same run; they differ in the hooks
 the caller registered, except:
 - `redact`: the prompt also holds a card number (`CARD`);
 - `down`: the run goes to `--down-target` (where no sidecar listens) with
-  notifications failing open, so that the first decision is what fails.
+  notifications failing open, so that the first decision is what fails;
+- `readme`: the framework's README snippet runs (readme_snippets.py), with
+  its own operation id; `final` is what it printed;
+- `async`: LangChain runs the agent with `ainvoke` (the middleware's async
+  hooks); the Agents SDK always runs async.
 """
 
 from __future__ import annotations
@@ -31,12 +35,10 @@ import json
 import sys
 from typing import Any
 
+import scripted
+
 PROMPT = "What is the weather in Paris?"
 CARD = "4111 1111 1111 1111"
-TOOL_CALL_ID = "call_weather_1"
-TOOL_NAME = "get_weather"
-TOOL_ARGS = {"city": "Paris"}
-FINAL = "It is sunny in Paris."
 SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
 
 
@@ -55,39 +57,11 @@ class Recorder:
 # ---- LangChain v1 ------------------------------------------------------------------------
 
 def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
-                  fail_open: bool) -> str:
+                  scenario: str) -> str:
     from langchain.agents import create_agent
-    from langchain_core.language_models.chat_models import BaseChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import tool
-    from langchain_core.utils.function_calling import convert_to_openai_tool
 
-    from agenthooks_integrations.langchain import AgentHooksMiddleware, to_spec_messages
-
-    class ScriptedChatModel(BaseChatModel):
-        """A chat model that answers from a script and records what it got; supports bind_tools."""
-
-        calls: int = 0
-
-        @property
-        def _llm_type(self) -> str:
-            return "scripted"
-
-        def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-            return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
-
-        def _generate(self, messages: list[BaseMessage], stop: Any = None,
-                      run_manager: Any = None, **kwargs: Any) -> ChatResult:
-            rec.model_inputs.append(json.dumps(to_spec_messages(messages)))
-            self.calls += 1
-            if self.calls == 1:
-                message = AIMessage(content="", tool_calls=[
-                    {"id": TOOL_CALL_ID, "name": TOOL_NAME, "args": dict(TOOL_ARGS),
-                     "type": "tool_call"}])
-            else:
-                message = AIMessage(content=FINAL)
-            return ChatResult(generations=[ChatGeneration(message=message)])
+    from agenthooks_integrations.langchain import AgentHooksMiddleware
 
     @tool
     def get_weather(city: str) -> str:
@@ -95,10 +69,15 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
         return rec.weather(city)
 
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
-                                      notifications_fail_open=fail_open, **SETTINGS)
-    agent = create_agent(ScriptedChatModel(), [get_weather], middleware=[middleware])
+                                      notifications_fail_open=scenario == "down",
+                                      **SETTINGS)
+    agent = create_agent(scripted.langchain_model(rec.model_inputs), [get_weather],
+                         middleware=[middleware])
     try:
-        state = agent.invoke({"messages": [{"role": "user", "content": prompt}]})
+        request = {"messages": [{"role": "user", "content": prompt}]}
+        # The `async` scenario runs the middleware's async hooks (ainvoke).
+        state = (asyncio.run(agent.ainvoke(request)) if scenario == "async"
+                 else agent.invoke(request))
     finally:
         middleware.client.close()
     return str(state["messages"][-1].content)
@@ -107,52 +86,24 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
 # ---- OpenAI Agents SDK -------------------------------------------------------------------
 
 def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder,
-                      fail_open: bool) -> str:
-    from agents import Agent, Model, ModelResponse, Usage, function_tool, set_tracing_disabled
-    from openai.types.responses import (
-        ResponseFunctionToolCall,
-        ResponseOutputMessage,
-        ResponseOutputText,
-    )
+                      scenario: str) -> str:
+    from agents import Agent, function_tool, set_tracing_disabled
 
-    from agenthooks_integrations.openai_agents import AgentHooks, to_spec_messages
+    from agenthooks_integrations.openai_agents import AgentHooks
 
     # No trace export: nothing leaves the machine.
     set_tracing_disabled(True)
-
-    class ScriptedModel(Model):
-        """A Model that answers from a script and records the input items it got."""
-
-        def __init__(self) -> None:
-            self.calls = 0
-
-        async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
-                               tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
-                               **kwargs: Any) -> ModelResponse:
-            items = [{"role": "user", "content": input}] if isinstance(input, str) else input
-            rec.model_inputs.append(json.dumps(to_spec_messages(list(items))))
-            self.calls += 1
-            if self.calls == 1:
-                output: list[Any] = [ResponseFunctionToolCall(
-                    type="function_call", call_id=TOOL_CALL_ID, name=TOOL_NAME,
-                    arguments=json.dumps(TOOL_ARGS), status="completed")]
-            else:
-                output = [ResponseOutputMessage(
-                    id="msg_final", type="message", role="assistant", status="completed",
-                    content=[ResponseOutputText(type="output_text", text=FINAL, annotations=[])])]
-            return ModelResponse(output=output, usage=Usage(), response_id=None)
-
-        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-            raise NotImplementedError("the scripted model does not stream")
 
     @function_tool
     def get_weather(city: str) -> str:
         """The weather in a city."""
         return rec.weather(city)
 
-    agenthooks = AgentHooks(target=target, notifications_fail_open=fail_open, **SETTINGS)
+    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
+                            **SETTINGS)
     agent = Agent(name="assistant", instructions="Answer about the weather.",
-                  model=ScriptedModel(), tools=agenthooks.wrap_tools([get_weather]))
+                  model=scripted.openai_agents_model(rec.model_inputs),
+                  tools=agenthooks.wrap_tools([get_weather]))
     try:
         result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))
     finally:
@@ -186,6 +137,21 @@ def main() -> int:
     return 0
 
 
+def readme_snippet(framework: str, target: str, rec: Recorder) -> str:
+    """Runs the framework's README snippet (its operation id is its own); answers what it printed."""
+    import contextlib
+    import io
+    import os
+
+    import readme_snippets
+
+    os.environ["AGENTHOOKS_ADDRESS"] = target
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        readme_snippets.run(framework, rec.model_inputs)
+    return printed.getvalue().strip()
+
+
 def run_scenario(runner: Any, scenario: str, operation_id: str,
                  args: argparse.Namespace) -> dict[str, Any]:
     """Runs one scenario as one operation; answers its line (see the module doc)."""
@@ -194,8 +160,11 @@ def run_scenario(runner: Any, scenario: str, operation_id: str,
     down = scenario == "down"
     line: dict[str, Any] = {"scenario": scenario, "operationId": operation_id}
     try:
-        line["final"] = runner(args.down_target if down else args.target, operation_id,
-                               prompt, rec, down)
+        if scenario == "readme":
+            line["final"] = readme_snippet(args.framework, args.target, rec)
+        else:
+            line["final"] = runner(args.down_target if down else args.target, operation_id,
+                                   prompt, rec, scenario)
     except Exception as e:
         line["error"] = f"{type(e).__name__}: {e}"
     line.update(toolRuns=len(rec.tool_args), toolArgs=rec.tool_args,
