@@ -256,22 +256,20 @@ function expectedEvents(
   const expected = [
     { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 0, steps: 0 },
     {
-      ...hook('AFTER_STEP'),
-      hookType: 'afterStep',
-      ...ids,
-      stepIndex: 0,
-      steps: 1,
-      stepType: 'call_llm',
-      content: '',
-      toolCalls: 1,
-      totalToolCalls: 1,
-    },
-    {
       ...hook('AFTER_TOOL_CALL'),
       hookType: 'afterToolCall',
       ...tool,
       mocked: false,
       result: { content: 'sunny in Paris', success: true },
+    },
+    {
+      ...hook('AFTER_STEP'),
+      hookType: 'afterStep',
+      ...ids,
+      stepIndex: 0,
+      steps: 1,
+      toolCalls: 1,
+      totalToolCalls: 1,
     },
     { ...hook('BEFORE_STEP'), hookType: 'beforeStep', ...ids, stepIndex: 1, steps: 1 },
     {
@@ -280,7 +278,6 @@ function expectedEvents(
       ...ids,
       stepIndex: 1,
       steps: 2,
-      stepType: 'call_llm',
       content: FINAL,
       toolCalls: 0,
       totalToolCalls: 1,
@@ -294,7 +291,6 @@ function expectedEvents(
       errorMessage: '',
       lastAssistantContent: FINAL,
       steps: 2,
-      llmCalls: 2,
       toolCalls: 1,
     },
   ];
@@ -344,8 +340,8 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
     const types = bodies('events', `op-readme-${framework}`).map((b) => b.hookType);
     expect(types.filter((t) => t !== 'beforeToolCall')).toEqual([
       'beforeStep',
-      'afterStep',
       'afterToolCall',
+      'afterStep',
       'beforeStep',
       'afterStep',
       'onComplete',

@@ -179,6 +179,8 @@ class RunState:
     total_tool_calls: int = 0
     last_assistant_content: str = ""
     completed: bool = False
+    # The step whose `afterStep` waits for its tools: (content, tool calls).
+    _pending_step: tuple[str, int] | None = None
 
     @property
     def settings(self) -> Settings:
@@ -191,30 +193,44 @@ class RunState:
                     operation_id=self.operation_id)
 
     def before_step(self) -> None:
-        """Starts the next model call: dispatches `beforeStep` (awaited)."""
+        """Starts the next model call: the last step's `afterStep` if pending, then `beforeStep`."""
+        self.flush_step()
         self.step_index += 1
         self.client.dispatch(events_pb2.HookEvent(before_step=events_pb2.BeforeStepEvent(
             **self._step_fields(), step_index=self.step_index, steps=self.step_index)))
 
-    def after_step(self, content: str, tool_calls: int) -> None:
-        """The model answered: dispatches `afterStep` (awaited)."""
+    def after_model(self, content: str, tool_calls: int) -> None:
+        """The model answered. A step is the model call and the tools it asked for, so
+        `afterStep` goes out now when it asked for none, else once they ran (at the
+        next model call or at completion)."""
         self.total_tool_calls += tool_calls
         self.last_assistant_content = content
+        self._pending_step = (content, tool_calls)
+        if tool_calls == 0:
+            self.flush_step()
+
+    def flush_step(self) -> None:
+        """Dispatches the pending `afterStep` (awaited), if any."""
+        if self._pending_step is None:
+            return
+        content, tool_calls = self._pending_step
+        self._pending_step = None
+        # The step's text only when it has some, as the other adapters send it.
+        text = {"content": content} if content else {}
         self.client.dispatch(events_pb2.HookEvent(after_step=events_pb2.AfterStepEvent(
             **self._step_fields(), step_index=self.step_index, steps=self.step_index + 1,
-            step_type="call_llm", content=content, tool_calls=tool_calls,
-            total_tool_calls=self.total_tool_calls)))
+            tool_calls=tool_calls, total_tool_calls=self.total_tool_calls, **text)))
 
     def complete(self, error: BaseException | None = None) -> None:
         """Ends the operation once: `onComplete` (reason `done`), or `onError` too on `error`."""
         if self.completed:
             return
         self.completed = True
-        steps = self.step_index + 1
-        fields = dict(**self._step_fields(), steps=steps, llm_calls=steps,
+        fields = dict(**self._step_fields(), steps=self.step_index + 1,
                       tool_calls=self.total_tool_calls,
                       last_assistant_content=self.last_assistant_content)
         if error is None:
+            self.flush_step()
             event = events_pb2.OnCompleteEvent(**fields, reason="done", status="done",
                                                error_message="")
             self.client.complete(event)

@@ -10,14 +10,17 @@ What each of the middleware's hooks does (the spec's names):
 - `before_agent`: starts the run (operation): `operationId` is the
   constructor's `operation_id`, else the run config's
   `configurable["agenthooks_operation_id"]`, else a fresh UUID.
-- `before_model`: from the second model call on, `shouldStopAfterTurn`
-  (Modify; `stop: true` ends the agent), then `beforeStep` (Dispatch, awaited).
+- `before_model`: from the second model call on, the last step's `afterStep`
+  (Dispatch, awaited) and `shouldStopAfterTurn` (Modify; `stop: true` ends the
+  agent); then `beforeStep` (Dispatch, awaited).
 - `wrap_model_call`: `transformContext` (Modify) on the messages the model gets,
   for this call only; then `beforeProviderPayload` (Modify) with
   `{"model": <model type>, "payload": <the request's model_settings>}`, the
   keyword arguments bound to the chat model with its tools (the part of the
   provider request a middleware can change).
-- `after_model`: `afterStep` (Dispatch, awaited).
+- `after_model`: `afterStep` (Dispatch, awaited) when the model asked for no
+  tool; else the step ends once its tools ran, and its `afterStep` goes out
+  at the next `before_model` (or at completion).
 - `wrap_tool_call`: `beforeToolCall` (Modify: argument rewrite or answer in
   the tool's place), `DecideToolCall` (allow runs the tool, deny's blocked
   result becomes the ToolMessage, mock's result stands in), the tool,
@@ -217,6 +220,7 @@ class AgentHooksMiddleware(AgentMiddleware):
         return self._start()
 
     def _before_model(self, run: RunState, state: Any) -> dict[str, Any] | None:
+        run.flush_step()
         if run.step_index >= 0:
             stop = run.modify(hooks_pb2.MODIFY_POINT_SHOULD_STOP_AFTER_TURN, {
                 "messages": to_spec_messages(state["messages"]),
@@ -239,7 +243,7 @@ class AgentHooksMiddleware(AgentMiddleware):
     def _after_model(self, run: RunState, state: Any) -> None:
         last = state["messages"][-1]
         calls = len(last.tool_calls) if isinstance(last, AIMessage) else 0
-        run.after_step(text_of(last.content), calls)
+        run.after_model(text_of(last.content), calls)
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         return self._guarded(state, lambda run: self._after_model(run, state))

@@ -17,8 +17,10 @@ What each part does (the spec's names):
 
 - `call_model_input_filter`, before each model call: `beforeStep` (Dispatch,
   awaited), then `transformContext` (Modify) on the input items, for this call.
-- `on_llm_end`: `afterStep` (Dispatch, awaited); it records each function call's
-  step, position and assistant message for the tool events.
+- `on_llm_end`: records each function call's step, position and assistant
+  message for the tool events; `afterStep` (Dispatch, awaited) goes out here
+  when the model asked for no tool, else once the step's tools ran (at the
+  next model call or at completion).
 - the wrapped tools' `on_invoke_tool`: `beforeToolCall` (Modify: argument
   rewrite or an answer in the tool's place), `DecideToolCall` (allow runs the
   tool, deny's blocked result is the output the model sees, mock's result stands
@@ -193,7 +195,7 @@ class AgentHooksRun(RunHooks):
         assistant_id = message_id or response.response_id
         for index, call_id in enumerate(calls):
             self._calls[call_id] = _CallSite(self.state.step_index, index, assistant_id)
-        self.state.after_step("".join(texts), len(calls))
+        self.state.after_model("".join(texts), len(calls))
 
     async def on_llm_end(self, context: RunContextWrapper[Any], agent: Agent[Any],
                          response: ModelResponse) -> None:
