@@ -33,14 +33,24 @@ const SCENARIOS = [
   'rewrite',
   'redact',
   'down',
+  'down-closed',
+  'toolerror',
+  'result-deny',
   'async',
   'readme',
+  // LangChain only: the Agents SDK maps neither point.
+  'stop',
+  'payload',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
+const LANGCHAIN_ONLY: readonly Scenario[] = ['stop', 'payload'];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
 const DENY_REASON = 'Weather lookups are not allowed today.';
+const RESULT_DENY_REASON = 'This forecast may not be shown.';
+/** What the runner's tool raises in the `toolerror` scenario. */
+const TOOL_ERROR = 'the weather service is down';
 const MOCK_RESULT = 'cloudy in Paris (from the local handler)';
 const CARD = '4111 1111 1111 1111';
 const FINAL = 'It is sunny in Paris.';
@@ -63,6 +73,7 @@ interface ScenarioLine {
   readonly toolRuns: number;
   readonly toolArgs: Record<string, unknown>[];
   readonly modelInputs: string[];
+  readonly modelSettings: Record<string, unknown>[];
 }
 
 /** What one framework's runner printed, per scenario. */
@@ -77,7 +88,10 @@ const runs = new Map<Framework, FrameworkRuns>();
 /** The JSON each receiver path answers; notifications (`/events/...`) get 204. */
 function reply(req: ReceivedRequest): unknown {
   if (req.path.startsWith('/deny/')) return { decision: 'deny', reason: DENY_REASON };
+  if (req.path.startsWith('/result-deny/')) return { decision: 'deny', reason: RESULT_DENY_REASON };
   if (req.path.startsWith('/rewrite/')) return { args: { city: 'Lyon' } };
+  if (req.path.startsWith('/stop/')) return { stop: true };
+  if (req.path.startsWith('/payload/')) return { payload: { temperature: 0.25 } };
   if (req.path.startsWith('/redact/')) {
     const messages = (req.json as { messages: { content?: unknown }[] }).messages;
     const redact = (m: { content?: unknown }) =>
@@ -167,6 +181,32 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
       webhook: { url: `${receiver.url}/redact/${op('redact')}`, onError: 'ON_ERROR_BLOCK' },
     },
   ]);
+  await register(op('toolerror'), notifications(op('toolerror')));
+  await register(op('result-deny'), [
+    {
+      id: 'withhold-forecast',
+      type: 'HOOK_TYPE_AFTER_TOOL_CALL',
+      webhook: {
+        url: `${receiver.url}/result-deny/${op('result-deny')}`,
+        responseHandling: 'RESPONSE_HANDLING_TOOL_CALL',
+      },
+    },
+    ...notifications(op('result-deny')),
+  ]);
+  await register(op('stop'), [
+    {
+      id: 'stop-after-one',
+      point: 'MODIFY_POINT_SHOULD_STOP_AFTER_TURN',
+      webhook: { url: `${receiver.url}/stop/${op('stop')}` },
+    },
+  ]);
+  await register(op('payload'), [
+    {
+      id: 'cool-down',
+      point: 'MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD',
+      webhook: { url: `${receiver.url}/payload/${op('payload')}` },
+    },
+  ]);
   await handlers.attach([op('mock')]);
   // One process for every scenario: the frameworks take seconds to import.
   const stdout = await runPython([
@@ -177,7 +217,7 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     '--operation-id',
     base,
     '--scenarios',
-    SCENARIOS.join(','),
+    SCENARIOS.filter((s) => framework === 'langchain' || !LANGCHAIN_ONLY.includes(s)).join(','),
     '--down-target',
     `127.0.0.1:${downPort}`,
   ]);
@@ -407,5 +447,81 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
     expect(line.error).toMatch(
       /agenthooks (Modify|DecideToolCall) failed at 127\.0\.0\.1:\d+: UNAVAILABLE/,
     );
+  });
+
+  it('fails closed on events too by default: nothing runs when the sidecar is down', () => {
+    const line = scenario(framework, 'down-closed');
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs).toEqual([]);
+    expect(line.error).toMatch(/agenthooks Dispatch failed at 127\.0\.0\.1:\d+: UNAVAILABLE/);
+  });
+
+  it('replaces a result that an afterToolCall control denies: the tool ran, the model sees the denial', () => {
+    const line = scenario(framework, 'result-deny');
+    expect(line.error).toBeUndefined();
+    expect(line.toolRuns).toBe(1);
+    expect(line.modelInputs[1]).toContain(RESULT_DENY_REASON);
+    expect(line.modelInputs[1]).not.toContain('sunny in Paris');
+    const after = bodies('events', line.operationId).find((b) => b.hookType === 'afterToolCall');
+    expect(after?.result).toMatchObject({
+      content: RESULT_DENY_REASON,
+      error: 'hook_denied',
+      success: false,
+    });
+  });
+
+  it('dispatches onToolCallError when the tool raises', () => {
+    const line = scenario(framework, 'toolerror');
+    const op = line.operationId;
+    const events = bodies('events', op).map((b) => normalise(b, op));
+    const [, expected] = expectedEvents(framework, op);
+    const toolError = events.find((b) => b.hookType === 'onToolCallError');
+    const { mocked: _m, result: _r, ...context } = expected[1] as Record<string, unknown>;
+    expect(toolError).toEqual({
+      ...context,
+      hookId: 'notify-HOOK_TYPE_ON_TOOL_CALL_ERROR',
+      hookType: 'onToolCallError',
+      error: TOOL_ERROR,
+    });
+    if (framework === 'langchain') {
+      // The tool's exception fails the run (create_agent's default), which completes with an error.
+      expect(line.error).toContain(TOOL_ERROR);
+      const terminal = events.filter(
+        (b) => b.hookType === 'onComplete' || b.hookType === 'onError',
+      );
+      expect(terminal.map((b) => b.hookType)).toEqual(['onComplete', 'onError']);
+      expect(terminal[0]).toMatchObject({
+        reason: 'error',
+        status: 'error',
+        errorMessage: TOOL_ERROR,
+      });
+    } else {
+      // The SDK's default failure policy hands the model an error message; the run goes on.
+      expect(line.final).toBe(FINAL);
+      const after = events.find((b) => b.hookType === 'afterToolCall');
+      expect(after?.result).toMatchObject({ success: false });
+      expect(events.at(-1)).toMatchObject({ hookType: 'onComplete', reason: 'done' });
+    }
+  });
+});
+
+describe('the langchain adapter, at the points only it maps', () => {
+  it('stops after a turn when shouldStopAfterTurn says so: the model is not called again', () => {
+    const line = scenario('langchain', 'stop');
+    expect(line.error).toBeUndefined();
+    expect(line.toolRuns).toBe(1);
+    expect(line.modelInputs).toHaveLength(1);
+    const [sent] = bodies('stop', line.operationId);
+    expect(sent).toMatchObject({ iteration: 1, hadToolCalls: true, point: 'shouldStopAfterTurn' });
+  });
+
+  it('binds the payload that beforeProviderPayload answers to the model', () => {
+    const line = scenario('langchain', 'payload');
+    expect(line.error).toBeUndefined();
+    expect(line.modelSettings).toEqual([{ temperature: 0.25 }, { temperature: 0.25 }]);
+    expect(bodies('payload', line.operationId)[0]).toMatchObject({
+      model: 'scripted',
+      payload: {},
+    });
   });
 });

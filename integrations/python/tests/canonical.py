@@ -15,12 +15,15 @@ With `--scenarios a,b,...` it runs one operation per scenario, with the id
 canonical run is the scenario `canonical`), and
 prints one JSON line per scenario: `scenario`, `operationId`, `final`,
 `toolRuns`, `toolArgs` (the arguments the tool got), `modelInputs` (per model
-call, the JSON of the messages the model got) and `error` (the run's error
-text, if it failed). Every scenario is the same run; they differ in the hooks
+call, the JSON of the messages the model got), `modelSettings` (LangChain: per
+model call, the keyword arguments bound to the model besides its tools) and
+`error` (the run's error text, if it failed). Every scenario is the same run; they differ in the hooks
 the caller registered, except:
 - `redact`: the prompt also holds a card number (`CARD`);
 - `down`: the run goes to `--down-target` (where no sidecar listens) with
   notifications failing open, so that the first decision is what fails;
+- `down-closed`: the same with notifications failing closed (the default);
+- `toolerror`: the tool raises `TOOL_ERROR`;
 - `readme`: the framework's README snippet runs (readme_snippets.py), with
   its own operation id; `final` is what it printed;
 - `async`: LangChain runs the agent with `ainvoke` (the middleware's async
@@ -39,18 +42,23 @@ import scripted
 
 PROMPT = "What is the weather in Paris?"
 CARD = "4111 1111 1111 1111"
+TOOL_ERROR = "the weather service is down"
 SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
 
 
 class Recorder:
     """What the scripted model saw and what the tool got, per run."""
 
-    def __init__(self) -> None:
+    def __init__(self, tool_fails: bool = False) -> None:
+        self.tool_fails = tool_fails
         self.tool_args: list[dict[str, Any]] = []
         self.model_inputs: list[str] = []
+        self.model_settings: list[dict[str, Any]] = []
 
     def weather(self, city: str) -> str:
         self.tool_args.append({"city": city})
+        if self.tool_fails:
+            raise RuntimeError(TOOL_ERROR)
         return f"sunny in {city}"
 
 
@@ -69,9 +77,8 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
         return rec.weather(city)
 
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
-                                      notifications_fail_open=scenario == "down",
-                                      **SETTINGS)
-    agent = create_agent(scripted.langchain_model(rec.model_inputs), [get_weather],
+                                      notifications_fail_open=scenario == "down", **SETTINGS)
+    agent = create_agent(scripted.langchain_model(rec.model_inputs, rec.model_settings), [get_weather],
                          middleware=[middleware])
     try:
         request = {"messages": [{"role": "user", "content": prompt}]}
@@ -99,8 +106,7 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
         """The weather in a city."""
         return rec.weather(city)
 
-    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
-                            **SETTINGS)
+    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down", **SETTINGS)
     agent = Agent(name="assistant", instructions="Answer about the weather.",
                   model=scripted.openai_agents_model(rec.model_inputs),
                   tools=agenthooks.wrap_tools([get_weather]))
@@ -155,9 +161,9 @@ def readme_snippet(framework: str, target: str, rec: Recorder) -> str:
 def run_scenario(runner: Any, scenario: str, operation_id: str,
                  args: argparse.Namespace) -> dict[str, Any]:
     """Runs one scenario as one operation; answers its line (see the module doc)."""
-    rec = Recorder()
+    rec = Recorder(tool_fails=scenario == "toolerror")
     prompt = f"{PROMPT} My card is {CARD}." if scenario == "redact" else PROMPT
-    down = scenario == "down"
+    down = scenario in ("down", "down-closed")
     line: dict[str, Any] = {"scenario": scenario, "operationId": operation_id}
     try:
         if scenario == "readme":
@@ -168,7 +174,7 @@ def run_scenario(runner: Any, scenario: str, operation_id: str,
     except Exception as e:
         line["error"] = f"{type(e).__name__}: {e}"
     line.update(toolRuns=len(rec.tool_args), toolArgs=rec.tool_args,
-                modelInputs=rec.model_inputs)
+                modelInputs=rec.model_inputs, modelSettings=rec.model_settings)
     return line
 
 

@@ -17,8 +17,11 @@ TOOL_ARGS = {"city": "Paris"}
 FINAL = "It is sunny in Paris."
 
 
-def langchain_model(inputs: list[str]) -> Any:
-    """A LangChain chat model (BaseChatModel) that supports bind_tools."""
+def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = None) -> Any:
+    """A LangChain chat model (BaseChatModel) that supports bind_tools.
+
+    `settings` gets, per call, the keyword arguments bound to it besides `tools`.
+    """
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -41,6 +44,8 @@ def langchain_model(inputs: list[str]) -> Any:
         def _generate(self, messages: list[BaseMessage], stop: Any = None,
                       run_manager: Any = None, **kwargs: Any) -> ChatResult:
             inputs.append(json.dumps(to_spec_messages(messages)))
+            if settings is not None:
+                settings.append({k: v for k, v in kwargs.items() if k != "tools"})
             self.calls += 1
             if self.calls == 1:
                 message = AIMessage(content="", tool_calls=[
