@@ -35,6 +35,7 @@ const SCENARIOS = [
   'down',
   'down-closed',
   'toolerror',
+  'handler',
   'result-deny',
   'async',
   'readme',
@@ -52,6 +53,8 @@ const RESULT_DENY_REASON = 'This forecast may not be shown.';
 /** What the runner's tool raises in the `toolerror` scenario. */
 const TOOL_ERROR = 'the weather service is down';
 const MOCK_RESULT = 'cloudy in Paris (from the local handler)';
+/** What the runner's own handler (served by the adapter) mocks in the `handler` scenario. */
+const HANDLER_MOCK = "cloudy in Paris (from the runtime's own handler)";
 const CARD = '4111 1111 1111 1111';
 const FINAL = 'It is sunny in Paris.';
 const EVENTS = [
@@ -182,6 +185,10 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     },
   ]);
   await register(op('toolerror'), notifications(op('toolerror')));
+  await register(op('handler'), [
+    { id: 'mock-in-runtime', type: 'HOOK_TYPE_BEFORE_TOOL_CALL', handler: true },
+    ...notifications(op('handler')),
+  ]);
   await register(op('result-deny'), [
     {
       id: 'withhold-forecast',
@@ -411,6 +418,15 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
     expect(
       handlers.calls.filter((c) => c.operationId === line.operationId).map((c) => c.hookId),
     ).toEqual(['mock-weather']);
+  });
+
+  it("serves the runtime's own local handler: its mock is the result, the tool never runs", () => {
+    const line = scenario(framework, 'handler');
+    expect(line.error).toBeUndefined();
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs[1]).toContain(HANDLER_MOCK);
+    const after = bodies('events', line.operationId).find((b) => b.hookType === 'afterToolCall');
+    expect(after).toMatchObject({ mocked: true, result: { content: HANDLER_MOCK, success: true } });
   });
 
   it('rewrites the arguments at beforeToolCall: the tool gets the rewritten city', () => {

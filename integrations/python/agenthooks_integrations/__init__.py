@@ -9,6 +9,12 @@ Both are thin over the generated gRPC client (`agenthooks_client`) and share
 `core`: the sidecar calls, one run's ids, and the tool-call flow.
 """
 
-from agenthooks_integrations.core import AgentHooksError, Settings
+from agenthooks_integrations.core import (
+    AgentHooksError,
+    Handler,
+    Settings,
+    mock_reply,
+    modified_reply,
+)
 
-__all__ = ["AgentHooksError", "Settings"]
+__all__ = ["AgentHooksError", "Handler", "Settings", "mock_reply", "modified_reply"]

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,16 +65,145 @@ def _describe(e: grpc.RpcError) -> str:
     return f"{code}: {details}"
 
 
+Handler = Callable[[service_pb2.HandlerCall], "service_pb2.HandlerReply | None"]
+"""A local handler: gets each call of a hook registered with `handler: true` on a run's
+operation, and answers a reply (`mock_reply`, `modified_reply`, any `HandlerReply`) or
+None for done. An exception it raises is answered as a handler error."""
+
+
+def mock_reply(content: str, success: bool = True) -> service_pb2.HandlerReply:
+    """A `beforeToolCall` handler's mock: the tool does not run and `content` is its result."""
+    return service_pb2.HandlerReply(mock=service_pb2.HandlerMock(
+        result=events_pb2.ToolResult(content=content, success=success)))
+
+
+def modified_reply(result: dict[str, Any]) -> service_pb2.HandlerReply:
+    """A modifying handler's result (hookbus-hooks.md), such as `{"args": {...}}`."""
+    return service_pb2.HandlerReply(modified=service_pb2.HandlerModified(
+        result_json=json.dumps(result, separators=(",", ":"), ensure_ascii=False)))
+
+
+class HandleStream:
+    """Serves a local handler over the sidecar's Handle stream, on its own thread.
+
+    The sidecar waits for a handler's reply inside DecideToolCall, Dispatch and
+    Modify, so the stream is read apart from the thread that makes those calls.
+    """
+
+    def __init__(self, stub: service_pb2_grpc.HookServiceStub, handler: Handler,
+                 timeout: float) -> None:
+        self._handler = handler
+        self._timeout = timeout
+        self._outbox: queue.Queue[service_pb2.HandleRequest | None] = queue.Queue()
+        self._changed = threading.Condition()
+        self._attached: set[str] = set()
+        self.error: BaseException | None = None
+        self._responses = stub.Handle(self._requests())
+        self._thread = threading.Thread(target=self._serve, name="agenthooks-handle", daemon=True)
+        self._thread.start()
+
+    def _requests(self) -> Iterator[service_pb2.HandleRequest]:
+        while (request := self._outbox.get()) is not None:
+            yield request
+
+    def _serve(self) -> None:
+        try:
+            for message in self._responses:
+                kind = message.WhichOneof("message")
+                if kind == "attached":
+                    with self._changed:
+                        self._attached.update(message.attached.operation_ids)
+                        self._changed.notify_all()
+                elif kind == "replaced":
+                    with self._changed:
+                        self._attached.difference_update(message.replaced.operation_ids)
+                elif kind == "call":
+                    self._outbox.put(service_pb2.HandleRequest(reply=self._reply(message.call)))
+        except grpc.RpcError as e:
+            self.error = e
+        finally:
+            with self._changed:
+                self.error = self.error or AgentHooksError("agenthooks Handle stream ended")
+                self._changed.notify_all()
+
+    def _reply(self, call: service_pb2.HandlerCall) -> service_pb2.HandlerReply:
+        try:
+            reply = self._handler(call)
+        except Exception as e:
+            log.warning("agenthooks local handler %s raised", call.hook_id, exc_info=True)
+            return service_pb2.HandlerReply(call_id=call.call_id,
+                                            error=service_pb2.HandlerError(message=str(e)))
+        if reply is None:
+            return service_pb2.HandlerReply(call_id=call.call_id, done=service_pb2.HandlerDone())
+        out = service_pb2.HandlerReply()
+        out.CopyFrom(reply)
+        out.call_id = call.call_id
+        return out
+
+    def check(self) -> None:
+        """Raises when the stream broke: the operation's handlers would be skipped."""
+        if self.error is not None:
+            raise AgentHooksError(f"agenthooks Handle stream failed: {self.error}")
+
+    def attach(self, operation_id: str) -> None:
+        """Attaches the operation and waits until the sidecar confirmed it."""
+        self._outbox.put(service_pb2.HandleRequest(
+            attach=service_pb2.HandleAttach(operation_ids=[operation_id])))
+        with self._changed:
+            done = self._changed.wait_for(
+                lambda: operation_id in self._attached or self.error is not None, self._timeout)
+        self.check()
+        if not done:
+            raise AgentHooksError(f"agenthooks did not confirm the Handle attachment of {operation_id}")
+
+    def detach(self, operation_id: str) -> None:
+        with self._changed:
+            self._attached.discard(operation_id)
+        if self.error is None:
+            self._outbox.put(service_pb2.HandleRequest(
+                detach=service_pb2.HandleDetach(operation_ids=[operation_id])))
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self._thread.join(self._timeout)
+
+
+
 class SidecarClient:
     """The sidecar's RPCs as the adapters use them, over one gRPC channel."""
 
-    def __init__(self, settings: Settings, channel: grpc.Channel | None = None) -> None:
+    def __init__(self, settings: Settings, channel: grpc.Channel | None = None,
+                 handler: Handler | None = None) -> None:
         self.settings = settings
         self._channel = channel if channel is not None else grpc.insecure_channel(settings.target)
         self._stub = service_pb2_grpc.HookServiceStub(self._channel)
+        self._handler = handler
+        self._handle: HandleStream | None = None
+        self._handle_lock = threading.Lock()
 
     def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
         self._channel.close()
+
+    def attach(self, operation_id: str) -> None:
+        """Serves the local handler for the operation (nothing without a handler)."""
+        if self._handler is None:
+            return
+        with self._handle_lock:
+            if self._handle is None or self._handle.error is not None:
+                self._handle = HandleStream(self._stub, self._handler, self.settings.timeout)
+            handle = self._handle
+        handle.attach(operation_id)
+
+    def detach(self, operation_id: str) -> None:
+        if self._handle is not None:
+            self._handle.detach(operation_id)
+
+    def check_handlers(self) -> None:
+        """Raises when the local handler's stream broke (its hooks would be skipped)."""
+        if self._handle is not None:
+            self._handle.check()
 
     def _call(self, name: str, request: Any) -> Any:
         try:
@@ -186,6 +317,11 @@ class RunState:
     def settings(self) -> Settings:
         return self.client.settings
 
+    def start(self) -> RunState:
+        """Starts the run: attaches the local handler, if any, for its operation."""
+        self.client.attach(self.operation_id)
+        return self
+
     # ---- the step and terminal events -------------------------------------------------
 
     def _step_fields(self) -> dict[str, Any]:
@@ -226,6 +362,12 @@ class RunState:
         if self.completed:
             return
         self.completed = True
+        try:
+            self._complete(error)
+        finally:
+            self.client.detach(self.operation_id)
+
+    def _complete(self, error: BaseException | None) -> None:
         fields = dict(**self._step_fields(), steps=self.step_index + 1,
                       tool_calls=self.total_tool_calls,
                       last_assistant_content=self.last_assistant_content)
@@ -288,6 +430,7 @@ class RunState:
 
         The controls see the effective arguments, the ones the tool would get.
         """
+        self.client.check_handlers()
         args = json_format.MessageToDict(context.args)
         before = self.modify(hooks_pb2.MODIFY_POINT_BEFORE_TOOL_CALL, {
             "toolCall": {"id": context.tool_call_id, "name": context.api_name, "arguments": args},

@@ -67,6 +67,7 @@ from typing_extensions import NotRequired
 from agenthooks_client.v1 import events_pb2, hooks_pb2
 from agenthooks_integrations.core import (
     AgentHooksError,
+    Handler,
     RunState,
     Settings,
     SidecarClient,
@@ -155,6 +156,8 @@ class AgentHooksMiddleware(AgentMiddleware):
         notifications_fail_open: events that cannot be delivered are logged and the run
             goes on; decisions always fail closed.
         channel: a gRPC channel to use instead of one to `target`.
+        handler: a local handler (`core.Handler`), served over a Handle stream
+            attached for each run's operation (hooks registered with `handler: true`).
     """
 
     state_schema = AgentHooksState
@@ -162,12 +165,13 @@ class AgentHooksMiddleware(AgentMiddleware):
     def __init__(self, *, target: str = Settings.target, operation_id: str | None = None,
                  user_id: str | None = None, agent_id: str | None = None,
                  identifier: str = Settings.identifier, timeout: float = Settings.timeout,
-                 notifications_fail_open: bool = False, channel: Any = None) -> None:
+                 notifications_fail_open: bool = False, channel: Any = None,
+                 handler: Handler | None = None) -> None:
         super().__init__()
         self.settings = Settings(target=target, operation_id=operation_id, user_id=user_id,
                                  agent_id=agent_id, identifier=identifier, timeout=timeout,
                                  notifications_fail_open=notifications_fail_open)
-        self.client = SidecarClient(self.settings, channel)
+        self.client = SidecarClient(self.settings, channel, handler)
         self._runs: dict[str, RunState] = {}
         self._lock = threading.Lock()
 
@@ -186,6 +190,7 @@ class AgentHooksMiddleware(AgentMiddleware):
     def _start(self) -> dict[str, Any]:
         op = self._operation_id()
         run = RunState(self.client) if op is None else RunState(self.client, operation_id=op)
+        run.start()
         with self._lock:
             self._runs[run.operation_id] = run
         return {OPERATION_ID_KEY: run.operation_id}

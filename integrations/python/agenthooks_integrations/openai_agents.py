@@ -63,6 +63,7 @@ from agents.tool_context import ToolContext
 from agenthooks_client.v1 import events_pb2, hooks_pb2
 from agenthooks_integrations.core import (
     AgentHooksError,
+    Handler,
     RunState,
     Settings,
     SidecarClient,
@@ -235,16 +236,18 @@ class AgentHooks:
         notifications_fail_open: events that cannot be delivered are logged and the run
             goes on; decisions always fail closed.
         channel: a gRPC channel to use instead of one to `target`.
+        handler: a local handler (`core.Handler`), served over a Handle stream
+            attached for each run's operation (hooks registered with `handler: true`).
     """
 
     def __init__(self, *, target: str = Settings.target, user_id: str | None = None,
                  agent_id: str | None = None, identifier: str = Settings.identifier,
                  timeout: float = Settings.timeout, notifications_fail_open: bool = False,
-                 channel: Any = None) -> None:
+                 channel: Any = None, handler: Handler | None = None) -> None:
         self.settings = Settings(target=target, user_id=user_id, agent_id=agent_id,
                                  identifier=identifier, timeout=timeout,
                                  notifications_fail_open=notifications_fail_open)
-        self.client = SidecarClient(self.settings, channel)
+        self.client = SidecarClient(self.settings, channel, handler)
         self._runs: dict[int, AgentHooksRun] = {}
         self._lock = threading.Lock()
 
@@ -253,6 +256,7 @@ class AgentHooks:
         """A new run (operation): pass its `hooks` and `run_config` to `Runner.run`."""
         state = RunState(self.client) if operation_id is None else RunState(
             self.client, operation_id=operation_id)
+        state.start()
         run = AgentHooksRun(self, state, run_config)
         with self._lock:
             self._runs[id(run.run_config)] = run

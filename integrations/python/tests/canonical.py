@@ -24,6 +24,8 @@ the caller registered, except:
   notifications failing open, so that the first decision is what fails;
 - `down-closed`: the same with notifications failing closed (the default);
 - `toolerror`: the tool raises `TOOL_ERROR`;
+- `handler`: the adapter serves a local handler that mocks the hook
+  `mock-in-runtime` with `HANDLER_MOCK`;
 - `readme`: the framework's README snippet runs (readme_snippets.py), with
   its own operation id; `final` is what it printed;
 - `async`: LangChain runs the agent with `ainvoke` (the middleware's async
@@ -43,6 +45,7 @@ import scripted
 PROMPT = "What is the weather in Paris?"
 CARD = "4111 1111 1111 1111"
 TOOL_ERROR = "the weather service is down"
+HANDLER_MOCK = "cloudy in Paris (from the runtime's own handler)"
 SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
 
 
@@ -64,6 +67,15 @@ class Recorder:
 
 # ---- LangChain v1 ------------------------------------------------------------------------
 
+def local_handler(scenario: str) -> Any:
+    """The `handler` scenario's local handler: mocks the hook `mock-in-runtime`."""
+    if scenario != "handler":
+        return None
+    from agenthooks_integrations import mock_reply
+
+    return lambda call: mock_reply(HANDLER_MOCK) if call.hook_id == "mock-in-runtime" else None
+
+
 def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
                   scenario: str) -> str:
     from langchain.agents import create_agent
@@ -77,7 +89,8 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
         return rec.weather(city)
 
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
-                                      notifications_fail_open=scenario == "down", **SETTINGS)
+                                      notifications_fail_open=scenario == "down",
+                                      handler=local_handler(scenario), **SETTINGS)
     agent = create_agent(scripted.langchain_model(rec.model_inputs, rec.model_settings), [get_weather],
                          middleware=[middleware])
     try:
@@ -106,7 +119,8 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
         """The weather in a city."""
         return rec.weather(city)
 
-    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down", **SETTINGS)
+    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
+                            handler=local_handler(scenario), **SETTINGS)
     agent = Agent(name="assistant", instructions="Answer about the weather.",
                   model=scripted.openai_agents_model(rec.model_inputs),
                   tools=agenthooks.wrap_tools([get_weather]))
