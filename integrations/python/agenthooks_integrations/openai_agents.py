@@ -282,7 +282,7 @@ class AgentHooks:
         run = self.start_run(operation_id, run_config)
         try:
             return await Runner.run(agent, input, hooks=run, run_config=run.run_config, **kwargs)
-        except BaseException as e:
+        except Exception as e:
             await run.afail(e)
             raise
 
