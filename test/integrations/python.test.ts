@@ -39,12 +39,12 @@ const SCENARIOS = [
   'result-deny',
   'async',
   'readme',
-  // LangChain only: the Agents SDK maps neither point.
-  'stop',
   'payload',
+  // LangChain only: the Agents SDK has no stop between turns.
+  'stop',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
-const LANGCHAIN_ONLY: readonly Scenario[] = ['stop', 'payload'];
+const LANGCHAIN_ONLY: readonly Scenario[] = ['stop'];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
@@ -519,9 +519,21 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
       expect(events.at(-1)).toMatchObject({ hookType: 'onComplete', reason: 'done' });
     }
   });
+
+  it('gives the model the settings that beforeProviderPayload answers', () => {
+    const line = scenario(framework, 'payload');
+    expect(line.error).toBeUndefined();
+    expect(line.modelSettings).toEqual([{ temperature: 0.25 }, { temperature: 0.25 }]);
+    const model = framework === 'langchain' ? 'scripted' : 'ScriptedModel';
+    expect(bodies('payload', line.operationId)[0]).toMatchObject({
+      model,
+      payload: {},
+      point: 'beforeProviderPayload',
+    });
+  });
 });
 
-describe('the langchain adapter, at the points only it maps', () => {
+describe('the langchain adapter, at the point only it maps', () => {
   it('stops after a turn when shouldStopAfterTurn says so: the model is not called again', () => {
     const line = scenario('langchain', 'stop');
     expect(line.error).toBeUndefined();
@@ -529,15 +541,5 @@ describe('the langchain adapter, at the points only it maps', () => {
     expect(line.modelInputs).toHaveLength(1);
     const [sent] = bodies('stop', line.operationId);
     expect(sent).toMatchObject({ iteration: 1, hadToolCalls: true, point: 'shouldStopAfterTurn' });
-  });
-
-  it('binds the payload that beforeProviderPayload answers to the model', () => {
-    const line = scenario('langchain', 'payload');
-    expect(line.error).toBeUndefined();
-    expect(line.modelSettings).toEqual([{ temperature: 0.25 }, { temperature: 0.25 }]);
-    expect(bodies('payload', line.operationId)[0]).toMatchObject({
-      model: 'scripted',
-      payload: {},
-    });
   });
 });

@@ -29,8 +29,11 @@ What each part does (the spec's names):
   policy applies: by default the SDK's error message becomes the output).
 - `on_agent_end` (the final output): `CompleteOperation` (`onComplete`, reason `done`).
 
-Not mapped: `beforeProviderPayload` and `shouldStopAfterTurn` (the SDK exposes
-neither the provider request nor a stop between turns to run hooks).
+- `AgentHooks.model(model)`, optional: `beforeProviderPayload` on the call's
+  `ModelSettings` before each model call (the answered payload replaces them).
+
+Not mapped: `shouldStopAfterTurn` (the SDK has no stop between turns for run
+hooks to take).
 
 Ids: `toolCallId` is the function call's `call_id`; `assistantMessageId` the
 id of the response's assistant message item, else the response's
@@ -50,12 +53,23 @@ unchanged. They are turned back into input items only when a hook changed them.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import json
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
-from agents import Agent, FunctionTool, RunConfig, RunContextWrapper, RunHooks, Runner
+from agents import (
+    Agent,
+    FunctionTool,
+    Model,
+    ModelSettings,
+    RunConfig,
+    RunContextWrapper,
+    RunHooks,
+    Runner,
+)
 from agents.items import ModelResponse
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
@@ -72,6 +86,11 @@ from agenthooks_integrations.core import (
 
 __all__ = ["AgentHooks", "AgentHooksRun", "AgentHooksError", "to_spec_messages",
            "from_spec_messages"]
+
+# The run whose model call is under way: set by the run's input filter (awaited in
+# the run loop's own context, right before the model call) and by AgentHooks.run.
+_current_run: contextvars.ContextVar[AgentHooksRun | None] = contextvars.ContextVar(
+    "agenthooks_run", default=None)
 
 
 def _get(item: Any, key: str, default: Any = None) -> Any:
@@ -174,6 +193,7 @@ class AgentHooksRun(RunHooks):
         return None
 
     async def _filter(self, data: CallModelData[Any]) -> ModelInputData:
+        _current_run.set(self)
         try:
             items = await asyncio.to_thread(self._before_model, list(data.model_data.input))
         except Exception as e:
@@ -223,6 +243,52 @@ class AgentHooksRun(RunHooks):
         if site is None:
             raise AgentHooksError(f"agenthooks saw no model response with function call {call_id}")
         return site
+
+
+class _PayloadHookedModel(Model):
+    """A Model that runs `beforeProviderPayload` on its settings before each call."""
+
+    def __init__(self, inner: Model) -> None:
+        self._inner = inner
+
+    async def _settings(self, model_settings: ModelSettings) -> ModelSettings:
+        run = _current_run.get()
+        if run is None:
+            raise AgentHooksError("agenthooks: the model was called outside a run of AgentHooks")
+        payload = {k: v for k, v in model_settings.to_json_dict().items() if v is not None}
+        try:
+            result = await asyncio.to_thread(run.state.modify,
+                                             hooks_pb2.MODIFY_POINT_BEFORE_PROVIDER_PAYLOAD,
+                                             {"model": type(self._inner).__name__,
+                                              "payload": payload})
+        except Exception as e:
+            await run.afail(e)
+            raise
+        answered = result.get("payload")
+        if not isinstance(answered, dict):
+            return model_settings
+        try:
+            return ModelSettings(**answered)
+        except Exception as e:
+            error = AgentHooksError(f"agenthooks beforeProviderPayload answered invalid settings: {e}")
+            await run.afail(error)
+            raise error from e
+
+    async def get_response(self, system_instructions: Any, input: Any,
+                           model_settings: ModelSettings, *args: Any, **kwargs: Any) -> Any:
+        settings = await self._settings(model_settings)
+        return await self._inner.get_response(system_instructions, input, settings, *args, **kwargs)
+
+    async def stream_response(self, system_instructions: Any, input: Any,
+                              model_settings: ModelSettings, *args: Any,
+                              **kwargs: Any) -> AsyncIterator[Any]:
+        settings = await self._settings(model_settings)
+        async for event in self._inner.stream_response(system_instructions, input, settings,
+                                                        *args, **kwargs):
+            yield event
+
+    async def close(self) -> None:
+        await self._inner.close()
 
 
 class AgentHooks:
@@ -280,11 +346,24 @@ class AgentHooks:
                   run_config: RunConfig | None = None, **kwargs: Any) -> Any:
         """`Runner.run` as one operation; a run that raises completes with reason `error`."""
         run = self.start_run(operation_id, run_config)
+        token = _current_run.set(run)
         try:
             return await Runner.run(agent, input, hooks=run, run_config=run.run_config, **kwargs)
         except Exception as e:
             await run.afail(e)
             raise
+        finally:
+            _current_run.reset(token)
+
+    def model(self, model: Model) -> Model:
+        """The model with `beforeProviderPayload` run before each call.
+
+        The point's context is `{"model": <the model's class name>, "payload": <the
+        call's ModelSettings as JSON, unset ones left out>}`; an answered `payload`
+        replaces the settings. For a model named by a string, wrap the `Model` your
+        provider makes for it.
+        """
+        return _PayloadHookedModel(model)
 
     def wrap_tools(self, tools: list[Any]) -> list[Any]:
         """The tools with each function tool's calls decided by the sidecar; others unchanged."""

@@ -15,8 +15,8 @@ With `--scenarios a,b,...` it runs one operation per scenario, with the id
 canonical run is the scenario `canonical`), and
 prints one JSON line per scenario: `scenario`, `operationId`, `final`,
 `toolRuns`, `toolArgs` (the arguments the tool got), `modelInputs` (per model
-call, the JSON of the messages the model got), `modelSettings` (LangChain: per
-model call, the keyword arguments bound to the model besides its tools) and
+call, the JSON of the messages the model got), `modelSettings` (per model call, the
+keyword arguments bound to the model besides its tools, or its ModelSettings) and
 `error` (the run's error text, if it failed). Every scenario is the same run; they differ in the hooks
 the caller registered, except:
 - `redact`: the prompt also holds a card number (`CARD`);
@@ -91,7 +91,8 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
                                       notifications_fail_open=scenario == "down",
                                       handler=local_handler(scenario), **SETTINGS)
-    agent = create_agent(scripted.langchain_model(rec.model_inputs, rec.model_settings), [get_weather],
+    model = scripted.langchain_model(rec.model_inputs, rec.model_settings)
+    agent = create_agent(model, [get_weather],
                          middleware=[middleware])
     try:
         request = {"messages": [{"role": "user", "content": prompt}]}
@@ -122,7 +123,8 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
     agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
                             handler=local_handler(scenario), **SETTINGS)
     agent = Agent(name="assistant", instructions="Answer about the weather.",
-                  model=scripted.openai_agents_model(rec.model_inputs),
+                  model=agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
+                                                                      rec.model_settings)),
                   tools=agenthooks.wrap_tools([get_weather]))
     try:
         result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))

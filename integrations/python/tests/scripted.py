@@ -58,8 +58,8 @@ def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = N
     return ScriptedChatModel()
 
 
-def openai_agents_model(inputs: list[str]) -> Any:
-    """An OpenAI Agents SDK Model."""
+def openai_agents_model(inputs: list[str], settings: list[dict[str, Any]] | None = None) -> Any:
+    """An OpenAI Agents SDK Model; `settings` gets each call's ModelSettings (set ones)."""
     from agents import Model, ModelResponse, Usage
     from openai.types.responses import (
         ResponseFunctionToolCall,
@@ -80,6 +80,9 @@ def openai_agents_model(inputs: list[str]) -> Any:
                                **kwargs: Any) -> ModelResponse:
             items = [{"role": "user", "content": input}] if isinstance(input, str) else input
             inputs.append(json.dumps(to_spec_messages(list(items))))
+            if settings is not None:
+                settings.append({k: v for k, v in model_settings.to_json_dict().items()
+                                 if v is not None})
             self.calls += 1
             if self.calls == 1:
                 output: list[Any] = [ResponseFunctionToolCall(
