@@ -10,6 +10,8 @@
 #   - protoc-gen-go and protoc-gen-go-grpc at the versions of
 #     clients/versions.env, from the Go module proxy, into .venv/bin.
 # Idempotent: whatever is already there at the pinned version is kept.
+# Last, scripts/install-python-integrations.sh installs the Python framework
+# adapters (integrations/python) with their pinned frameworks.
 # With --generators-only (as scripts/generate-clients.sh runs it) it installs
 # the code generators and leaves the Go modules and build alone.
 # Needs python3 (3.9 or newer) and go (1.26 or newer) on PATH.
@@ -56,3 +58,6 @@ go -C examples/go build -o /dev/null .
 # runner to fill the build cache for test/integrations.
 go -C integrations/go mod download
 go -C integrations/go build -o /dev/null ./cmd/canonical
+
+# The Python framework adapters and their pinned frameworks (integrations/python).
+scripts/install-python-integrations.sh
