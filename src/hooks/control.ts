@@ -128,11 +128,14 @@ export async function evaluateControls(
       ? await deps.enricher.enrich(hookEvent, built, undefined, signal)
       : built;
     if (payload === undefined) throw cancelled(signal);
-    const span = deps.tracing?.startDelivery({
-      hookId: control.hook.id,
-      kind: 'control',
-      event: hookTypeLiteral(phase.type),
-    });
+    const span = deps.tracing?.startDelivery(
+      {
+        hookId: control.hook.id,
+        kind: 'control',
+        event: hookTypeLiteral(phase.type),
+      },
+      signal,
+    );
     const result = await executeControl(
       deps.sender,
       control.hook.webhook as NonNullable<Hook['webhook']>,

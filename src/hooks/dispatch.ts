@@ -334,6 +334,7 @@ export async function runToolCallObservers(
       : deps.background.run(
           'notification webhooks',
           async (background) => {
+            deps.tracing?.adopt(background, signal);
             for (const n of webhooks) await runNotification(deps, n, route, event, background);
           },
           { fields: { operationId: route.operationId }, bytes: detachedBytes(event) },
@@ -422,11 +423,14 @@ async function notificationOutcome(
       }),
     );
   }
-  const span = deps.tracing?.startDelivery({
-    hookId: n.hook.id,
-    kind: webhook.delivery === Delivery.QSTASH ? 'qstash' : 'fetch',
-    event: hookTypeLiteral(route.type as HookType),
-  });
+  const span = deps.tracing?.startDelivery(
+    {
+      hookId: n.hook.id,
+      kind: webhook.delivery === Delivery.QSTASH ? 'qstash' : 'fetch',
+      event: hookTypeLiteral(route.type as HookType),
+    },
+    signal,
+  );
   const result = await deps.sender.notify(webhook, payload, signal, span);
   span?.end(
     result.ok

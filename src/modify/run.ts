@@ -152,7 +152,10 @@ async function runWebhook(
   name: PointName,
   signal: AbortSignal,
 ): Promise<{ failure?: Failure; httpStatus?: number }> {
-  const span = deps.tracing?.startDelivery({ hookId: hook.id, kind: 'modify', point: name });
+  const span = deps.tracing?.startDelivery(
+    { hookId: hook.id, kind: 'modify', point: name },
+    signal,
+  );
   if (span === undefined) return sendWebhook(deps, operationId, hook, composition, name, signal);
   try {
     const sent = await sendWebhook(deps, operationId, hook, composition, name, signal, span);

@@ -78,9 +78,9 @@ export function guardService<S extends DescService>(
 /** The guarded unary `plain` inside a server span; the span ends with the code the client gets. */
 function traceUnary(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
   return async function tracedUnary(request: unknown, ctx: HandlerContext) {
-    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader);
+    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader, ctx.signal);
     try {
-      const response = await span.run(() => plain(request, ctx));
+      const response = await plain(request, ctx);
       span.end(OK);
       return response;
     } catch (e: unknown) {
@@ -95,19 +95,13 @@ function traceUnary(method: DescMethod, plain: AnyMethod, tracing: Tracing): Any
 /** The guarded streaming `plain` inside a server span that lasts as long as the stream. */
 function traceStream(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
   return function tracedStream(request: unknown, ctx: HandlerContext) {
-    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader);
-    const inner = span.run(() =>
-      (plain(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator](),
-    );
+    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader, ctx.signal);
+    const inner = (plain(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     return new TracedStream(inner, span);
   };
 }
 
-/**
- * The responses of a traced stream: each `next()` runs in the span's
- * context (a stream's work starts there), and the end, a failure or an
- * early return ends the span.
- */
+/** The responses of a traced stream: the end, a failure or an early return ends the span. */
 class TracedStream implements AsyncIterableIterator<unknown> {
   readonly #inner: AsyncIterator<unknown>;
   readonly #span: RpcSpan;
@@ -122,7 +116,7 @@ class TracedStream implements AsyncIterableIterator<unknown> {
   }
 
   next(): Promise<IteratorResult<unknown>> {
-    return this.#span.run(() => this.#inner.next()).then(this.#onResult, this.#onError);
+    return this.#inner.next().then(this.#onResult, this.#onError);
   }
 
   return(): Promise<IteratorResult<unknown>> {

@@ -1,8 +1,6 @@
 /**
  * @module The OpenTelemetry SDK behind {@link Tracing}: a Node tracer
- * provider (AsyncLocalStorage context, so a delivery started anywhere in an
- * RPC's async work is that RPC's child), a batch span processor and the
- * OTLP/HTTP protobuf exporter. Loaded by `startTracing` with a dynamic
+ * provider, a batch span processor and the OTLP/HTTP protobuf exporter. Loaded by `startTracing` with a dynamic
  * import only when tracing is on, and the packages are imported dynamically
  * here too: the bundle (`scripts/bundle.mjs`) leaves `@opentelemetry/*`
  * outside, so a sidecar without tracing never reads them.
@@ -13,7 +11,15 @@
  * resource's `OTEL_RESOURCE_ATTRIBUTES` and `OTEL_SERVICE_NAME`.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
-import type { Attributes, Context, Span, TextMapGetter } from '@opentelemetry/api';
+import type {
+  Attributes,
+  Context,
+  Span,
+  SpanStatusCode,
+  TextMapGetter,
+  TextMapPropagator,
+  TextMapSetter,
+} from '@opentelemetry/api';
 import type {
   DeliveryLabel,
   DeliveryOutcome,
@@ -57,7 +63,7 @@ export async function createOtelTracing(settings: TracingSettings): Promise<Trac
     import('@opentelemetry/exporter-trace-otlp-proto'),
     import('@opentelemetry/resources'),
   ]);
-  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, context, trace, defaultTextMapSetter } = api;
+  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace, defaultTextMapSetter } = api;
   // Ours, then the environment's (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME) over it.
   const resource = resources
     .resourceFromAttributes({
@@ -69,14 +75,29 @@ export async function createOtelTracing(settings: TracingSettings): Promise<Trac
     // The exporter reads OTEL_EXPORTER_OTLP_(TRACES_)*; the processor OTEL_BSP_*.
     spanProcessors: [new node.BatchSpanProcessor(new exporterModule.OTLPTraceExporter())],
   });
-  // The AsyncLocalStorage context manager; no global propagator: ours writes
-  // W3C trace context only, so a caller's `baggage` never reaches a receiver.
-  provider.register({ propagator: null });
+  // Not registered globally: no context manager (parents travel with the
+  // call's signal) and no global propagator: ours writes W3C trace context
+  // only, so a caller's `baggage` never reaches a receiver.
   const propagator = new core.W3CTraceContextPropagator();
   const tracer = provider.getTracer(SCOPE);
+  /** The context of each call's span, by the call's signal; gone with the signal. */
+  const parents = new WeakMap<AbortSignal, Context>();
+
+  const sdk: Sdk = {
+    propagator,
+    setter: defaultTextMapSetter,
+    error: SpanStatusCode.ERROR,
+    root: ROOT_CONTEXT,
+    withSpan: (ctx, span) => trace.setSpan(ctx, span),
+  };
 
   return {
-    startRpc(method: DescMethod, protocolName: string, requestHeader: Headers): RpcSpan {
+    startRpc(
+      method: DescMethod,
+      protocolName: string,
+      requestHeader: Headers,
+      signal: AbortSignal,
+    ): RpcSpan {
       const parent = propagator.extract(ROOT_CONTEXT, requestHeader, HEADERS_GETTER);
       const service = method.parent.typeName;
       const span = tracer.startSpan(
@@ -87,67 +108,101 @@ export async function createOtelTracing(settings: TracingSettings): Promise<Trac
             'rpc.system': protocolName === 'connect' ? 'connect_rpc' : 'grpc',
             'rpc.service': service,
             'rpc.method': method.name,
-            'agenthooks.rpc.protocol': protocolName,
+            [ATTR.RPC_PROTOCOL]: protocolName,
           },
         },
         parent,
       );
-      const active: Context = trace.setSpan(parent, span);
-      let ended = false;
-      return {
-        run: (fn) => context.with(active, fn),
-        end(code: number, message?: string) {
-          if (ended) return;
-          ended = true;
-          span.setAttribute('rpc.grpc.status_code', code);
-          if (code !== OK && SERVER_ERROR_CODES.has(code)) {
-            span.setStatus(
-              message === undefined
-                ? { code: SpanStatusCode.ERROR }
-                : { code: SpanStatusCode.ERROR, message },
-            );
-          }
-          span.end();
-        },
-      };
+      parents.set(signal, trace.setSpan(parent, span));
+      return new OtelRpcSpan(span, sdk);
     },
 
-    startDelivery(label: DeliveryLabel): DeliverySpan {
+    startDelivery(label: DeliveryLabel, signal: AbortSignal): DeliverySpan {
       const attributes: Attributes = {
         [ATTR.HOOK_ID]: label.hookId,
         [ATTR.DELIVERY_KIND]: label.kind,
-        'http.request.method': 'POST',
       };
       if (label.event !== undefined) attributes[ATTR.HOOK_EVENT] = label.event;
       if (label.point !== undefined) attributes[ATTR.HOOK_POINT] = label.point;
       const span: Span = tracer.startSpan(
         `${label.kind} ${label.event ?? label.point ?? ''}`.trimEnd(),
         { kind: SpanKind.CLIENT, attributes },
-        context.active(),
+        parents.get(signal) ?? ROOT_CONTEXT,
       );
-      const own = trace.setSpan(ROOT_CONTEXT, span);
-      let ended = false;
-      return {
-        inject(headers: Record<string, string>) {
-          propagator.inject(own, headers, defaultTextMapSetter);
-        },
-        end(outcome: DeliveryOutcome) {
-          if (ended) return;
-          ended = true;
-          span.setAttribute(ATTR.HOOK_STATUS, outcome.status);
-          if (outcome.httpStatus !== undefined && outcome.httpStatus > 0) {
-            span.setAttribute('http.response.status_code', outcome.httpStatus);
-          }
-          if (outcome.route !== undefined) span.setAttribute(ATTR.DELIVERY_ROUTE, outcome.route);
-          if (outcome.error !== undefined && outcome.status !== 'cancelled') {
-            span.setAttribute('error.type', outcome.status);
-            span.setStatus({ code: SpanStatusCode.ERROR, message: outcome.error });
-          }
-          span.end();
-        },
-      };
+      return new OtelDeliverySpan(span, sdk);
+    },
+
+    adopt(child: AbortSignal, parent: AbortSignal) {
+      const found = parents.get(parent);
+      if (found !== undefined) parents.set(child, found);
     },
 
     shutdown: () => provider.shutdown(),
   };
+}
+
+/** What the span classes use of the SDK, loaded once. */
+interface Sdk {
+  readonly propagator: TextMapPropagator;
+  readonly setter: TextMapSetter;
+  readonly error: SpanStatusCode;
+  readonly root: Context;
+  readonly withSpan: (ctx: Context, span: Span) => Context;
+}
+
+/**
+ * An RPC's server span. A class rather than an object of closures: a call
+ * pays for one object, not for a function per member.
+ */
+class OtelRpcSpan implements RpcSpan {
+  #ended = false;
+
+  constructor(
+    readonly span: Span,
+    readonly sdk: Sdk,
+  ) {}
+
+  end(code: number, message?: string): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const { span } = this;
+    span.setAttribute('rpc.grpc.status_code', code);
+    if (code !== OK && SERVER_ERROR_CODES.has(code)) {
+      span.setStatus(
+        message === undefined ? { code: this.sdk.error } : { code: this.sdk.error, message },
+      );
+    }
+    span.end();
+  }
+}
+
+/** A delivery's client span; see {@link OtelRpcSpan} for why a class. */
+class OtelDeliverySpan implements DeliverySpan {
+  #ended = false;
+
+  constructor(
+    readonly span: Span,
+    readonly sdk: Sdk,
+  ) {}
+
+  inject(headers: Record<string, string>): void {
+    const { sdk } = this;
+    sdk.propagator.inject(sdk.withSpan(sdk.root, this.span), headers, sdk.setter);
+  }
+
+  end(outcome: DeliveryOutcome): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    const { span } = this;
+    span.setAttribute(ATTR.HOOK_STATUS, outcome.status);
+    if (outcome.httpStatus !== undefined && outcome.httpStatus > 0) {
+      span.setAttribute('http.response.status_code', outcome.httpStatus);
+    }
+    if (outcome.route !== undefined) span.setAttribute(ATTR.DELIVERY_ROUTE, outcome.route);
+    if (outcome.error !== undefined && outcome.status !== 'cancelled') {
+      span.setAttribute('error.type', outcome.status);
+      span.setStatus({ code: this.sdk.error, message: outcome.error });
+    }
+    span.end();
+  }
 }

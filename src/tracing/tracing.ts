@@ -11,6 +11,12 @@
  * import, so a sidecar without tracing never loads or parses it). With
  * tracing off the sidecar holds no {@link Tracing} at all: the guard serves
  * the plain methods, and a delivery pays one `undefined` check.
+ *
+ * A delivery finds its RPC's span through the call's abort signal, which
+ * the service already hands to every delivery, rather than through an
+ * AsyncLocalStorage context: on Node 20 that turns on V8's promise hooks
+ * for every promise of the process, a cost the bench measured on every
+ * decision.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 
@@ -38,6 +44,7 @@ export const ATTR = {
   DELIVERY_KIND: 'agenthooks.delivery.kind',
   DELIVERY_ROUTE: 'agenthooks.delivery.route',
   HOOK_STATUS: 'agenthooks.hook.status',
+  RPC_PROTOCOL: 'agenthooks.rpc.protocol',
 } as const;
 
 /**
@@ -87,8 +94,6 @@ export interface DeliverySpan {
 
 /** The server span of one RPC. */
 export interface RpcSpan {
-  /** Runs `fn` with this span as the active context, so deliveries started in it are its children. */
-  run<T>(fn: () => T): T;
   /** Records the gRPC status code the client gets (0 for OK) and ends the span. */
   end(code: number, message?: string): void;
 }
@@ -97,11 +102,26 @@ export interface RpcSpan {
 export interface Tracing {
   /**
    * Starts the server span of an RPC, the child of the caller's
-   * `traceparent` when its metadata carries a valid one.
+   * `traceparent` when its metadata carries a valid one. The call's
+   * `signal`, which the service hands down to every delivery of the call,
+   * names the span from then on.
    */
-  startRpc(method: DescMethod, protocolName: string, requestHeader: Headers): RpcSpan;
-  /** Starts a delivery span, the child of the active RPC span. */
-  startDelivery(label: DeliveryLabel): DeliverySpan;
+  startRpc(
+    method: DescMethod,
+    protocolName: string,
+    requestHeader: Headers,
+    signal: AbortSignal,
+  ): RpcSpan;
+  /**
+   * Starts a delivery span, the child of the RPC span whose call `signal`
+   * is (or that {@link Tracing.adopt} tied it to); a root span otherwise.
+   */
+  startDelivery(label: DeliveryLabel, signal: AbortSignal): DeliverySpan;
+  /**
+   * Ties the signal of work a call leaves running (detached notifications)
+   * to the call's: its deliveries are children of the call's span too.
+   */
+  adopt(child: AbortSignal, parent: AbortSignal): void;
   /** Ends the exporter: spans not yet sent are flushed first (bounded by `OTEL_EXPORTER_OTLP_TIMEOUT`). */
   shutdown(): Promise<void>;
 }
