@@ -141,7 +141,7 @@ async function stopSide(side: StoreSide): Promise<void> {
 }
 
 /** CPU milliseconds the sidecar spends while `loop` runs. */
-async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Promise<number> {
+export async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Promise<number> {
   const before = cpuMsOf(pid);
   await loop();
   return cpuMsOf(pid) - before;
@@ -155,7 +155,7 @@ async function cpuPerCall<T>(pid: number, calls: number, loop: () => Promise<T>)
 }
 
 /** A DecideToolCall on operation `operationOf(i)`, which must allow after one control. */
-function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call {
+export function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call {
   const decide = unaryMethod(
     client,
     `/${HookService.typeName}/${HookService.method.decideToolCall.name}`,
@@ -174,7 +174,7 @@ function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call
 }
 
 /** A RegisterHooks of `hooks` on a new operation per call. */
-function registerNew(client: grpc.Client, prefix: string, hooks: Hook[]): Call {
+export function registerNew(client: grpc.Client, prefix: string, hooks: Hook[]): Call {
   const register = unaryMethod(
     client,
     `/${HookService.typeName}/${HookService.method.registerHooks.name}`,

@@ -17,6 +17,8 @@ export const MODIFY_OVERHEAD_MS = 0.15;
 export const RSS_LIMIT_MB = 150;
 /** A decision with 100,000 operations stored: CPU per call over the 1,000-operation case, at most. */
 export const STORED_OPERATIONS_CPU_RATIO = 1.15;
+/** Tracing on (every span sampled and exported): CPU per decision over tracing off, at most. */
+export const TRACING_CPU_RATIO = 1.15;
 /** Cold start limit, in milliseconds. */
 export const COLD_START_LIMIT_MS = 1000;
 /** Open loop: the sidecar's p99 over the floor's at the same offered rate. */
@@ -215,6 +217,17 @@ const SPECS: readonly TargetSpec[] = [
       STORED_OPERATIONS_CPU_RATIO,
       `${STORED_OPERATIONS_CPU_RATIO} (per-round ratio)`,
     ),
+  ),
+  fixed(
+    'tracing-cpu',
+    `tracing on (every span sampled, exported over OTLP): decision CPU <= ${TRACING_CPU_RATIO}x tracing off`,
+    'tracing',
+    'cpuRatio',
+    'x',
+    2,
+    '<=',
+    TRACING_CPU_RATIO,
+    `${TRACING_CPU_RATIO} (per-round ratio)`,
   ),
   fixed(
     'cold-start',
