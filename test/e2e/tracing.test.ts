@@ -149,7 +149,12 @@ async function spansOfTrace(
     if (Date.now() > deadline) {
       throw new Error(`spans of ${traceId} incomplete: ${JSON.stringify(spans, null, 1)}`);
     }
-    await receiver.waitForRequests(receiver.count() + 1).catch(() => undefined);
+    // The next export, or the deadline: a trace whose spans never come fails above.
+    await withTimeout(
+      receiver.waitForRequests(receiver.count() + 1),
+      Math.max(1, deadline - Date.now()),
+      'no export',
+    ).catch(() => undefined);
   }
 }
 
@@ -387,6 +392,64 @@ describe('tracing on (OTEL_TRACES_EXPORTER=otlp)', () => {
         'http.response.status_code': 500,
       },
     });
+  });
+
+  it('keeps a DispatchStream span open for the stream, with a delivery span per event under it', async () => {
+    const op = 'op-stream';
+    await grpcClient(traced).registerHooks({
+      operationId: op,
+      hooks: [
+        create(HookSchema, {
+          id: 'step',
+          type: HookType.AFTER_STEP,
+          webhook: { url: `${webhooks.url}/${op}/step` },
+        }),
+      ],
+    });
+    const { traceId, parentId, traceparent } = newTraceparent();
+    async function* events() {
+      for (const eventId of ['e1', 'e2']) {
+        yield {
+          eventId,
+          event: {
+            event: {
+              case: 'afterStep' as const,
+              value: {
+                operationId: op,
+                agentId: 'agent_research',
+                userId: 'u',
+                stepIndex: 0,
+                stepType: 'call_tool',
+                content: 'x',
+              },
+            },
+          },
+        };
+      }
+    }
+    const acks: string[] = [];
+    for await (const ack of grpcClient(traced).dispatchStream(events(), {
+      headers: { traceparent },
+    })) {
+      acks.push(ack.eventId);
+    }
+    expect(acks.sort()).toEqual(['e1', 'e2']);
+    const spans = await spansOfTrace(collector, traceId, (s) => s.length >= 3);
+    const server = spans.find((s) => s.kind === SPAN_KIND_SERVER) as DecodedSpan;
+    expect(server).toMatchObject({
+      name: 'agenthooks.v1.HookService/DispatchStream',
+      parentSpanId: parentId,
+      attributes: { 'rpc.grpc.status_code': 0 },
+    });
+    const deliveries = spans.filter((s) => s.kind === SPAN_KIND_CLIENT);
+    expect(deliveries).toHaveLength(2);
+    for (const d of deliveries) {
+      expect(d).toMatchObject({
+        parentSpanId: server.spanId,
+        name: 'fetch afterStep',
+        attributes: { 'agenthooks.hook.id': 'step', 'agenthooks.hook.event': 'afterStep' },
+      });
+    }
   });
 
   it('starts a new trace for a call without traceparent', async () => {
