@@ -16,7 +16,7 @@ import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect
 import otlp from '@opentelemetry/otlp-proto-exporter-base/build/src/generated/root.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { HookSchema, ModifyPoint, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { type ReceivedRequest, type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar, withTimeout } from '../support/sidecar.js';
@@ -193,6 +193,11 @@ let traced: SidecarProcess;
 function answer(req: ReceivedRequest, res: http.ServerResponse): void {
   if (req.path.endsWith('/fail')) {
     res.writeHead(500).end('down');
+    return;
+  }
+  if (req.path.endsWith('/modify')) {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ messages: [{ role: 'user', content: 'redacted' }] }));
     return;
   }
   if (req.path.includes('/control')) {
@@ -450,6 +455,47 @@ describe('tracing on (OTEL_TRACES_EXPORTER=otlp)', () => {
         attributes: { 'agenthooks.hook.id': 'step', 'agenthooks.hook.event': 'afterStep' },
       });
     }
+  });
+
+  it('gives a modifying webhook a delivery span under the Modify span', async () => {
+    const op = 'op-modify';
+    await grpcClient(traced).registerHooks({
+      operationId: op,
+      hooks: [
+        create(HookSchema, {
+          id: 'redact',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          webhook: { url: `${webhooks.url}/${op}/modify` },
+        }),
+      ],
+    });
+    const { traceId, traceparent } = newTraceparent();
+    const modified = await grpcClient(traced).modify(
+      {
+        operationId: op,
+        point: ModifyPoint.TRANSFORM_CONTEXT,
+        contextJson: '{"messages":[{"role":"user","content":"card 4111"}]}',
+      },
+      { headers: { traceparent } },
+    );
+    expect(modified.outcome.case).toBe('resultJson');
+    const spans = await spansOfTrace(collector, traceId, (s) => s.length >= 2);
+    const server = spans.find((s) => s.kind === SPAN_KIND_SERVER) as DecodedSpan;
+    expect(server.name).toBe('agenthooks.v1.HookService/Modify');
+    const delivery = spans.find((s) => s.kind === SPAN_KIND_CLIENT);
+    expect(delivery).toMatchObject({
+      parentSpanId: server.spanId,
+      name: 'modify transformContext',
+      attributes: {
+        'agenthooks.hook.id': 'redact',
+        'agenthooks.hook.point': 'transformContext',
+        'agenthooks.delivery.kind': 'modify',
+        'agenthooks.hook.status': 'applied',
+        'http.response.status_code': 200,
+      },
+    });
+    const [req] = requestsOf(op);
+    expect(parseTraceparent(req?.headers.traceparent).parentId).toBe(delivery?.spanId);
   });
 
   it('starts a new trace for a call without traceparent', async () => {
