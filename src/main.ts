@@ -115,7 +115,7 @@ async function main(argv: string[]): Promise<number> {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
     // The standard OTEL_* variables of the process environment; the SDK loads only when they ask.
-    tracing = await startTracing(process.env);
+    tracing = await startTracing(process.env, logger);
     app = await openApp(config, logger, { onFatal: () => onFatal(), tracing });
     if (tracing !== undefined) logger.info('tracing on', { exporter: 'otlp' });
     server = createServer(app, config, security);

@@ -20,6 +20,7 @@ import type {
   TextMapPropagator,
   TextMapSetter,
 } from '@opentelemetry/api';
+import type { Logger } from '../log.js';
 import type {
   DeliveryLabel,
   DeliveryOutcome,
@@ -53,9 +54,12 @@ const HEADERS_GETTER: TextMapGetter<Headers> = {
  * Starts the SDK and answers the {@link Tracing} over it.
  *
  * @example
- * const tracing = await createOtelTracing({ serviceName: 'agenthooks' });
+ * const tracing = await createOtelTracing({ serviceName: 'agenthooks' }, logger);
  */
-export async function createOtelTracing(settings: TracingSettings): Promise<Tracing> {
+export async function createOtelTracing(
+  settings: TracingSettings,
+  logger: Logger,
+): Promise<Tracing> {
   const [api, core, node, exporterModule, resources] = await Promise.all([
     import('@opentelemetry/api'),
     import('@opentelemetry/core'),
@@ -64,6 +68,17 @@ export async function createOtelTracing(settings: TracingSettings): Promise<Trac
     import('@opentelemetry/resources'),
   ]);
   const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace, defaultTextMapSetter } = api;
+  // The SDK reports a failed export or a dropped span through `diag` only: ours logs them.
+  const warn = (message: string, ...args: unknown[]) =>
+    logger.warn(
+      'tracing',
+      args.length === 0 ? { detail: message } : { detail: message, err: args[0] },
+    );
+  const quiet = () => undefined;
+  api.diag.setLogger(
+    { error: warn, warn, info: quiet, debug: quiet, verbose: quiet },
+    api.DiagLogLevel.WARN,
+  );
   // Ours, then the environment's (OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME) over it.
   const resource = resources
     .resourceFromAttributes({

@@ -19,6 +19,7 @@
  * decision.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
+import type { Logger } from '../log.js';
 
 /** Value of `OTEL_SERVICE_NAME` when it is unset. */
 export const DEFAULT_SERVICE_NAME = 'agenthooks';
@@ -186,17 +187,19 @@ export function tracingSettings(
 /**
  * Starts tracing when the environment asks for it (see
  * {@link tracingSettings}), loading the SDK only then; answers `undefined`
- * when tracing is off.
+ * when tracing is off. The SDK's own warnings and errors (an export that
+ * failed, a full queue) go to `logger` as warnings.
  *
  * @throws TracingConfigError for an exporter or protocol the sidecar does not ship.
  */
 export async function startTracing(
   env: Readonly<Record<string, string | undefined>>,
+  logger: Logger,
 ): Promise<Tracing | undefined> {
   const settings = tracingSettings(env);
   if (settings === undefined) return undefined;
   const { createOtelTracing } = await import('./otel.js');
-  return createOtelTracing(settings);
+  return createOtelTracing(settings, logger);
 }
 
 function trimmed(value: string | undefined): string | undefined {

@@ -566,6 +566,31 @@ describe('an unsupported setting', () => {
   });
 });
 
+describe('a collector that fails', () => {
+  it('logs the failed export as a warning and still answers the calls', async () => {
+    const failing = await startReceiver({ answer: { status: 400, body: 'no' } });
+    const sidecar = await startSidecar({ env: tracingEnv(failing) });
+    try {
+      const { traceparent } = newTraceparent();
+      const hooks = await grpcClient(sidecar).listHooks(
+        { operationId: 'op-none' },
+        { headers: { traceparent } },
+      );
+      expect(hooks.hooks).toEqual([]);
+      const line = await withTimeout(
+        sidecar.waitForLog((l) => l.msg === 'tracing' && l.level === 'warn'),
+        EXPORT_TIMEOUT_MS,
+        'the failed export was not logged',
+      );
+      expect(String(line.detail)).not.toBe('');
+      expect(failing.count()).toBeGreaterThanOrEqual(1);
+    } finally {
+      await killSidecar(sidecar);
+      await failing.close();
+    }
+  });
+});
+
 describe('shutdown', () => {
   it('flushes the spans still batched when the sidecar stops on SIGTERM', async () => {
     const sink = await startReceiver({
