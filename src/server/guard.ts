@@ -12,7 +12,7 @@ import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import type { Code, ConnectError, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
-import type { RpcSpan, Tracing } from '../tracing/tracing.js';
+import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
 import {
   codeName,
   isServerSide,
@@ -75,10 +75,20 @@ export function guardService<S extends DescService>(
   return guarded as ServiceImpl<S>;
 }
 
+/**
+ * Where the trace context of a call is read: the grpc-js adapter's reader
+ * of single metadata values when it has one (no `Headers` built per call),
+ * else the request headers.
+ */
+function traceHeaders(ctx: HandlerContext): RequestHeaders {
+  const reader = (ctx as { requestHeaderReader?: RequestHeaders }).requestHeaderReader;
+  return reader ?? ctx.requestHeader;
+}
+
 /** The guarded unary `plain` inside a server span; the span ends with the code the client gets. */
 function traceUnary(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
   return async function tracedUnary(request: unknown, ctx: HandlerContext) {
-    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader, ctx.signal);
+    const span = tracing.startRpc(method, ctx.protocolName, traceHeaders(ctx), ctx.signal);
     try {
       const response = await plain(request, ctx);
       span.end(OK);
@@ -95,7 +105,7 @@ function traceUnary(method: DescMethod, plain: AnyMethod, tracing: Tracing): Any
 /** The guarded streaming `plain` inside a server span that lasts as long as the stream. */
 function traceStream(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
   return function tracedStream(request: unknown, ctx: HandlerContext) {
-    const span = tracing.startRpc(method, ctx.protocolName, ctx.requestHeader, ctx.signal);
+    const span = tracing.startRpc(method, ctx.protocolName, traceHeaders(ctx), ctx.signal);
     const inner = (plain(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     return new TracedStream(inner, span);
   };

@@ -25,6 +25,7 @@ import type {
   DeliveryLabel,
   DeliveryOutcome,
   DeliverySpan,
+  RequestHeaders,
   RpcSpan,
   Tracing,
   TracingSettings,
@@ -45,9 +46,10 @@ const OK = 0;
 const SERVER_ERROR_CODES = new Set([2, 4, 12, 13, 14, 15]);
 
 /** Reads W3C trace context from a request's `Headers` (names are case-insensitive there). */
-const HEADERS_GETTER: TextMapGetter<Headers> = {
+const HEADERS_GETTER: TextMapGetter<RequestHeaders> = {
   get: (carrier, key) => carrier.get(key) ?? undefined,
-  keys: (carrier) => Array.from(carrier.keys()),
+  // The W3C propagator reads the two names it knows; it never lists the keys.
+  keys: () => [],
 };
 
 /**
@@ -110,7 +112,7 @@ export async function createOtelTracing(
     startRpc(
       method: DescMethod,
       protocolName: string,
-      requestHeader: Headers,
+      requestHeader: RequestHeaders,
       signal: AbortSignal,
     ): RpcSpan {
       const parent = propagator.extract(ROOT_CONTEXT, requestHeader, HEADERS_GETTER);

@@ -93,6 +93,11 @@ export interface DeliverySpan {
   end(outcome: DeliveryOutcome): void;
 }
 
+/** Reads a request header by its lower-case name (`Headers` is one). */
+export interface RequestHeaders {
+  get(name: string): string | null | undefined;
+}
+
 /** The server span of one RPC. */
 export interface RpcSpan {
   /** Records the gRPC status code the client gets (0 for OK) and ends the span. */
@@ -110,7 +115,7 @@ export interface Tracing {
   startRpc(
     method: DescMethod,
     protocolName: string,
-    requestHeader: Headers,
+    requestHeader: RequestHeaders,
     signal: AbortSignal,
   ): RpcSpan;
   /**
