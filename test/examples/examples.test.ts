@@ -636,6 +636,7 @@ describe('example runtimes in Python, Go and TypeScript', () => {
         {
           finalResult: { content: READ_RESULT, success: true, executionTime: 12 },
           published: true,
+          decisionId: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-/),
         },
       ]);
       expect(complete?.responses).toMatchObject([
@@ -997,8 +998,16 @@ describe('example runtimes in Python, Go and TypeScript', () => {
     const requests = (run: Run) => run.calls.map((c) => [c.method, withJsonTextParsed(c.requests)]);
     expect(requests(go)).toEqual(requests(python));
     expect(requests(ts)).toEqual(requests(python));
+    // Decision ids are new for every decision: compared by shape only.
     const responses = (run: Run) =>
-      run.calls.map((c) => [c.method, withJsonTextParsed(c.responses)]);
+      run.calls.map((c) => [
+        c.method,
+        JSON.parse(JSON.stringify(withJsonTextParsed(c.responses)), (key, v: unknown) =>
+          key === 'decisionId' && typeof v === 'string' && /^[0-9a-f-]{36}$/.test(v)
+            ? '<decision id>'
+            : v,
+        ),
+      ]);
     expect(responses(go)).toEqual(responses(python));
     expect(responses(ts)).toEqual(responses(python));
     // The agent loop prints the same lines in every language.
