@@ -294,6 +294,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     healthy: !opening,
     logger,
     onChange: (healthy) => {
+      metrics.storeServing(healthy);
       // Before the listeners are bound nothing is served yet; markListening sets the first status.
       if (closing || !listening) return;
       // Readiness only: liveness stays SERVING, so an outage takes the pod
@@ -301,6 +302,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       health.setReadiness(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
+  metrics.storeServing(!opening);
   const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
   const retention = startRetention({
     store,
