@@ -6,12 +6,16 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
+import { readFileSync } from 'node:fs';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { BackgroundScope } from './background.js';
 import type { ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
 import { OperatorPlugins } from './config/plugins.js';
+import { decisionView, RecentDecisions } from './console/decisions.js';
+import { createConsoleSource } from './console/source.js';
+import type { ConsoleSource } from './console/views.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
 import { EmailEnricher } from './delivery/email.js';
 import { WebhookSender } from './delivery/webhook.js';
@@ -21,7 +25,12 @@ import { HandlerHub } from './hooks/handlers.js';
 import { HookRegistry } from './hooks/registry.js';
 import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
-import { HealthState, ServingStatus } from './server/health.js';
+import {
+  HealthState,
+  LIVENESS_SERVICE,
+  READINESS_SERVICE,
+  ServingStatus,
+} from './server/health.js';
 import { createHookService } from './service/hook-service.js';
 import { DeferredStore, isRetryableOpenError } from './store/deferred.js';
 import { StoreHealthMonitor } from './store/health-monitor.js';
@@ -101,6 +110,8 @@ export interface App {
   readonly health: HealthState;
   /** The process's Prometheus metrics. */
   readonly metrics: Metrics;
+  /** What the admin console reads (read-only views, redacted). */
+  readonly console: ConsoleSource;
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
@@ -346,11 +357,37 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
   );
 
+  const decisions = new RecentDecisions();
+  recordDecisions(hookService, decisions);
+  const consoleSource = createConsoleSource({
+    version: packageVersion(),
+    startedAt: Date.now(),
+    config,
+    envFile: config.envFile,
+    pluginsFile: config.pluginsFile,
+    environment: () => environment.current(),
+    plugins: () => plugins.current(),
+    health: () => ({
+      liveness: ServingStatus[health.get(LIVENESS_SERVICE) ?? ServingStatus.UNKNOWN] ?? 'UNKNOWN',
+      readiness: ServingStatus[health.get(READINESS_SERVICE) ?? ServingStatus.UNKNOWN] ?? 'UNKNOWN',
+    }),
+    store: () => ({
+      kind: config.dbUrl === undefined ? 'sqlite' : 'postgres',
+      serving: storeHealth.healthy,
+      location: config.dbUrl ?? config.dbPath ?? '',
+    }),
+    gauges: () => metrics.streams(),
+    storedHooks: (operationId) => registry.storedHooksOf(operationId),
+    parkedCalls: (operationId, limit) => store.listParkedCalls(operationId, limit),
+    decisions,
+  });
+
   let stopped: Promise<void> | undefined;
   return {
     hookService,
     health,
     metrics,
+    console: consoleSource,
     logger,
     background,
     markListening() {
@@ -389,4 +426,76 @@ function sqlitePath(config: ServeConfig): string {
     throw new Error('the config names a PostgreSQL store, which opens asynchronously: use openApp');
   }
   return config.dbPath;
+}
+
+/** The package's version, for the admin console; `unknown` when package.json cannot be read. */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(
+      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+    ) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Wraps the decision RPCs of `service` so that each answered decision is
+ * kept in `decisions` for the admin console (after the answer is built; a
+ * failed call is not a decision).
+ */
+function recordDecisions(
+  service: Partial<ServiceImpl<typeof HookService>>,
+  decisions: RecentDecisions,
+): void {
+  const decideToolCall = service.decideToolCall;
+  if (decideToolCall !== undefined) {
+    service.decideToolCall = async function recordedDecideToolCall(request, ctx) {
+      const response = await decideToolCall(request, ctx);
+      decisions.record(
+        decisionView({
+          kind: 'DecideToolCall',
+          context: request.event?.context,
+          decision: response.decision,
+          outcomes: response.outcomes ?? [],
+          at: Date.now(),
+        }),
+      );
+      return response;
+    };
+  }
+  const decideToolResult = service.decideToolResult;
+  if (decideToolResult !== undefined) {
+    service.decideToolResult = async function recordedDecideToolResult(request, ctx) {
+      const response = await decideToolResult(request, ctx);
+      decisions.record(
+        decisionView({
+          kind: 'DecideToolResult',
+          context: request.event?.context,
+          decision: response.decision,
+          outcomes: response.outcomes ?? [],
+          at: Date.now(),
+        }),
+      );
+      return response;
+    };
+  }
+  const publish = service.publishDeferredResult;
+  if (publish !== undefined) {
+    service.publishDeferredResult = async function recordedPublishDeferredResult(request, ctx) {
+      const response = await publish(request, ctx);
+      decisions.record(
+        decisionView({
+          kind: 'PublishDeferredResult',
+          operationId: request.operationChain[0] ?? '',
+          toolCallId: request.toolCallId,
+          outcome: response.published ? 'published' : 'duplicate',
+          outcomes: [],
+          at: Date.now(),
+        }),
+      );
+      return response;
+    };
+  }
 }
