@@ -142,7 +142,7 @@ export function operationPage(view: OperationView): SafeHtml {
     operationPath(view.operationId),
     html`${operationForm(view.operationId)}
 <table class="kv">
-<tr><th>Operation</th><td><code>${view.operationId}</code> ${view.known ? '' : html`<span class="badge off">unknown to the store</span>`}</td></tr>
+<tr><th>Operation</th><td><code>${view.operationId}</code> ${view.expired ? html`<span class="badge off">expired by retention</span>` : view.known ? '' : html`<span class="badge off">unknown to the store</span>`}</td></tr>
 ${view.parentOperationId === undefined ? '' : html`<tr><th>Parent</th><td><a href="${operationPath(view.parentOperationId)}">${view.parentOperationId}</a></td></tr>`}
 </table>
 <h2>Hooks in order</h2>

@@ -9,8 +9,9 @@ import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
 import type { EnvironmentSnapshot } from '../config/environment.js';
 import type { PluginsSnapshot } from '../config/plugins.js';
+import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
-import type { ParkedCallRecord } from '../store/store.js';
+import { OPERATION_EXPIRED, type ParkedCallRecord } from '../store/store.js';
 import { configEntries, hookView, redactValue } from './redact.js';
 import type {
   ConsoleSource,
@@ -111,12 +112,16 @@ export function createConsoleSource(deps: ConsoleSourceDeps): ConsoleSource {
     environment: environmentView,
     async operation(operationId, limit) {
       const [stored, parked, decisions] = await Promise.all([
-        deps.storedHooks(operationId),
+        deps.storedHooks(operationId).catch((e: unknown) => {
+          // An expired operation is a state to show, not a failure of the console.
+          if (e instanceof AgentHooksError && e.reason === OPERATION_EXPIRED) return undefined;
+          throw e;
+        }),
         deps.parkedCalls(operationId, limit),
         deps.decisions.recent(operationId, limit),
       ]);
       const shared = environmentView();
-      const hooks: HookView[] = stored.hooks.map((h, i) =>
+      const hooks: HookView[] = (stored?.hooks ?? []).map((h, i) =>
         hookView(h, i + 1, h.plugin === '' ? 'caller' : 'plugin'),
       );
       // Environment hooks run after the operation's own; the plugins after both (modifying points).
@@ -125,8 +130,9 @@ export function createConsoleSource(deps: ConsoleSourceDeps): ConsoleSource {
       }
       return {
         operationId,
-        known: stored.known,
-        parentOperationId: stored.parentOperationId === '' ? undefined : stored.parentOperationId,
+        known: stored?.known ?? true,
+        expired: stored === undefined,
+        parentOperationId: stored?.parentOperationId === '' ? undefined : stored?.parentOperationId,
         hooks,
         parkedCalls: parked.map((c) => ({
           toolCallId: c.toolCallId,

@@ -153,6 +153,8 @@ export interface OperationView {
   readonly operationId: string;
   /** Whether the store knows the operation. */
   readonly known: boolean;
+  /** Retention expired it: its hooks are gone, and only its tombstone is left. */
+  readonly expired: boolean;
   readonly parentOperationId?: string;
   /** Its caller hooks, then the environment hooks and plugins that apply to every operation. */
   readonly hooks: readonly HookView[];

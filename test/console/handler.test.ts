@@ -42,6 +42,7 @@ function emptyOperation(id: string): Promise<OperationView> {
   return Promise.resolve({
     operationId: id,
     known: false,
+    expired: false,
     hooks: [],
     parkedCalls: [],
     decisions: [],
