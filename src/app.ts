@@ -9,8 +9,9 @@
 import { readFileSync } from 'node:fs';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
+import { AuditLog } from './audit/audit-log.js';
 import { BackgroundScope } from './background.js';
-import type { ServeConfig } from './config/config.js';
+import { AUDIT_HTTP_AUTHORIZATION_VAR, type ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
 import { OperatorPlugins } from './config/plugins.js';
 import { decisionView, RecentDecisions } from './console/decisions.js';
@@ -37,7 +38,13 @@ import { StoreHealthMonitor } from './store/health-monitor.js';
 import { openPostgresStore } from './store/postgres.js';
 import { startRetention } from './store/retention.js';
 import { openSqliteStore } from './store/sqlite.js';
-import type { HookStore, ParkStore, RetentionStore, UserStore } from './store/store.js';
+import type {
+  DecisionStore,
+  HookStore,
+  ParkStore,
+  RetentionStore,
+  UserStore,
+} from './store/store.js';
 import { createUserDirectory } from './users/directory.js';
 
 /** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
@@ -53,7 +60,7 @@ const RETENTION_SWEEP_MIN_INTERVAL_MS = 100;
 export const RETENTION_BATCH_SIZE = 200;
 
 /** Every store interface the app uses; the SQLite and the PostgreSQL store both have them. */
-export type AppStore = HookStore & UserStore & ParkStore & RetentionStore;
+export type AppStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
 
 /** A store opened before the app, and whether other processes write it too. */
 export interface OpenedStore {
@@ -115,6 +122,13 @@ export interface App {
   readonly logger: Logger;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
+  /**
+   * The decision audit log: its sinks are the `--audit-*` flags'; anyone may
+   * subscribe to the decisions as they are made (the admin console).
+   */
+  readonly audit: AuditLog;
+  /** The store of the audit log's entries (listed when `--audit-store` is on). */
+  readonly decisions: DecisionStore;
   /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
@@ -337,6 +351,16 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       void storeHealth.check();
     },
   });
+  // Decisions are recorded off the decision path; each sink buffers a bounded number.
+  const audit = new AuditLog({
+    store: config.audit.store ? store : undefined,
+    stdoutFd: config.audit.stdout ? 1 : undefined,
+    httpUrl: config.audit.httpUrl,
+    httpAuthorization: () => environment.current().env[AUDIT_HTTP_AUTHORIZATION_VAR],
+    bufferEntries: config.audit.bufferEntries,
+    metrics,
+    logger,
+  });
   const hookService = createHookService(
     {
       registry,
@@ -347,6 +371,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       handlers,
       enricher,
       parks: store,
+      decisions: store,
       now: Date.now,
       metrics,
       background,
@@ -354,6 +379,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     {
       streamMaxInFlight: config.streamMaxInFlight,
       publisher: { leaseMs: config.publicationLeaseMs },
+      audit,
+      auditPayloads: config.audit.payloads,
     },
   );
 
@@ -390,6 +417,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     console: consoleSource,
     logger,
     background,
+    audit,
+    decisions: store,
     markListening() {
       listening = true;
       health.setLiveness(ServingStatus.SERVING);
@@ -409,6 +438,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         storeHealth.stop();
         await retention.stop();
         await background.close(deadlineMs);
+        // What the sinks still buffer, before the store closes; at least a second for it.
+        await audit.close(Math.max(1_000, deadlineMs - Date.now()));
         environment.close();
         plugins.close();
         await sender.close();

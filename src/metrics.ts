@@ -125,6 +125,30 @@ export class Metrics {
     buckets: STORE_BUCKETS,
     registers: [this.registry],
   });
+  readonly #auditWritten = new Counter({
+    name: 'agenthooks_audit_entries_written_total',
+    help: 'Decision audit entries written, by sink (store, stdout, http)',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  readonly #auditDropped = new Counter({
+    name: 'agenthooks_audit_entries_dropped_total',
+    help: "Decision audit entries dropped, oldest first, because a sink's buffer (--audit-buffer) was full, by sink",
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  readonly #auditFailures = new Counter({
+    name: 'agenthooks_audit_write_failures_total',
+    help: 'Failed decision audit writes (the entries stay buffered and are retried), by sink',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
+  readonly #auditBuffered = new Gauge({
+    name: 'agenthooks_audit_buffered_entries',
+    help: 'Decision audit entries buffered and not yet written, by sink',
+    labelNames: ['sink'] as const,
+    registers: [this.registry],
+  });
 
   /** Creates the metrics, with Node's process metrics (memory, event loop lag, GC). */
   constructor() {
@@ -212,5 +236,25 @@ export class Metrics {
   /** Records a store call. */
   storeCall(operation: string, result: string, seconds: number): void {
     this.#storeLatency.observe({ operation, result }, seconds);
+  }
+
+  /** Records decision audit entries a sink wrote. */
+  auditWritten(sink: string, entries: number): void {
+    this.#auditWritten.inc({ sink }, entries);
+  }
+
+  /** Records decision audit entries a sink dropped. */
+  auditDropped(sink: string, entries: number): void {
+    this.#auditDropped.inc({ sink }, entries);
+  }
+
+  /** Records a failed decision audit write. */
+  auditFailed(sink: string): void {
+    this.#auditFailures.inc({ sink });
+  }
+
+  /** Sets the decision audit entries a sink holds. */
+  auditBuffered(sink: string, entries: number): void {
+    this.#auditBuffered.set({ sink }, entries);
   }
 }

@@ -30,6 +30,7 @@ import {
   HealthCheckResponse_ServingStatus,
 } from '../../gen/grpc/health/v1/health_pb.js';
 import type { SidecarProcess } from '../../test/support/sidecar.js';
+import { auditScenario } from './audit.js';
 import {
   bidiStream,
   createClient,
@@ -915,6 +916,7 @@ export const SCENARIOS: readonly Scenario[] = [
   registrations,
   storesScenario,
   storedOperationsScenario,
+  auditScenario,
   memory,
   coldStart,
 ];

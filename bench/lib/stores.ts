@@ -99,7 +99,7 @@ function storeParams(ctx: RunContext): StoreParams {
 }
 
 /** A sidecar of a round on one store, and a client of it. */
-interface StoreSide {
+export interface StoreSide {
   readonly kind: StoreKind;
   readonly sidecar: SidecarProcess;
   readonly client: grpc.Client;
@@ -115,13 +115,18 @@ async function openStore(db: string): Promise<HookStore & { close(): unknown }> 
   return db.startsWith('postgres://') ? openPostgresStore(db) : openSqliteStore(db);
 }
 
-/** Starts a sidecar on `db` and connects a client. */
-async function startOn(kind: StoreKind, db: string, ctx: RunContext): Promise<StoreSide> {
+/** Starts a sidecar on `db`, with `args` added, and connects a client. */
+export async function startOn(
+  kind: StoreKind,
+  db: string,
+  ctx: RunContext,
+  args: readonly string[] = [],
+): Promise<StoreSide> {
   const sidecar = await startSidecar({
     db: kind === 'sqlite' ? db : false,
     nodeFlags: ctx.sidecarFlags,
     // No password in the URL: the private cluster trusts local connections.
-    args: kind === 'postgres' ? ['--db', db] : [],
+    args: kind === 'postgres' ? ['--db', db, ...args] : args,
     http: false,
   });
   const client = createClient(sidecar.grpc);
@@ -135,13 +140,13 @@ async function startOn(kind: StoreKind, db: string, ctx: RunContext): Promise<St
   return { kind, sidecar, client };
 }
 
-async function stopSide(side: StoreSide): Promise<void> {
+export async function stopSide(side: StoreSide): Promise<void> {
   side.client.close();
   await side.sidecar.stop();
 }
 
 /** CPU milliseconds the sidecar spends while `loop` runs. */
-async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Promise<number> {
+export async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Promise<number> {
   const before = cpuMsOf(pid);
   await loop();
   return cpuMsOf(pid) - before;
@@ -155,7 +160,7 @@ async function cpuPerCall<T>(pid: number, calls: number, loop: () => Promise<T>)
 }
 
 /** A DecideToolCall on operation `operationOf(i)`, which must allow after one control. */
-function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call {
+export function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call {
   const decide = unaryMethod(
     client,
     `/${HookService.typeName}/${HookService.method.decideToolCall.name}`,
@@ -174,7 +179,7 @@ function decideOn(client: grpc.Client, operationOf: (i: number) => string): Call
 }
 
 /** A RegisterHooks of `hooks` on a new operation per call. */
-function registerNew(client: grpc.Client, prefix: string, hooks: Hook[]): Call {
+export function registerNew(client: grpc.Client, prefix: string, hooks: Hook[]): Call {
   const register = unaryMethod(
     client,
     `/${HookService.typeName}/${HookService.method.registerHooks.name}`,

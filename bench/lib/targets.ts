@@ -17,6 +17,10 @@ export const MODIFY_OVERHEAD_MS = 0.15;
 export const RSS_LIMIT_MB = 150;
 /** A decision with 100,000 operations stored: CPU per call over the 1,000-operation case, at most. */
 export const STORED_OPERATIONS_CPU_RATIO = 1.15;
+/** CPU per decision with the audit store sink on, against off. */
+export const AUDIT_STORE_CPU_RATIO = 1.1;
+/** Decision p99 with the audit HTTP sink down, against no sink. */
+export const AUDIT_DOWN_P99_RATIO = 1.2;
 /** Cold start limit, in milliseconds. */
 export const COLD_START_LIMIT_MS = 1000;
 /** Open loop: the sidecar's p99 over the floor's at the same offered rate. */
@@ -215,6 +219,28 @@ const SPECS: readonly TargetSpec[] = [
       STORED_OPERATIONS_CPU_RATIO,
       `${STORED_OPERATIONS_CPU_RATIO} (per-round ratio)`,
     ),
+  ),
+  fixed(
+    'audit-store-cpu',
+    `decision CPU with the audit store sink <= ${AUDIT_STORE_CPU_RATIO}x without`,
+    'audit',
+    'storeRatio',
+    'x',
+    2,
+    '<=',
+    AUDIT_STORE_CPU_RATIO,
+    `${AUDIT_STORE_CPU_RATIO} (same run, alternating chunks)`,
+  ),
+  fixed(
+    'audit-http-down-p99',
+    `decision p99 while the audit HTTP sink is down <= ${AUDIT_DOWN_P99_RATIO}x without a sink`,
+    'audit',
+    'downP99Ratio',
+    'x',
+    2,
+    '<=',
+    AUDIT_DOWN_P99_RATIO,
+    `${AUDIT_DOWN_P99_RATIO} (same run, alternating chunks)`,
   ),
   fixed(
     'cold-start',

@@ -5,6 +5,8 @@
  * README's configuration table.
  */
 import { parseArgs } from 'node:util';
+import { DEFAULT_AUDIT_BUFFER } from '../audit/audit-log.js';
+import { type Pointer, parsePointer } from '../audit/masks.js';
 import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../background.js';
 import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
@@ -23,6 +25,9 @@ export const INVALID_FLAG = 'INVALID_FLAG';
 
 /** The variable that may hold a `--users-postgres-url` with its password. */
 const USERS_URL_VAR = 'AGENTHOOKS_USERS_POSTGRES_URL';
+
+/** Variable holding the audit HTTP sink's `Authorization` header value (a secret). */
+export const AUDIT_HTTP_AUTHORIZATION_VAR = 'AGENTHOOKS_AUDIT_HTTP_AUTHORIZATION';
 
 /** Shortest `--publication-lease`: 100 ms (tests use a few hundred; deployments seconds). */
 const MIN_PUBLICATION_LEASE_MS = 100;
@@ -386,6 +391,47 @@ export const OPTIONS: readonly OptionSpec[] = [
     default: String(DEFAULT_CONNECTIONS_PER_ORIGIN),
     help: "connections open at once to one webhook origin; more requests wait for one, within the hook's timeout",
   },
+  {
+    flag: 'audit-store',
+    env: 'AGENTHOOKS_AUDIT_STORE',
+    value: '',
+    boolean: true,
+    help: 'keep the decision audit log in the store (group commits at most 50 ms after each decision, kept for --retention), listed by ListDecisions',
+  },
+  {
+    flag: 'audit-stdout',
+    env: 'AGENTHOOKS_AUDIT_STDOUT',
+    value: '',
+    boolean: true,
+    help: 'write each decision as a JSON line (a DecisionRecord in proto JSON) on stdout; logs stay on stderr',
+  },
+  {
+    flag: 'audit-http',
+    env: 'AGENTHOOKS_AUDIT_HTTP',
+    value: 'URL',
+    help: `POST decisions to this http(s) URL in gzip JSON batches every second, retried while it fails (Authorization from ${AUDIT_HTTP_AUTHORIZATION_VAR})`,
+  },
+  {
+    flag: 'audit-buffer',
+    env: 'AGENTHOOKS_AUDIT_BUFFER',
+    value: 'N',
+    default: String(DEFAULT_AUDIT_BUFFER),
+    help: 'decision audit entries each sink holds while it cannot write; past it the oldest are dropped and counted',
+  },
+  {
+    flag: 'audit-payloads',
+    env: 'AGENTHOOKS_AUDIT_PAYLOADS',
+    value: '',
+    boolean: true,
+    help: "also record each decision's arguments and results (Modify: context and result), after --audit-mask",
+  },
+  {
+    flag: 'audit-mask',
+    env: 'AGENTHOOKS_AUDIT_MASK',
+    value: 'POINTERS',
+    multiple: true,
+    help: 'JSON pointers removed from recorded payloads before any sink sees them (e.g. /args/password, /result/content; * matches any member)',
+  },
 ];
 
 /** Variable holding the bearer token itself; a secret, so it has no flag (flags show in `ps`). */
@@ -480,6 +526,22 @@ export interface ServeConfig {
   readonly webhookMaxConnections: number;
   /** Estimated heap bytes of cached caller hooks (`--hook-cache-size`). */
   readonly hookCacheBytes: number;
+  /** The decision audit log's sinks. */
+  readonly audit: AuditConfig;
+}
+
+/** Where the decision audit log goes (`--audit-*`). */
+export interface AuditConfig {
+  /** Keep entries in the store (`--audit-store`). */
+  readonly store: boolean;
+  /** JSON lines on stdout (`--audit-stdout`). */
+  readonly stdout: boolean;
+  /** The HTTP sink's URL (`--audit-http`); absent: off. */
+  readonly httpUrl?: string;
+  /** Entries each sink buffers at most (`--audit-buffer`). */
+  readonly bufferEntries: number;
+  /** Record payloads, with these masks (`--audit-payloads`, `--audit-mask`); absent: none. */
+  readonly payloads?: { readonly masks: readonly Pointer[] };
 }
 
 /** How many connections each listener holds, and how long an idle or slow one may stay. */
@@ -566,6 +628,10 @@ export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
   {
     name: 'AGENTHOOKS_AUTH_TOKEN',
     help: 'the bearer token itself, instead of --auth-token-file (read at start)',
+  },
+  {
+    name: AUDIT_HTTP_AUTHORIZATION_VAR,
+    help: 'Authorization header value of the --audit-http sink (such as Bearer ...), read at each batch',
   },
 ];
 
@@ -757,6 +823,7 @@ export function parseServeConfig(
     );
   }
   const security = parseSecurityOptions({ one, list, bool }, env);
+  const audit = parseAuditOptions({ one, get, bool });
   const metrics = one('metrics-listen');
   const admin = one('admin-listen');
   const connections = parseConnectionLimits(one);
@@ -766,6 +833,7 @@ export function parseServeConfig(
       maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
       webhookMaxConnections: wholeNumber(one('webhook-max-connections'), 'webhook-max-connections'),
       hookCacheBytes: wholeNumber(one('hook-cache-size'), 'hook-cache-size'),
+      audit,
       dbBusyTimeoutMs,
       dbMaxSizeBytes,
       dbStartTimeoutMs,
@@ -799,6 +867,53 @@ export function parseServeConfig(
       usersPostgresQuery,
     }),
   );
+}
+
+/**
+ * Reads the `--audit-*` options. A mask without `--audit-payloads` is
+ * refused (it would mask nothing: no payload is recorded), and so is a
+ * credential in the `--audit-http` URL (flags show in `ps`).
+ */
+function parseAuditOptions(read: {
+  one: (flag: string) => string | undefined;
+  get: (flag: string) => string[];
+  bool: (flag: string) => boolean;
+}): AuditConfig {
+  const httpUrl = read.one('audit-http');
+  if (httpUrl !== undefined) {
+    if (!hasProtocol(httpUrl, HTTP_PROTOCOLS)) {
+      throw new InvalidArgumentError(
+        'audit-http',
+        INVALID_FLAG,
+        '--audit-http must be an http(s) URL',
+      );
+    }
+    const url = new URL(httpUrl);
+    if (url.username !== '' || url.password !== '') {
+      throw new InvalidArgumentError(
+        'audit-http',
+        INVALID_FLAG,
+        `--audit-http must not hold credentials; set ${AUDIT_HTTP_AUTHORIZATION_VAR} instead`,
+      );
+    }
+  }
+  const bufferEntries = wholeNumber(read.one('audit-buffer'), 'audit-buffer');
+  const masks = read.get('audit-mask').map((m) => parsePointer(m.trim(), 'audit-mask'));
+  const payloads = read.bool('audit-payloads');
+  if (masks.length > 0 && !payloads) {
+    throw new InvalidArgumentError(
+      'audit-mask',
+      INVALID_FLAG,
+      '--audit-mask needs --audit-payloads: without it no payload is recorded',
+    );
+  }
+  return Object.freeze({
+    store: read.bool('audit-store'),
+    stdout: read.bool('audit-stdout'),
+    httpUrl,
+    bufferEntries,
+    payloads: payloads ? Object.freeze({ masks: Object.freeze(masks) }) : undefined,
+  });
 }
 
 /**

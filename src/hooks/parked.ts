@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { readlinkSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { create } from '@bufbuild/protobuf';
+import type { Decision, HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
   type AfterToolCallEvent,
   AfterToolCallEventSchema,
@@ -21,6 +22,7 @@ import {
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import {
   type ParkedCallRecord,
   type ParkStore,
@@ -45,6 +47,18 @@ export interface Publication {
   readonly finalResult: ToolResult;
   /** True for the one call that wrote it. */
   readonly published: boolean;
+  /** When it was published (epoch ms), the same for every caller. */
+  readonly publishedAt: number;
+  /** For the call that published: what its result controls decided, for the audit log. */
+  readonly evaluation?: PublicationEvaluation;
+}
+
+/** The result controls' run of the call that published. */
+export interface PublicationEvaluation {
+  readonly context: ToolCallContext;
+  readonly chain: readonly string[];
+  readonly decision: Decision;
+  readonly outcomes: readonly HookOutcome[];
 }
 
 /**
@@ -233,7 +247,7 @@ export class DeferredPublisher {
         throw await missingRecordError(deps, toolCallId, requestedChain);
       }
       if (claim.state === 'published') {
-        return { finalResult: claim.finalResult, published: false };
+        return { finalResult: claim.finalResult, published: false, publishedAt: claim.publishedAt };
       }
       if (claim.state === 'held' && this.#diedHere(claim.holder)) {
         const taken = await deps.parks.claimPublication(
@@ -358,7 +372,7 @@ export class DeferredPublisher {
       mocked: false,
       result,
     });
-    const { decision } = await evaluateControls(
+    const { decision, outcomes } = await evaluateControls(
       deps,
       { type: HookType.AFTER_TOOL_CALL, event },
       chain,
@@ -386,7 +400,10 @@ export class DeferredPublisher {
         { fields: { operationId: record.context.operationId }, bytes: detachedBytes(notification) },
       );
     }
-    return publication;
+    if (!publication.published) return publication;
+    return extend(publication, {
+      evaluation: { context: record.context, chain, decision, outcomes },
+    });
   }
 }
 

@@ -223,6 +223,15 @@ async function runHandler(
   }
 }
 
+/** The answer of {@link runModifyingHooks}: a `ModifyResponse` but its decision id. */
+export type ModifyAnswer = Omit<ModifyResponse, '$typeName' | '$unknown' | 'decisionId'>;
+
+/** What {@link runModifyingHooks} read from the context, for the audit log. */
+export interface ModifySeen {
+  /** The tool's name (`toolCall.name`), on the tool points. */
+  toolName?: string;
+}
+
 /**
  * Runs a point occurrence's hooks and answers the composed result, or the
  * block of the first `onError: block` hook that failed.
@@ -235,12 +244,14 @@ export async function runModifyingHooks(
   deps: ModifyDeps,
   request: ModifyRequest,
   signal: AbortSignal,
-): Promise<Omit<ModifyResponse, '$typeName' | '$unknown'>> {
+  seen?: ModifySeen,
+): Promise<ModifyAnswer> {
   const { name, composition } = checkedRequest(request);
   // Read before any hook runs: an invalid plugins file fails the call whole.
   const operatorHooks = deps.operatorHooks();
   const { hooks } = await deps.registry.hooksOf(request.operationId);
   const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
+  if (seen !== undefined) seen.toolName = toolName;
   const outcomes: HookOutcome[] = [];
   // The operation's own hooks, then the operator's plugins.
   const sources = [

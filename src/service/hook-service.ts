@@ -8,7 +8,8 @@ import { setMaxListeners } from 'node:events';
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
-import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
+import { DecisionKind } from '../../gen/agenthooks/v1/audit_pb.js';
+import { DecisionSchema, type HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
   type BeforeToolCallEvent,
   type HookEvent,
@@ -26,7 +27,17 @@ import {
   HandleResponseSchema,
   type HookService,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import type { AuditLog } from '../audit/audit-log.js';
+import { newDecisionId, publicationDecisionId } from '../audit/decision-id.js';
+import { listDecisions } from '../audit/list.js';
+import {
+  modifyRecord,
+  type PayloadPolicy,
+  type ToolDecision,
+  toolDecisionRecord,
+} from '../audit/records.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import { evaluateControls } from '../hooks/control.js';
 import {
   CriticalDeliveryError,
@@ -57,8 +68,9 @@ import {
   REASON,
   validateOperationId,
 } from '../hooks/validate.js';
-import { type ModifyDeps, runModifyingHooks } from '../modify/run.js';
+import { type ModifyDeps, type ModifySeen, runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
+import type { DecisionStore } from '../store/store.js';
 import { AsyncQueue } from './async-queue.js';
 
 /** `onComplete` reason (terminal) after which `onError` follows `onComplete`. */
@@ -90,6 +102,10 @@ interface StreamTail {
 
 /** Options of the service beyond the engine. */
 export interface HookServiceOptions {
+  /** The decision audit log; decisions still get ids without it. */
+  readonly audit?: AuditLog;
+  /** Recorded payloads and their masks (`--audit-payloads`); none when undefined. */
+  readonly auditPayloads?: PayloadPolicy;
   /** Events in flight per `DispatchStream` before it stops reading. */
   readonly streamMaxInFlight?: number;
   /** The publication leases this process takes (`PublishDeferredResult`); default {@link DeferredPublisher}'s. */
@@ -132,11 +148,26 @@ function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
 
 /** Creates the HookService implementation over the hook engine. */
 export function createHookService(
-  deps: ParkDeps & Pick<ModifyDeps, 'operatorHooks'>,
+  deps: ParkDeps & Pick<ModifyDeps, 'operatorHooks'> & { readonly decisions?: DecisionStore },
   options: HookServiceOptions = {},
 ): Partial<ServiceImpl<typeof HookService>> {
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
   const publisher = new DeferredPublisher(options.publisher);
+  const { audit, auditPayloads } = options;
+  // ListDecisions answers from the store only while the store sink writes it.
+  const decisionStore = audit?.keepsInStore === true ? deps.decisions : undefined;
+
+  /**
+   * Gives a tool decision its id, and records it when the audit log has a
+   * sink or a subscriber (the record is only built then).
+   */
+  const recordTool = (d: Omit<ToolDecision, 'decisionId' | 'payloads'>): string => {
+    const decisionId = newDecisionId(Date.now());
+    if (audit?.enabled === true) {
+      audit.record(toolDecisionRecord(extend(d, { decisionId, payloads: auditPayloads })));
+    }
+    return decisionId;
+  };
 
   /**
    * Validates one notification event (its operation, then the fields its
@@ -328,10 +359,33 @@ export function createHookService(
     },
 
     async modify(request, ctx: HandlerContext) {
-      return runModifyingHooks(deps, request, ctx.signal);
+      const startedAt = performance.now();
+      const seen: ModifySeen = {};
+      const answer = await runModifyingHooks(deps, request, ctx.signal, seen);
+      const decisionId = newDecisionId(Date.now());
+      if (audit?.enabled === true) {
+        audit.record(
+          modifyRecord({
+            decisionId,
+            startedAt,
+            payloads: auditPayloads,
+            operationId: request.operationId,
+            point: request.point,
+            toolName: seen.toolName,
+            answer,
+            contextJson: request.contextJson,
+          }),
+        );
+      }
+      return extend(answer, { decisionId });
+    },
+
+    async listDecisions(request) {
+      return listDecisions(decisionStore, request);
     },
 
     async decideToolCall(request, ctx: HandlerContext) {
+      const startedAt = performance.now();
       const event = request.event;
       validateToolCallContext(event?.context, 'event.context');
       const chain = await decisionChain(deps, request.operationChain, event.context);
@@ -341,9 +395,12 @@ export function createHookService(
         chain,
         ctx.signal,
       );
+      const kind = DecisionKind.TOOL_CALL;
+      const context = event.context;
       if (decision.outcome.case !== 'allow') {
         deps.metrics?.decision('beforeToolCall', decision.outcome.case ?? 'none');
-        return { decision, outcomes, unknownOperations };
+        const decisionId = recordTool({ kind, startedAt, context, chain, decision, outcomes });
+        return { decision, outcomes, unknownOperations, decisionId };
       }
       const observed = await runToolCallObservers(
         deps,
@@ -355,17 +412,26 @@ export function createHookService(
       outcomes.push(...observed.outcomes);
       if (observed.mock !== undefined) {
         deps.metrics?.decision('beforeToolCall', 'mock');
-        return {
-          decision: { outcome: { case: 'mock', value: observed.mock } },
+        const mocked = create(DecisionSchema, {
+          outcome: { case: 'mock', value: observed.mock },
+        });
+        const decisionId = recordTool({
+          kind,
+          startedAt,
+          context,
+          chain,
+          decision: mocked,
           outcomes,
-          unknownOperations,
-        };
+        });
+        return { decision: mocked, outcomes, unknownOperations, decisionId };
       }
       deps.metrics?.decision('beforeToolCall', 'allow');
-      return { decision, outcomes, unknownOperations };
+      const decisionId = recordTool({ kind, startedAt, context, chain, decision, outcomes });
+      return { decision, outcomes, unknownOperations, decisionId };
     },
 
     async decideToolResult(request, ctx: HandlerContext) {
+      const startedAt = performance.now();
       const event = request.event;
       validateToolCallContext(event?.context, 'event.context');
       if (event?.result === undefined) {
@@ -383,7 +449,16 @@ export function createHookService(
         ctx.signal,
       );
       deps.metrics?.decision('afterToolCall', evaluation.decision.outcome.case ?? 'none');
-      return evaluation;
+      const decisionId = recordTool({
+        kind: DecisionKind.TOOL_RESULT,
+        startedAt,
+        context: event.context,
+        chain,
+        decision: evaluation.decision,
+        outcomes: evaluation.outcomes,
+        result: event.result,
+      });
+      return extend(evaluation, { decisionId });
     },
 
     async parkToolCall(request) {
@@ -424,15 +499,33 @@ export function createHookService(
       request.operationChain.forEach((id, i) => {
         validateOperationId(id, `operationChain[${i}]`);
       });
+      const startedAt = performance.now();
       try {
-        const { finalResult, published } = await publisher.publish(
+        const { finalResult, published, publishedAt, evaluation } = await publisher.publish(
           deps,
           request.toolCallId,
           request.result,
           request.operationChain,
           ctx.signal,
         );
-        return { finalResult, published };
+        // Derived from what the store keeps, so a duplicate answers the first one's id.
+        const decisionId = publicationDecisionId(request.toolCallId, publishedAt);
+        if (evaluation !== undefined && audit?.enabled === true) {
+          audit.record(
+            toolDecisionRecord({
+              decisionId,
+              kind: DecisionKind.PUBLICATION,
+              startedAt,
+              context: evaluation.context,
+              chain: evaluation.chain,
+              decision: evaluation.decision,
+              outcomes: evaluation.outcomes,
+              result: request.result,
+              payloads: auditPayloads,
+            }),
+          );
+        }
+        return { finalResult, published, decisionId };
       } catch (e: unknown) {
         throw deadlineOr(e, ctx);
       }

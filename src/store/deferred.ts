@@ -15,6 +15,9 @@ import { AgentHooksError, StoreUnavailableError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type {
   AppendHooksOptions,
+  DecisionQuery,
+  DecisionRow,
+  DecisionStore,
   ExpireResult,
   HookStore,
   NewParkedCall,
@@ -31,7 +34,7 @@ import type {
 } from './store.js';
 
 /** Every store interface a deferred store stands in for. */
-export type DeferrableStore = HookStore & UserStore & ParkStore & RetentionStore;
+export type DeferrableStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
 
 /**
  * Reasons of an open that may succeed later by itself: the server
@@ -189,6 +192,14 @@ export class DeferredStore<S extends DeferrableStore = DeferrableStore> implemen
     return this.#call('expire operations', (s) =>
       s.expireBefore(cutoff, batchSize, tombstoneCutoff),
     );
+  }
+
+  appendDecisions(rows: readonly DecisionRow[]): Promise<void> {
+    return this.#call('write decision audit entries', (s) => s.appendDecisions(rows));
+  }
+
+  listDecisions(query: DecisionQuery): Promise<DecisionRow[]> {
+    return this.#call('list decision audit entries', (s) => s.listDecisions(query));
   }
 
   /** Closes the opened store, after an open under way settles; later calls fail `STORE_CLOSED`. */

@@ -180,7 +180,11 @@ export async function claimAnswer(
     throw e;
   }
   if (state === 'claimed') return { state: 'claimed', record };
-  return { state: 'published', finalResult: record.finalResult as ToolResult };
+  return {
+    state: 'published',
+    finalResult: record.finalResult as ToolResult,
+    publishedAt: record.publishedAt ?? 0,
+  };
 }
 
 function decodeChain(text: string): string[] {

@@ -152,6 +152,30 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         ADD COLUMN lease_expires_at bigint;
     `,
   },
+  {
+    // Version 3: the decision audit log (SQLite's version 6). Expand-only
+    // (a new table), so the minimum stays 1: older pods neither read nor
+    // write it.
+    // - `decision_id` is the time-ordered UUID the RPC answered; a group
+    //   commit retried after an uncertain failure skips the ids it finds.
+    // - `time` is the decision's epoch milliseconds, `outcome` the
+    //   `DecisionOutcome` number, `record` the whole `DecisionRecord` as
+    //   binary protobuf; the columns beside it serve filters and retention.
+    version: 3,
+    minCompatibleVersion: 1,
+    sql: `
+      CREATE TABLE agenthooks_decisions (
+        decision_id text COLLATE "C" PRIMARY KEY,
+        time bigint NOT NULL,
+        operation_id text NOT NULL,
+        outcome integer NOT NULL,
+        record bytea NOT NULL
+      );
+      CREATE INDEX agenthooks_decisions_time ON agenthooks_decisions (time, decision_id);
+      CREATE INDEX agenthooks_decisions_operation
+        ON agenthooks_decisions (operation_id, time, decision_id);
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

@@ -49,6 +49,9 @@ import { type MigrationOutcome, migratePostgres } from './postgres-migrations.js
 import type { StoreObserver } from './sqlite.js';
 import {
   type AppendHooksOptions,
+  type DecisionQuery,
+  type DecisionRow,
+  type DecisionStore,
   type ExpireResult,
   type HookStore,
   hookConfigTooLargeError,
@@ -147,7 +150,12 @@ export interface PostgresStoreOptions {
 }
 
 /** Every store interface, backed by a PostgreSQL database. */
-export interface PostgresStore extends HookStore, UserStore, ParkStore, RetentionStore {
+export interface PostgresStore
+  extends HookStore,
+    UserStore,
+    ParkStore,
+    RetentionStore,
+    DecisionStore {
   /** The schema version of the database when the store opened (it may be newer than the code's). */
   readonly schemaVersion: number;
   /**
@@ -524,14 +532,16 @@ class PostgresStoreImpl implements PostgresStore {
       if (rowCount === 1) {
         return null;
       }
-      const { rows } = await db.query<{ final_result: Uint8Array | null }>(
-        'SELECT final_result FROM agenthooks_parked_calls WHERE tool_call_id = $1',
-        [toolCallId],
-      );
+      const { rows } = await db.query<{
+        final_result: Uint8Array | null;
+        published_at: number | null;
+      }>('SELECT final_result, published_at FROM agenthooks_parked_calls WHERE tool_call_id = $1', [
+        toolCallId,
+      ]);
       return rows[0];
     });
     if (stored === null) {
-      return { published: true, finalResult: result };
+      return { published: true, finalResult: result, publishedAt };
     }
     if (stored === undefined) {
       throw parkedCallNotFoundError(toolCallId);
@@ -540,7 +550,11 @@ class PostgresStoreImpl implements PostgresStore {
       // Unreachable: the UPDATE above fills an empty placeholder, and a filled one stays filled.
       throw new Error(`the placeholder of ${toolCallId} is empty after a conditional write`);
     }
-    return { published: false, finalResult: decodeResult(toolCallId, stored.final_result) };
+    return {
+      published: false,
+      finalResult: decodeResult(toolCallId, stored.final_result),
+      publishedAt: stored.published_at ?? 0,
+    };
   }
 
   async claimPublication(
@@ -710,8 +724,76 @@ class PostgresStoreImpl implements PostgresStore {
         );
         tombstones = deleted.rowCount ?? 0;
       }
-      return { operations, parkedCalls: published.rowCount ?? 0, tombstones };
+      const decisions = await db.query(
+        `DELETE FROM agenthooks_decisions WHERE decision_id IN (
+           SELECT decision_id FROM agenthooks_decisions WHERE time < $1
+           ORDER BY time LIMIT $2
+           FOR UPDATE SKIP LOCKED)`,
+        [cutoff, batchSize],
+      );
+      return {
+        operations,
+        parkedCalls: published.rowCount ?? 0,
+        tombstones,
+        decisions: decisions.rowCount ?? 0,
+      };
     });
+  }
+
+  async appendDecisions(rows: readonly DecisionRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    // One statement, one implicit transaction: the group commit.
+    await this.#run('appendDecisions', 'write decision audit entries', (db) =>
+      db.query(
+        `INSERT INTO agenthooks_decisions (decision_id, time, operation_id, outcome, record)
+         SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::integer[], $5::bytea[])
+         ON CONFLICT (decision_id) DO NOTHING`,
+        [
+          rows.map((r) => r.decisionId),
+          rows.map((r) => r.time),
+          rows.map((r) => r.operationId),
+          rows.map((r) => r.outcome),
+          rows.map((r) => Buffer.from(r.record.buffer, r.record.byteOffset, r.record.byteLength)),
+        ],
+      ),
+    );
+  }
+
+  async listDecisions(query: DecisionQuery): Promise<DecisionRow[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    const param = (value: unknown): string => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    if (query.operationId !== undefined) where.push(`operation_id = ${param(query.operationId)}`);
+    if (query.from !== undefined) where.push(`time >= ${param(query.from)}`);
+    if (query.to !== undefined) where.push(`time < ${param(query.to)}`);
+    if (query.outcome !== undefined) where.push(`outcome = ${param(query.outcome)}`);
+    if (query.before !== undefined) {
+      where.push(
+        `(time, decision_id) < (${param(query.before.time)}, ${param(query.before.decisionId)})`,
+      );
+    }
+    const sql = `SELECT decision_id, time, operation_id, outcome, record FROM agenthooks_decisions
+      ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+      ORDER BY time DESC, decision_id DESC LIMIT ${param(query.limit)}`;
+    const { rows } = await this.#run('listDecisions', 'list decision audit entries', (db) =>
+      db.query<{
+        decision_id: string;
+        time: number;
+        operation_id: string;
+        outcome: number;
+        record: Uint8Array;
+      }>(sql, params),
+    );
+    return rows.map((row) => ({
+      decisionId: row.decision_id,
+      time: row.time,
+      operationId: row.operation_id,
+      outcome: row.outcome,
+      record: row.record,
+    }));
   }
 
   async ping(): Promise<void> {

@@ -74,6 +74,8 @@ export interface SweepResult {
   readonly parkedCalls: number;
   /** Tombstones deleted. */
   readonly tombstones: number;
+  /** Decision audit entries deleted. */
+  readonly decisions: number;
   /** Batches (transactions) run, the last one included. */
   readonly batches: number;
 }
@@ -143,6 +145,7 @@ export function startRetention(options: RetentionOptions): Retention {
     let operations = 0;
     let parkedCalls = 0;
     let tombstones = 0;
+    let decisions = 0;
     let batches = 0;
     while (!stopped) {
       let expired: ExpireResult;
@@ -156,6 +159,7 @@ export function startRetention(options: RetentionOptions): Retention {
       operations += expired.operations.length;
       parkedCalls += expired.parkedCalls;
       tombstones += expired.tombstones;
+      decisions += expired.decisions;
       if (expired.operations.length > 0 || expired.parkedCalls > 0 || expired.tombstones > 0) {
         try {
           onExpired?.(expired.operations, expired.parkedCalls, expired.tombstones);
@@ -166,25 +170,32 @@ export function startRetention(options: RetentionOptions): Retention {
       if (
         expired.operations.length < batchSize &&
         expired.parkedCalls < batchSize &&
-        expired.tombstones < batchSize
+        expired.tombstones < batchSize &&
+        expired.decisions < batchSize
       ) {
         break;
       }
       // Lets waiting I/O and calls run between two transactions.
       await yieldToEventLoop();
     }
-    return { operations, parkedCalls, tombstones, batches };
+    return { operations, parkedCalls, tombstones, decisions, batches };
   };
 
   const sweep = (): Promise<SweepResult> => {
     if (stopped) {
-      return Promise.resolve({ operations: 0, parkedCalls: 0, tombstones: 0, batches: 0 });
+      return Promise.resolve({
+        operations: 0,
+        parkedCalls: 0,
+        tombstones: 0,
+        decisions: 0,
+        batches: 0,
+      });
     }
     running ??= run()
       .catch((e: unknown): SweepResult => {
         // Only `now()` can throw here; the batches report their own failures.
         report(e);
-        return { operations: 0, parkedCalls: 0, tombstones: 0, batches: 0 };
+        return { operations: 0, parkedCalls: 0, tombstones: 0, decisions: 0, batches: 0 };
       })
       .finally(() => {
         running = undefined;

@@ -12,6 +12,8 @@ import { migrate, SCHEMA_VERSION } from './migrations/index.js';
 import type { ParkedCallRow } from './parked-codec.js';
 import {
   type AppendHooksOptions,
+  type DecisionQuery,
+  type DecisionRow,
   hookConfigTooLargeError,
   operationExpiredError,
   tooManyHooksError,
@@ -46,7 +48,7 @@ export interface StoredOperation {
 /** What {@link SqliteConnection.publish} found. */
 export type PublishRowOutcome =
   | { readonly published: true }
-  | { readonly published: false; readonly stored: Uint8Array }
+  | { readonly published: false; readonly stored: Uint8Array; readonly publishedAt: number }
   | undefined;
 
 /** What {@link SqliteConnection.claim} found; undefined when no record exists. */
@@ -84,6 +86,23 @@ export interface ExpiredRows {
   readonly operations: string[];
   readonly parkedCalls: number;
   readonly tombstones: number;
+  readonly decisions: number;
+}
+
+/**
+ * Deletes one batch of audit entries older than `@cutoff`, oldest first, at
+ * most `@limit`, through the index `decisions_time`.
+ */
+export const DELETE_DECISIONS_SQL = `DELETE FROM decisions WHERE decision_id IN (
+  SELECT decision_id FROM decisions WHERE time < @cutoff ORDER BY time LIMIT @limit)`;
+
+/** A `decisions` row as stored. */
+interface DecisionTableRow {
+  readonly decision_id: string;
+  readonly time: number;
+  readonly operation_id: string;
+  readonly outcome: number;
+  readonly record: Uint8Array;
 }
 
 /**
@@ -302,6 +321,9 @@ export class SqliteConnection {
   readonly #releaseLease: Database.Statement<[string, string]>;
   readonly #complete: Database.Statement<[{ id: string; at: number }]>;
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
+  readonly #appendDecisions: Database.Transaction<(rows: readonly DecisionRow[]) => void>;
+  /** `listDecisions` statements, one per combination of filters, prepared on first use. */
+  readonly #listDecisions = new Map<string, Database.Statement<[object], DecisionTableRow>>();
   readonly #expire: Database.Transaction<
     (batch: RetentionBatch, tombstones: RetentionBatch | undefined, now: number) => ExpiredRows
   >;
@@ -424,9 +446,10 @@ export class SqliteConnection {
       `UPDATE parked_calls SET lease_holder = NULL, lease_expires_at = NULL
        WHERE tool_call_id = ? AND lease_holder = ?`,
     );
-    const selectFinal = db.prepare<[string], { final_result: Uint8Array | null }>(
-      'SELECT final_result FROM parked_calls WHERE tool_call_id = ?',
-    );
+    const selectFinal = db.prepare<
+      [string],
+      { final_result: Uint8Array | null; published_at: number | null }
+    >('SELECT final_result, published_at FROM parked_calls WHERE tool_call_id = ?');
     // Retention counts from the last completion; a tombstone stays a tombstone.
     this.#complete = db.prepare<[{ id: string; at: number }]>(
       `INSERT INTO operations (id, parent_id, created_at, updated_at, status, completed_at)
@@ -447,6 +470,23 @@ export class SqliteConnection {
     );
     const deletePublished = db.prepare<[RetentionBatch]>(DELETE_PUBLISHED_SQL);
     const deleteTombstones = db.prepare<[RetentionBatch]>(DELETE_TOMBSTONES_SQL);
+    const deleteDecisions = db.prepare<[RetentionBatch]>(DELETE_DECISIONS_SQL);
+    const insertDecision = db.prepare<[DecisionTableRow]>(
+      `INSERT INTO decisions (decision_id, time, operation_id, outcome, record)
+       VALUES (@decision_id, @time, @operation_id, @outcome, @record)
+       ON CONFLICT (decision_id) DO NOTHING`,
+    );
+    this.#appendDecisions = db.transaction((rows: readonly DecisionRow[]) => {
+      for (const row of rows) {
+        insertDecision.run({
+          decision_id: row.decisionId,
+          time: row.time,
+          operation_id: row.operationId,
+          outcome: row.outcome,
+          record: row.record,
+        });
+      }
+    });
 
     this.#append = db.transaction(
       (
@@ -544,7 +584,11 @@ export class SqliteConnection {
           // Unreachable: the UPDATE above fills an empty placeholder.
           throw new Error(`the placeholder of ${toolCallId} is empty after a conditional write`);
         }
-        return { published: false, stored: stored.final_result };
+        return {
+          published: false,
+          stored: stored.final_result,
+          publishedAt: stored.published_at ?? 0,
+        };
       },
     );
     // Under the write lock, so that of concurrent claims (from any process)
@@ -578,7 +622,8 @@ export class SqliteConnection {
         }
         const tombstones =
           tombstoneBatch === undefined ? 0 : deleteTombstones.run(tombstoneBatch).changes;
-        return { operations, parkedCalls, tombstones };
+        const decisions = deleteDecisions.run(batch).changes;
+        return { operations, parkedCalls, tombstones, decisions };
       },
     );
   }
@@ -738,6 +783,45 @@ export class SqliteConnection {
     const tombstones =
       tombstoneCutoff === undefined ? undefined : { cutoff: tombstoneCutoff, limit };
     return this.#expire.immediate({ cutoff, limit }, tombstones, now);
+  }
+
+  /** Inserts audit entries in one write transaction, skipping ids already stored. */
+  appendDecisions(rows: readonly DecisionRow[]): void {
+    this.#appendDecisions.immediate(rows);
+  }
+
+  /** Audit entries matching `query`, newest first. */
+  listDecisions(query: DecisionQuery): DecisionRow[] {
+    const where: string[] = [];
+    if (query.operationId !== undefined) where.push('operation_id = @operationId');
+    if (query.from !== undefined) where.push('time >= @from');
+    if (query.to !== undefined) where.push('time < @to');
+    if (query.outcome !== undefined) where.push('outcome = @outcome');
+    if (query.before !== undefined) where.push('(time, decision_id) < (@beforeTime, @beforeId)');
+    const sql = `SELECT decision_id, time, operation_id, outcome, record FROM decisions
+      ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
+      ORDER BY time DESC, decision_id DESC LIMIT @limit`;
+    let statement = this.#listDecisions.get(sql);
+    if (statement === undefined) {
+      statement = this.db.prepare<[object], DecisionTableRow>(sql);
+      this.#listDecisions.set(sql, statement);
+    }
+    const params: Record<string, string | number> = { limit: query.limit };
+    if (query.operationId !== undefined) params.operationId = query.operationId;
+    if (query.from !== undefined) params.from = query.from;
+    if (query.to !== undefined) params.to = query.to;
+    if (query.outcome !== undefined) params.outcome = query.outcome;
+    if (query.before !== undefined) {
+      params.beforeTime = query.before.time;
+      params.beforeId = query.before.decisionId;
+    }
+    return statement.all(params).map((row) => ({
+      decisionId: row.decision_id,
+      time: row.time,
+      operationId: row.operation_id,
+      outcome: row.outcome,
+      record: row.record,
+    }));
   }
 
   /**

@@ -65,6 +65,9 @@ import {
 import { storeErrorFromSqlite } from './sqlite-error.js';
 import {
   type AppendHooksOptions,
+  type DecisionQuery,
+  type DecisionRow,
+  type DecisionStore,
   type ExpireResult,
   type HookStore,
   type NewParkedCall,
@@ -145,7 +148,12 @@ export interface SqliteStoreOptions {
 export type StoreObserver = (operation: string, result: string, seconds: number) => void;
 
 /** Every store interface, backed by one SQLite file. */
-export interface SqliteStore extends HookStore, UserStore, ParkStore, RetentionStore {
+export interface SqliteStore
+  extends HookStore,
+    UserStore,
+    ParkStore,
+    RetentionStore,
+    DecisionStore {
   /** Path of the database file, as given to {@link openSqliteStore}. */
   readonly path: string;
 }
@@ -401,9 +409,13 @@ class SqliteStoreImpl implements SqliteStore {
       throw parkedCallNotFoundError(toolCallId);
     }
     if (outcome.published) {
-      return { published: true, finalResult: result };
+      return { published: true, finalResult: result, publishedAt };
     }
-    return { published: false, finalResult: decodeResult(toolCallId, outcome.stored) };
+    return {
+      published: false,
+      finalResult: decodeResult(toolCallId, outcome.stored),
+      publishedAt: outcome.publishedAt,
+    };
   }
 
   async claimPublication(
@@ -473,6 +485,19 @@ class SqliteStoreImpl implements SqliteStore {
       this.#parkedRows = Math.max(0, this.#parkedRows - expired.parkedCalls);
     }
     return expired;
+  }
+
+  async appendDecisions(rows: readonly DecisionRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    this.#run('appendDecisions', 'write decision audit entries', 'write', (c) =>
+      c.appendDecisions(rows),
+    );
+  }
+
+  async listDecisions(query: DecisionQuery): Promise<DecisionRow[]> {
+    return this.#run('listDecisions', 'list decision audit entries', 'read', (c) =>
+      c.listDecisions(query),
+    );
   }
 
   async quickCheck(): Promise<void> {

@@ -350,7 +350,7 @@ export interface ParkOutcome {
  */
 export type PublicationClaim =
   | { readonly state: 'claimed'; readonly record: ParkedCallRecord }
-  | { readonly state: 'published'; readonly finalResult: ToolResult }
+  | { readonly state: 'published'; readonly finalResult: ToolResult; readonly publishedAt: number }
   | { readonly state: 'held'; readonly holder: string; readonly expiresInMs: number };
 
 /** Answer of {@link ParkStore.publishResult}. */
@@ -359,6 +359,8 @@ export interface PublishOutcome {
   readonly published: boolean;
   /** The result in the placeholder: this call's, or the first one published. */
   readonly finalResult: ToolResult;
+  /** When that result was published (epoch ms): this call's time, or the first's. */
+  readonly publishedAt: number;
 }
 
 /**
@@ -492,6 +494,8 @@ export interface ExpireResult {
   readonly parkedCalls: number;
   /** How many tombstones this batch deleted (their operations are unknown from then on). */
   readonly tombstones: number;
+  /** How many decision audit entries older than the cutoff this batch deleted. */
+  readonly decisions: number;
 }
 
 /**
@@ -510,7 +514,8 @@ export interface RetentionStore {
    * at most `batchSize` parked calls published before `cutoff`; and, when
    * `tombstoneCutoff` is given, at most `batchSize` tombstones that became
    * tombstones before it and that no remaining parked call names (the row
-   * is deleted, so the operation is unknown from then on). Without
+   * is deleted, so the operation is unknown from then on); and at most
+   * `batchSize` decision audit entries made before `cutoff`. Without
    * `tombstoneCutoff`, tombstones are kept. Call it again while a batch
    * comes back full.
    *
@@ -518,4 +523,52 @@ export interface RetentionStore {
    *   integer or `batchSize` is not a positive integer.
    */
   expireBefore(cutoff: number, batchSize: number, tombstoneCutoff?: number): Promise<ExpireResult>;
+}
+
+/** One decision audit entry as the store keeps it. */
+export interface DecisionRow {
+  /** The decision id (a time-ordered UUID). */
+  readonly decisionId: string;
+  /** Epoch milliseconds of the decision. */
+  readonly time: number;
+  /** The decision's operation. */
+  readonly operationId: string;
+  /** The `DecisionOutcome` number, for filtering. */
+  readonly outcome: number;
+  /** The whole `DecisionRecord`, encoded (binary protobuf). */
+  readonly record: Uint8Array;
+}
+
+/** A filter and page of {@link DecisionStore.listDecisions}, newest first. */
+export interface DecisionQuery {
+  /** Only this operation's decisions, when set. */
+  readonly operationId?: string;
+  /** Only decisions at or after this time (epoch ms), when set. */
+  readonly from?: number;
+  /** Only decisions before this time (epoch ms), when set. */
+  readonly to?: number;
+  /** Only decisions with this outcome number, when set. */
+  readonly outcome?: number;
+  /** Only decisions older than this one, in (time, id) order: the previous page's last. */
+  readonly before?: { readonly time: number; readonly decisionId: string };
+  /** Most rows answered. */
+  readonly limit: number;
+}
+
+/**
+ * Keeps the decision audit log (`--audit-store`).
+ *
+ * @example
+ * await decisions.appendDecisions([row]);
+ * const page = await decisions.listDecisions({ operationId: 'op-1', limit: 100 });
+ */
+export interface DecisionStore {
+  /**
+   * Inserts the rows in one transaction (a group commit), committed before
+   * it resolves; a row whose decision id is stored already is skipped, so a
+   * batch retried after an uncertain failure is not doubled.
+   */
+  appendDecisions(rows: readonly DecisionRow[]): Promise<void>;
+  /** Rows matching the query, newest first (time, then decision id, descending). */
+  listDecisions(query: DecisionQuery): Promise<DecisionRow[]>;
 }

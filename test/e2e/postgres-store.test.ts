@@ -130,7 +130,7 @@ describe('two sidecars on one PostgreSQL store', () => {
     const options = {
       db: false as const,
       env: { AGENTHOOKS_DB: url },
-      args: ['--store-check-interval', CHECK_INTERVAL_S],
+      args: ['--store-check-interval', CHECK_INTERVAL_S, '--audit-store'],
     };
     // Both start at once: the migration runs once, the other waits for it.
     [a, b] = await Promise.all([startSidecar(options), startSidecar(options)]);
@@ -169,6 +169,29 @@ describe('two sidecars on one PostgreSQL store', () => {
     const onA = await decide(clientA, 'call-2');
     expect(onA.decision?.outcome.case).toBe('allow');
     expect(receiver.requests.slice(2).map((r) => r.path)).toEqual(['/first', '/second']);
+  });
+
+  it('lists on either pod the audit entries of decisions made on both', async () => {
+    const ids = [
+      (await decide(clientA, 'audit-a')).decisionId,
+      (await decide(clientB, 'audit-b')).decisionId,
+    ];
+    const listed = async (client: AnyClient) => {
+      const res = await unary<{ decisions?: { decisionId: string }[] }>(client, 'ListDecisions', {
+        operationId: OPERATION,
+        pageSize: 1000,
+      });
+      return (res.decisions ?? []).map((d) => d.decisionId);
+    };
+    // Each pod commits its entries within 50 ms of the decision.
+    const deadline = Date.now() + 10_000;
+    let onA = await listed(clientA);
+    while (!ids.every((id) => onA.includes(id)) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+      onA = await listed(clientA);
+    }
+    expect(onA).toEqual(expect.arrayContaining(ids));
+    expect(await listed(clientB)).toEqual(onA);
   });
 
   it('publishes on B a call parked on A after A was SIGKILLed, exactly once', async () => {

@@ -80,6 +80,8 @@ const INVALID_CALLS: readonly {
   readonly call: (client: HookClient) => Promise<unknown>;
   readonly field?: string;
   readonly reason?: string;
+  /** The gRPC code's name when it is not InvalidArgument. */
+  readonly code?: string;
 }[] = [
   {
     rpc: 'RegisterHooks (undeclared signing secret)',
@@ -203,6 +205,24 @@ const INVALID_CALLS: readonly {
   { rpc: 'ParkToolCall (no kind)', call: (c) => c.parkToolCall({ context: toolContext() }) },
   { rpc: 'PublishDeferredResult', call: (c) => c.publishDeferredResult({}) },
   { rpc: 'CompleteOperation', call: (c) => c.completeOperation({}) },
+  {
+    rpc: 'ListDecisions (page size over 1000)',
+    field: 'pageSize',
+    reason: 'PAGE_SIZE_OUT_OF_RANGE',
+    call: (c) => c.listDecisions({ pageSize: 1001 }),
+  },
+  {
+    rpc: 'ListDecisions (page token of no page)',
+    field: 'pageToken',
+    reason: 'INVALID_PAGE_TOKEN',
+    call: (c) => c.listDecisions({ pageToken: 'eyJ0IjoxfQ' }),
+  },
+  {
+    rpc: 'ListDecisions (store sink off)',
+    reason: 'AUDIT_STORE_DISABLED',
+    code: 'FailedPrecondition',
+    call: (c) => c.listDecisions({}),
+  },
 ];
 
 function toolContext() {
@@ -330,11 +350,11 @@ describe('protocol parity', () => {
     await killSidecar(sidecar);
   });
 
-  for (const { rpc, call, field, reason } of INVALID_CALLS) {
+  for (const { rpc, call, field, reason, code } of INVALID_CALLS) {
     it(`answers an invalid ${rpc} the same over gRPC, Connect JSON and binary, gRPC-Web`, async () => {
       const answers = await answersOver(sidecar, call);
       const grpcAnswer = answers.grpc;
-      expect(grpcAnswer.code).toBe('InvalidArgument');
+      expect(grpcAnswer.code).toBe(code ?? 'InvalidArgument');
       expect(grpcAnswer.reason).toMatch(/^[A-Z0-9_]+$/);
       expect(grpcAnswer.message).not.toBe('internal error');
       if (field !== undefined) expect(grpcAnswer.fields).toEqual([field]);

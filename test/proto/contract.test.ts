@@ -21,6 +21,7 @@ const RPCS = [
   'CompleteOperation',
   'Handle',
   'Modify',
+  'ListDecisions',
 ];
 
 const EVENT_MESSAGES = [

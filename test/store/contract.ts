@@ -9,11 +9,18 @@ import { describe, expect, it } from 'vitest';
 import { HookType, ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../../src/errors.js';
-import type { HookStore, ParkStore, RetentionStore, UserStore } from '../../src/store/store.js';
+import type {
+  DecisionQuery,
+  DecisionStore,
+  HookStore,
+  ParkStore,
+  RetentionStore,
+  UserStore,
+} from '../../src/store/store.js';
 import { controlHook, parkedCall, toolResult, webhookHook } from './helpers.js';
 
 /** Every store interface, as both backends implement them. */
-export type ContractStore = HookStore & UserStore & ParkStore & RetentionStore;
+export type ContractStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
 
 /** What a backend gives the suite; every method works on the current test's fresh database. */
 export interface StoreBackend {
@@ -572,9 +579,19 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         const second = await store.expireBefore(CUTOFF, 2);
         const third = await store.expireBefore(CUTOFF, 2);
 
-        expect(first).toEqual({ operations: ['op-a', 'op-b'], parkedCalls: 0, tombstones: 0 });
-        expect(second).toEqual({ operations: ['op-c'], parkedCalls: 0, tombstones: 0 });
-        expect(third).toEqual({ operations: [], parkedCalls: 0, tombstones: 0 });
+        expect(first).toEqual({
+          operations: ['op-a', 'op-b'],
+          parkedCalls: 0,
+          tombstones: 0,
+          decisions: 0,
+        });
+        expect(second).toEqual({
+          operations: ['op-c'],
+          parkedCalls: 0,
+          tombstones: 0,
+          decisions: 0,
+        });
+        expect(third).toEqual({ operations: [], parkedCalls: 0, tombstones: 0, decisions: 0 });
       });
 
       it('keeps an operation a waiting parked call needs, and deletes published calls before the cutoff', async () => {
@@ -587,7 +604,12 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
 
         const result = await store.expireBefore(CUTOFF, 10);
 
-        expect(result).toEqual({ operations: ['op-d'], parkedCalls: 1, tombstones: 0 });
+        expect(result).toEqual({
+          operations: ['op-d'],
+          parkedCalls: 1,
+          tombstones: 0,
+          decisions: 0,
+        });
         expect(await store.getParkedCall('done')).toBeUndefined();
         expect(await store.getParkedCall('waiting')).toMatchObject({ toolCallId: 'waiting' });
         expect((await store.operationState(['op-w'])).get('op-w')).toBe('completed');
@@ -627,6 +649,7 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
           operations: [],
           parkedCalls: 1,
           tombstones: 1,
+          decisions: 0,
         });
       });
 
@@ -659,6 +682,61 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         expect(await store.lookupUserEmail('nobody')).toBeNull();
         await store.upsertUsers([{ id: '007', email: null }]);
         expect(await store.lookupUserEmail('007')).toBeNull();
+      });
+    });
+
+    describe('decision audit entries', () => {
+      const row = (decisionId: string, time: number, operationId: string, outcome = 1) => ({
+        decisionId,
+        time,
+        operationId,
+        outcome,
+        record: new Uint8Array([time % 256, outcome, 0, 255]),
+      });
+
+      it('appends a batch, skips ids already stored, and lists newest first with filters', async () => {
+        const store = await backend.open();
+        await store.appendDecisions([
+          row('0001-a', 1_000, 'op-1'),
+          row('0002-b', 2_000, 'op-2', 2),
+          row('0003-c', 2_000, 'op-1', 2),
+        ]);
+        // A retried batch: the stored id keeps its first row.
+        await store.appendDecisions([row('0003-c', 9_000, 'op-9'), row('0004-d', 3_000, 'op-1')]);
+        await store.appendDecisions([]);
+
+        const all = await store.listDecisions({ limit: 10 });
+        expect(all.map((r) => r.decisionId)).toEqual(['0004-d', '0003-c', '0002-b', '0001-a']);
+        expect(all[1]).toMatchObject({ decisionId: '0003-c', time: 2_000, operationId: 'op-1' });
+        expect(all[1]?.outcome).toBe(2);
+        expect(Buffer.from(all[1]?.record ?? [])).toEqual(Buffer.from([208, 2, 0, 255]));
+        const ids = async (q: Partial<DecisionQuery>) =>
+          (await store.listDecisions(Object.assign({ limit: 10 }, q))).map((r) => r.decisionId);
+        expect(await ids({ operationId: 'op-1' })).toEqual(['0004-d', '0003-c', '0001-a']);
+        expect(await ids({ outcome: 2 })).toEqual(['0003-c', '0002-b']);
+        expect(await ids({ from: 2_000, to: 3_000 })).toEqual(['0003-c', '0002-b']);
+        expect(await ids({ limit: 2 })).toEqual(['0004-d', '0003-c']);
+        // The next page: older than the last row of the previous one, ties broken by id.
+        expect(await ids({ before: { time: 2_000, decisionId: '0003-c' } })).toEqual([
+          '0002-b',
+          '0001-a',
+        ]);
+        await store.close();
+      });
+
+      it('deletes entries older than the retention cutoff, in batches', async () => {
+        const store = await backend.open();
+        await store.appendDecisions([
+          row('a', 1_000, 'op-1'),
+          row('b', 1_001, 'op-1'),
+          row('c', 1_002, 'op-1'),
+          row('d', 5_000, 'op-1'),
+        ]);
+        expect((await store.expireBefore(1_500, 2)).decisions).toBe(2);
+        expect((await store.expireBefore(1_500, 2)).decisions).toBe(1);
+        expect((await store.expireBefore(1_500, 2)).decisions).toBe(0);
+        expect((await store.listDecisions({ limit: 10 })).map((r) => r.decisionId)).toEqual(['d']);
+        await store.close();
       });
     });
 

@@ -19,6 +19,7 @@ describe('store migrations', () => {
       )
       .all();
     expect(tables).toEqual([
+      { name: 'decisions', strict: 1 },
       { name: 'hooks', strict: 1 },
       { name: 'operations', strict: 1 },
       { name: 'parked_call_operations', strict: 1 },
@@ -114,7 +115,8 @@ describe('store migrations', () => {
     await first.parkCall(parkedCall('call-1'));
     await first.close();
     const raw = temp.raw();
-    // As version 4 left it: without the lease columns.
+    // As version 4 left it: without the lease columns (and the later decisions table).
+    raw.exec('DROP TABLE decisions');
     raw.exec('ALTER TABLE parked_calls DROP COLUMN lease_holder');
     raw.exec('ALTER TABLE parked_calls DROP COLUMN lease_expires_at');
     raw.pragma('user_version = 4');

@@ -271,10 +271,12 @@ describe('ParkStore (SQLite)', () => {
       expect(await store.publishResult('call-1', first, 2_000)).toEqual({
         published: true,
         finalResult: first,
+        publishedAt: 2_000,
       });
       const again = await store.publishResult('call-1', toolResult('second', false), 3_000);
 
       expect(again.published).toBe(false);
+      expect(again.publishedAt).toBe(2_000);
       expect(equals(ToolResultSchema, again.finalResult, first)).toBe(true);
       expect(await store.getParkedCall('call-1')).toMatchObject({
         finalResult: first,

@@ -86,6 +86,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: ['op-1'],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
 
       const raw = temp.raw();
@@ -103,6 +104,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
     });
 
@@ -146,6 +148,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
     });
 
@@ -162,6 +165,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: ['op-3'],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
       expect((await store.listHooks('op-2')).hooks.map((h) => h.id)).toEqual(['b']);
 
@@ -185,6 +189,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 1,
         tombstones: 0,
+        decisions: 0,
       });
 
       expect(await store.getParkedCall('old-published')).toBeUndefined();
@@ -207,10 +212,10 @@ describe('operation lifecycle and retention (SQLite)', () => {
       for (let i = 0; i < 4; i += 1) batches.push(await store.expireBefore(CUTOFF, 2));
 
       expect(batches).toEqual([
-        { operations: ['op-4', 'op-3'], parkedCalls: 2, tombstones: 0 },
-        { operations: ['op-2', 'op-1'], parkedCalls: 2, tombstones: 0 },
-        { operations: ['op-0'], parkedCalls: 1, tombstones: 0 },
-        { operations: [], parkedCalls: 0, tombstones: 0 },
+        { operations: ['op-4', 'op-3'], parkedCalls: 2, tombstones: 0, decisions: 0 },
+        { operations: ['op-2', 'op-1'], parkedCalls: 2, tombstones: 0, decisions: 0 },
+        { operations: ['op-0'], parkedCalls: 1, tombstones: 0, decisions: 0 },
+        { operations: [], parkedCalls: 0, tombstones: 0, decisions: 0 },
       ]);
       expect(await store.getParkedCall('call-0')).toBeUndefined();
     });
@@ -232,6 +237,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
       expect((await store.operationState(['op-1'])).get('op-1')).toBe('expired');
     });
@@ -246,11 +252,15 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const at = expiredAt(raw, 'op-1');
 
       // A tombstone stamped at the cutoff is not older than it.
-      expect(await store.expireBefore(CUTOFF, 10, at)).toMatchObject({ tombstones: 0 });
+      expect(await store.expireBefore(CUTOFF, 10, at)).toMatchObject({
+        tombstones: 0,
+        decisions: 0,
+      });
       expect(await store.expireBefore(CUTOFF, 10, at + 1)).toEqual({
         operations: [],
         parkedCalls: 0,
         tombstones: 1,
+        decisions: 0,
       });
 
       expect(raw.prepare("SELECT count(*) AS n FROM operations WHERE id = 'op-1'").get()).toEqual({
@@ -285,6 +295,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
       });
       expect(await store.getParkedCall('call-1')).toMatchObject({ publishedAt: CUTOFF + 1 });
 
@@ -293,6 +304,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: [],
         parkedCalls: 1,
         tombstones: 2,
+        decisions: 0,
       });
       expect(rowCounts(raw)).toEqual({
         operations: 0,
@@ -434,12 +446,19 @@ describe('operation lifecycle and retention (SQLite)', () => {
 
       const [first, joined] = await Promise.all([retention.sweep(), retention.sweep()]);
 
-      expect(first).toEqual({ operations: 5, parkedCalls: 0, tombstones: 0, batches: 3 });
+      expect(first).toEqual({
+        operations: 5,
+        parkedCalls: 0,
+        tombstones: 0,
+        decisions: 0,
+        batches: 3,
+      });
       expect(joined).toBe(first);
       expect(await retention.sweep()).toEqual({
         operations: 0,
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
         batches: 1,
       });
       await retention.stop();
@@ -448,6 +467,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: 0,
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
         batches: 0,
       });
     });
@@ -470,6 +490,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         operations: 5,
         parkedCalls: 0,
         tombstones: 0,
+        decisions: 0,
         batches: 3,
       });
       // The store stamps tombstones with the wall clock; pin the stamps to
@@ -489,9 +510,21 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const second = await retention.sweep();
       await retention.stop();
 
-      expect(first).toEqual({ operations: 0, parkedCalls: 0, tombstones: 2, batches: 2 });
+      expect(first).toEqual({
+        operations: 0,
+        parkedCalls: 0,
+        tombstones: 2,
+        decisions: 0,
+        batches: 2,
+      });
       expect(leftAfterFirst).toEqual(['op-2', 'op-3', 'op-4']);
-      expect(second).toEqual({ operations: 0, parkedCalls: 0, tombstones: 3, batches: 2 });
+      expect(second).toEqual({
+        operations: 0,
+        parkedCalls: 0,
+        tombstones: 3,
+        decisions: 0,
+        batches: 2,
+      });
       expect(ids()).toEqual([]);
       // One call per batch that removed something: three of operations, then three of tombstones.
       expect(removed).toEqual([0, 0, 0, 2, 2, 1]);
@@ -514,7 +547,13 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const result = await retention.sweep();
       await stopping;
 
-      expect(result).toEqual({ operations: 2, parkedCalls: 0, tombstones: 0, batches: 1 });
+      expect(result).toEqual({
+        operations: 2,
+        parkedCalls: 0,
+        tombstones: 0,
+        decisions: 0,
+        batches: 1,
+      });
     });
 
     it('reports a failing batch to onError and ends the sweep without rejecting', async () => {
@@ -524,7 +563,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
         async expireBefore(cutoff, _batchSize, tombstoneCutoff) {
           calls.push([cutoff, tombstoneCutoff]);
           if (calls.length === 2) throw failure;
-          return { operations: ['a', 'b'], parkedCalls: 0, tombstones: 0 };
+          return { operations: ['a', 'b'], parkedCalls: 0, tombstones: 0, decisions: 0 };
         },
       };
       const errors: unknown[] = [];
@@ -543,7 +582,13 @@ describe('operation lifecycle and retention (SQLite)', () => {
       const result = await retention.sweep();
       await retention.stop();
 
-      expect(result).toEqual({ operations: 2, parkedCalls: 0, tombstones: 0, batches: 1 });
+      expect(result).toEqual({
+        operations: 2,
+        parkedCalls: 0,
+        tombstones: 0,
+        decisions: 0,
+        batches: 1,
+      });
       // Both cutoffs are taken once, at the start of the sweep.
       expect(calls).toEqual([
         [1_500, 1_300],
@@ -554,7 +599,7 @@ describe('operation lifecycle and retention (SQLite)', () => {
 
     it('keeps the process free to exit and rejects out-of-range options', async () => {
       const store: RetentionStore = {
-        expireBefore: async () => ({ operations: [], parkedCalls: 0, tombstones: 0 }),
+        expireBefore: async () => ({ operations: [], parkedCalls: 0, tombstones: 0, decisions: 0 }),
       };
 
       expect(() => startRetention({ store, retentionMs: -1 })).toThrow(RangeError);

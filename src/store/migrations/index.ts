@@ -10,6 +10,7 @@ import { migrate002 } from './002-users.js';
 import { migrate003 } from './003-parked-calls.js';
 import { migrate004 } from './004-tombstone-expiry.js';
 import { migrate005 } from './005-publication-lease.js';
+import { migrate006 } from './006-decisions.js';
 
 /** One migration: changes the schema from the previous version to the next. */
 export type Migration = (db: Database.Database) => void;
@@ -21,6 +22,7 @@ export const MIGRATIONS: readonly Migration[] = [
   migrate003,
   migrate004,
   migrate005,
+  migrate006,
 ];
 
 /** The schema version this code writes and reads. */

@@ -318,6 +318,18 @@ const (
 	// the webhook URL's origin, or the URL is relative and its base is unknown.
 	// At delivery, a `configuration` failure as for UNDECLARED_SIGNING_SECRET.
 	ErrorReason_SIGNING_SECRET_NOT_BOUND ErrorReason = 95
+	// FAILED_PRECONDITION: `ListDecisions` was called on a sidecar whose
+	// decision audit log is not kept in the store (`--audit-store` is off).
+	ErrorReason_AUDIT_STORE_DISABLED ErrorReason = 96
+	// INVALID_ARGUMENT: a `ListDecisions` request's `page_size` is negative or
+	// above 1000.
+	ErrorReason_PAGE_SIZE_OUT_OF_RANGE ErrorReason = 97
+	// INVALID_ARGUMENT: a `ListDecisions` request's `page_token` is not one
+	// this sidecar issued for the same filters.
+	ErrorReason_INVALID_PAGE_TOKEN ErrorReason = 98
+	// INVALID_ARGUMENT: a `ListDecisions` request's `end_time` is not after
+	// its `start_time`, or a time is not a valid timestamp.
+	ErrorReason_INVALID_TIME_RANGE ErrorReason = 99
 )
 
 // Enum value maps for ErrorReason.
@@ -419,6 +431,10 @@ var (
 		93: "INVALID_PLUGINS",
 		94: "UNDECLARED_SIGNING_SECRET",
 		95: "SIGNING_SECRET_NOT_BOUND",
+		96: "AUDIT_STORE_DISABLED",
+		97: "PAGE_SIZE_OUT_OF_RANGE",
+		98: "INVALID_PAGE_TOKEN",
+		99: "INVALID_TIME_RANGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -517,6 +533,10 @@ var (
 		"INVALID_PLUGINS":                   93,
 		"UNDECLARED_SIGNING_SECRET":         94,
 		"SIGNING_SECRET_NOT_BOUND":          95,
+		"AUDIT_STORE_DISABLED":              96,
+		"PAGE_SIZE_OUT_OF_RANGE":            97,
+		"INVALID_PAGE_TOKEN":                98,
+		"INVALID_TIME_RANGE":                99,
 	}
 )
 
@@ -551,7 +571,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x87\x13\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xed\x13\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -650,7 +670,11 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x15MODIFY_POINT_REQUIRED\x10\\\x12\x13\n" +
 	"\x0fINVALID_PLUGINS\x10]\x12\x1d\n" +
 	"\x19UNDECLARED_SIGNING_SECRET\x10^\x12\x1c\n" +
-	"\x18SIGNING_SECRET_NOT_BOUND\x10_B\xa9\x01\n" +
+	"\x18SIGNING_SECRET_NOT_BOUND\x10_\x12\x18\n" +
+	"\x14AUDIT_STORE_DISABLED\x10`\x12\x1a\n" +
+	"\x16PAGE_SIZE_OUT_OF_RANGE\x10a\x12\x16\n" +
+	"\x12INVALID_PAGE_TOKEN\x10b\x12\x16\n" +
+	"\x12INVALID_TIME_RANGE\x10cB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -156,7 +156,9 @@ type ModifyResponse struct {
 	Outcome isModifyResponse_Outcome `protobuf_oneof:"outcome"`
 	// One outcome per hook that ran, in order. Hooks after the one that ended
 	// the chain, or after a block, do not run and are not listed.
-	Outcomes      []*HookOutcome `protobuf:"bytes,3,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	Outcomes []*HookOutcome `protobuf:"bytes,3,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	// Id of this call's entry in the decision audit log (`DecisionRecord`).
+	DecisionId    string `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -221,6 +223,13 @@ func (x *ModifyResponse) GetOutcomes() []*HookOutcome {
 		return x.Outcomes
 	}
 	return nil
+}
+
+func (x *ModifyResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
 }
 
 type isModifyResponse_Outcome interface {
@@ -1058,8 +1067,10 @@ type DecideToolCallResponse struct {
 	// without caller hooks still gets the environment hooks, as the spec says;
 	// a runtime that expects its own hooks can tell a typo in an operation id.
 	UnknownOperations []string `protobuf:"bytes,3,rep,name=unknown_operations,json=unknownOperations,proto3" json:"unknown_operations,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Id of this decision in the decision audit log (`DecisionRecord`).
+	DecisionId    string `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideToolCallResponse) Reset() {
@@ -1111,6 +1122,13 @@ func (x *DecideToolCallResponse) GetUnknownOperations() []string {
 		return x.UnknownOperations
 	}
 	return nil
+}
+
+func (x *DecideToolCallResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
 }
 
 // Asks to decide a tool result before the runtime archives or shows it.
@@ -1180,8 +1198,10 @@ type DecideToolResultResponse struct {
 	// Operations of the chain the store has no record of, as in
 	// `DecideToolCallResponse.unknown_operations`.
 	UnknownOperations []string `protobuf:"bytes,3,rep,name=unknown_operations,json=unknownOperations,proto3" json:"unknown_operations,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Id of this decision in the decision audit log (`DecisionRecord`).
+	DecisionId    string `protobuf:"bytes,4,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecideToolResultResponse) Reset() {
@@ -1233,6 +1253,13 @@ func (x *DecideToolResultResponse) GetUnknownOperations() []string {
 		return x.UnknownOperations
 	}
 	return nil
+}
+
+func (x *DecideToolResultResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
 }
 
 // ParkedCall is the durable record of a parked tool call.
@@ -1515,7 +1542,10 @@ type PublishDeferredResultResponse struct {
 	// identical for every caller.
 	FinalResult *ToolResult `protobuf:"bytes,1,opt,name=final_result,json=finalResult,proto3" json:"final_result,omitempty"`
 	// True for the one call that published it.
-	Published     bool `protobuf:"varint,2,opt,name=published,proto3" json:"published,omitempty"`
+	Published bool `protobuf:"varint,2,opt,name=published,proto3" json:"published,omitempty"`
+	// Id of the publication's decision in the decision audit log; a
+	// duplicate answers the first publication's id.
+	DecisionId    string `protobuf:"bytes,3,opt,name=decision_id,json=decisionId,proto3" json:"decision_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1562,6 +1592,13 @@ func (x *PublishDeferredResultResponse) GetPublished() bool {
 		return x.Published
 	}
 	return false
+}
+
+func (x *PublishDeferredResultResponse) GetDecisionId() string {
+	if x != nil {
+		return x.DecisionId
+	}
+	return ""
 }
 
 // Asks to move an operation to a terminal or parked state.
@@ -2487,16 +2524,18 @@ var File_agenthooks_v1_service_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x87\x01\n" +
+	"\x1bagenthooks/v1/service.proto\x12\ragenthooks.v1\x1a\x19agenthooks/v1/audit.proto\x1a\x1dagenthooks/v1/decisions.proto\x1a\x1aagenthooks/v1/events.proto\x1a\x19agenthooks/v1/hooks.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x87\x01\n" +
 	"\rModifyRequest\x12!\n" +
 	"\foperation_id\x18\x01 \x01(\tR\voperationId\x120\n" +
 	"\x05point\x18\x02 \x01(\x0e2\x1a.agenthooks.v1.ModifyPointR\x05point\x12!\n" +
-	"\fcontext_json\x18\x03 \x01(\tR\vcontextJson\"\xb0\x01\n" +
+	"\fcontext_json\x18\x03 \x01(\tR\vcontextJson\"\xd1\x01\n" +
 	"\x0eModifyResponse\x12!\n" +
 	"\vresult_json\x18\x01 \x01(\tH\x00R\n" +
 	"resultJson\x128\n" +
 	"\ablocked\x18\x02 \x01(\v2\x1c.agenthooks.v1.ModifyBlockedH\x00R\ablocked\x126\n" +
-	"\boutcomes\x18\x03 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomesB\t\n" +
+	"\boutcomes\x18\x03 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x12\x1f\n" +
+	"\vdecision_id\x18\x04 \x01(\tR\n" +
+	"decisionIdB\t\n" +
 	"\aoutcome\"a\n" +
 	"\rModifyBlocked\x12\x17\n" +
 	"\ahook_id\x18\x01 \x01(\tR\x06hookId\x12\x1d\n" +
@@ -2544,18 +2583,22 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\v2\x12.google.rpc.StatusR\x06status\"z\n" +
 	"\x15DecideToolCallRequest\x128\n" +
 	"\x05event\x18\x01 \x01(\v2\".agenthooks.v1.BeforeToolCallEventR\x05event\x12'\n" +
-	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xb4\x01\n" +
+	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xd5\x01\n" +
 	"\x16DecideToolCallResponse\x123\n" +
 	"\bdecision\x18\x01 \x01(\v2\x17.agenthooks.v1.DecisionR\bdecision\x126\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x12-\n" +
-	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\"{\n" +
+	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\x12\x1f\n" +
+	"\vdecision_id\x18\x04 \x01(\tR\n" +
+	"decisionId\"{\n" +
 	"\x17DecideToolResultRequest\x127\n" +
 	"\x05event\x18\x01 \x01(\v2!.agenthooks.v1.AfterToolCallEventR\x05event\x12'\n" +
-	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xb6\x01\n" +
+	"\x0foperation_chain\x18\x02 \x03(\tR\x0eoperationChain\"\xd7\x01\n" +
 	"\x18DecideToolResultResponse\x123\n" +
 	"\bdecision\x18\x01 \x01(\v2\x17.agenthooks.v1.DecisionR\bdecision\x126\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x1a.agenthooks.v1.HookOutcomeR\boutcomes\x12-\n" +
-	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\"\x93\x02\n" +
+	"\x12unknown_operations\x18\x03 \x03(\tR\x11unknownOperations\x12\x1f\n" +
+	"\vdecision_id\x18\x04 \x01(\tR\n" +
+	"decisionId\"\x93\x02\n" +
 	"\n" +
 	"ParkedCall\x128\n" +
 	"\acontext\x18\x01 \x01(\v2\x1e.agenthooks.v1.ToolCallContextR\acontext\x12'\n" +
@@ -2574,10 +2617,12 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x121\n" +
 	"\x06result\x18\x02 \x01(\v2\x19.agenthooks.v1.ToolResultR\x06result\x12'\n" +
-	"\x0foperation_chain\x18\x03 \x03(\tR\x0eoperationChain\"{\n" +
+	"\x0foperation_chain\x18\x03 \x03(\tR\x0eoperationChain\"\x9c\x01\n" +
 	"\x1dPublishDeferredResultResponse\x12<\n" +
 	"\ffinal_result\x18\x01 \x01(\v2\x19.agenthooks.v1.ToolResultR\vfinalResult\x12\x1c\n" +
-	"\tpublished\x18\x02 \x01(\bR\tpublished\"P\n" +
+	"\tpublished\x18\x02 \x01(\bR\tpublished\x12\x1f\n" +
+	"\vdecision_id\x18\x03 \x01(\tR\n" +
+	"decisionId\"P\n" +
 	"\x18CompleteOperationRequest\x124\n" +
 	"\x05event\x18\x01 \x01(\v2\x1e.agenthooks.v1.OnCompleteEventR\x05event\"~\n" +
 	"\x19CompleteOperationResponse\x126\n" +
@@ -2629,7 +2674,7 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\bParkKind\x12\x19\n" +
 	"\x15PARK_KIND_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12PARK_KIND_DEFERRED\x10\x01\x12\x1c\n" +
-	"\x18PARK_KIND_HUMAN_APPROVAL\x10\x022\xd6\b\n" +
+	"\x18PARK_KIND_HUMAN_APPROVAL\x10\x022\xb2\t\n" +
 	"\vHookService\x12Z\n" +
 	"\rRegisterHooks\x12#.agenthooks.v1.RegisterHooksRequest\x1a$.agenthooks.v1.RegisterHooksResponse\x12`\n" +
 	"\x0fUnregisterHooks\x12%.agenthooks.v1.UnregisterHooksRequest\x1a&.agenthooks.v1.UnregisterHooksResponse\x12N\n" +
@@ -2642,7 +2687,8 @@ const file_agenthooks_v1_service_proto_rawDesc = "" +
 	"\x15PublishDeferredResult\x12+.agenthooks.v1.PublishDeferredResultRequest\x1a,.agenthooks.v1.PublishDeferredResultResponse\x12f\n" +
 	"\x11CompleteOperation\x12'.agenthooks.v1.CompleteOperationRequest\x1a(.agenthooks.v1.CompleteOperationResponse\x12I\n" +
 	"\x06Handle\x12\x1c.agenthooks.v1.HandleRequest\x1a\x1d.agenthooks.v1.HandleResponse(\x010\x01\x12E\n" +
-	"\x06Modify\x12\x1c.agenthooks.v1.ModifyRequest\x1a\x1d.agenthooks.v1.ModifyResponseB\xaa\x01\n" +
+	"\x06Modify\x12\x1c.agenthooks.v1.ModifyRequest\x1a\x1d.agenthooks.v1.ModifyResponse\x12Z\n" +
+	"\rListDecisions\x12#.agenthooks.v1.ListDecisionsRequest\x1a$.agenthooks.v1.ListDecisionsResponseB\xaa\x01\n" +
 	"\x11com.agenthooks.v1B\fServiceProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (
@@ -2710,6 +2756,8 @@ var file_agenthooks_v1_service_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),         // 47: google.protobuf.Timestamp
 	(*ToolResult)(nil),                    // 48: agenthooks.v1.ToolResult
 	(*OnCompleteEvent)(nil),               // 49: agenthooks.v1.OnCompleteEvent
+	(*ListDecisionsRequest)(nil),          // 50: agenthooks.v1.ListDecisionsRequest
+	(*ListDecisionsResponse)(nil),         // 51: agenthooks.v1.ListDecisionsResponse
 }
 var file_agenthooks_v1_service_proto_depIdxs = []int32{
 	38, // 0: agenthooks.v1.ModifyRequest.point:type_name -> agenthooks.v1.ModifyPoint
@@ -2765,20 +2813,22 @@ var file_agenthooks_v1_service_proto_depIdxs = []int32{
 	24, // 50: agenthooks.v1.HookService.CompleteOperation:input_type -> agenthooks.v1.CompleteOperationRequest
 	26, // 51: agenthooks.v1.HookService.Handle:input_type -> agenthooks.v1.HandleRequest
 	1,  // 52: agenthooks.v1.HookService.Modify:input_type -> agenthooks.v1.ModifyRequest
-	5,  // 53: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
-	7,  // 54: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
-	9,  // 55: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
-	11, // 56: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
-	13, // 57: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
-	16, // 58: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
-	18, // 59: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
-	21, // 60: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
-	23, // 61: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
-	25, // 62: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
-	34, // 63: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
-	2,  // 64: agenthooks.v1.HookService.Modify:output_type -> agenthooks.v1.ModifyResponse
-	53, // [53:65] is the sub-list for method output_type
-	41, // [41:53] is the sub-list for method input_type
+	50, // 53: agenthooks.v1.HookService.ListDecisions:input_type -> agenthooks.v1.ListDecisionsRequest
+	5,  // 54: agenthooks.v1.HookService.RegisterHooks:output_type -> agenthooks.v1.RegisterHooksResponse
+	7,  // 55: agenthooks.v1.HookService.UnregisterHooks:output_type -> agenthooks.v1.UnregisterHooksResponse
+	9,  // 56: agenthooks.v1.HookService.ListHooks:output_type -> agenthooks.v1.ListHooksResponse
+	11, // 57: agenthooks.v1.HookService.Dispatch:output_type -> agenthooks.v1.DispatchResponse
+	13, // 58: agenthooks.v1.HookService.DispatchStream:output_type -> agenthooks.v1.DispatchStreamResponse
+	16, // 59: agenthooks.v1.HookService.DecideToolCall:output_type -> agenthooks.v1.DecideToolCallResponse
+	18, // 60: agenthooks.v1.HookService.DecideToolResult:output_type -> agenthooks.v1.DecideToolResultResponse
+	21, // 61: agenthooks.v1.HookService.ParkToolCall:output_type -> agenthooks.v1.ParkToolCallResponse
+	23, // 62: agenthooks.v1.HookService.PublishDeferredResult:output_type -> agenthooks.v1.PublishDeferredResultResponse
+	25, // 63: agenthooks.v1.HookService.CompleteOperation:output_type -> agenthooks.v1.CompleteOperationResponse
+	34, // 64: agenthooks.v1.HookService.Handle:output_type -> agenthooks.v1.HandleResponse
+	2,  // 65: agenthooks.v1.HookService.Modify:output_type -> agenthooks.v1.ModifyResponse
+	51, // 66: agenthooks.v1.HookService.ListDecisions:output_type -> agenthooks.v1.ListDecisionsResponse
+	54, // [54:67] is the sub-list for method output_type
+	41, // [41:54] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -2789,6 +2839,7 @@ func file_agenthooks_v1_service_proto_init() {
 	if File_agenthooks_v1_service_proto != nil {
 		return
 	}
+	file_agenthooks_v1_audit_proto_init()
 	file_agenthooks_v1_decisions_proto_init()
 	file_agenthooks_v1_events_proto_init()
 	file_agenthooks_v1_hooks_proto_init()

@@ -31,6 +31,7 @@ const (
 	HookService_CompleteOperation_FullMethodName     = "/agenthooks.v1.HookService/CompleteOperation"
 	HookService_Handle_FullMethodName                = "/agenthooks.v1.HookService/Handle"
 	HookService_Modify_FullMethodName                = "/agenthooks.v1.HookService/Modify"
+	HookService_ListDecisions_FullMethodName         = "/agenthooks.v1.HookService/ListDecisions"
 )
 
 // HookServiceClient is the client API for HookService service.
@@ -155,6 +156,12 @@ type HookServiceClient interface {
 	// added later needs no new message. The sidecar checks the context's shape
 	// and every hook's result against the point's rules before answering.
 	Modify(ctx context.Context, in *ModifyRequest, opts ...grpc.CallOption) (*ModifyResponse, error)
+	// Lists the decision audit log kept in the store (`--audit-store`), newest
+	// first, one page at a time, filtered by operation, time range and
+	// outcome. Fails FAILED_PRECONDITION (`AUDIT_STORE_DISABLED`) when the
+	// store sink is off. Entries are written in group commits at most 50 ms
+	// after their decision, so the newest may not be listed yet. Read-only.
+	ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error)
 }
 
 type hookServiceClient struct {
@@ -291,6 +298,16 @@ func (c *hookServiceClient) Modify(ctx context.Context, in *ModifyRequest, opts 
 	return out, nil
 }
 
+func (c *hookServiceClient) ListDecisions(ctx context.Context, in *ListDecisionsRequest, opts ...grpc.CallOption) (*ListDecisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDecisionsResponse)
+	err := c.cc.Invoke(ctx, HookService_ListDecisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HookServiceServer is the server API for HookService service.
 // All implementations must embed UnimplementedHookServiceServer
 // for forward compatibility.
@@ -413,6 +430,12 @@ type HookServiceServer interface {
 	// added later needs no new message. The sidecar checks the context's shape
 	// and every hook's result against the point's rules before answering.
 	Modify(context.Context, *ModifyRequest) (*ModifyResponse, error)
+	// Lists the decision audit log kept in the store (`--audit-store`), newest
+	// first, one page at a time, filtered by operation, time range and
+	// outcome. Fails FAILED_PRECONDITION (`AUDIT_STORE_DISABLED`) when the
+	// store sink is off. Entries are written in group commits at most 50 ms
+	// after their decision, so the newest may not be listed yet. Read-only.
+	ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error)
 	mustEmbedUnimplementedHookServiceServer()
 }
 
@@ -458,6 +481,9 @@ func (UnimplementedHookServiceServer) Handle(grpc.BidiStreamingServer[HandleRequ
 }
 func (UnimplementedHookServiceServer) Modify(context.Context, *ModifyRequest) (*ModifyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Modify not implemented")
+}
+func (UnimplementedHookServiceServer) ListDecisions(context.Context, *ListDecisionsRequest) (*ListDecisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDecisions not implemented")
 }
 func (UnimplementedHookServiceServer) mustEmbedUnimplementedHookServiceServer() {}
 func (UnimplementedHookServiceServer) testEmbeddedByValue()                     {}
@@ -674,6 +700,24 @@ func _HookService_Modify_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HookService_ListDecisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDecisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookServiceServer).ListDecisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookService_ListDecisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookServiceServer).ListDecisions(ctx, req.(*ListDecisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HookService_ServiceDesc is the grpc.ServiceDesc for HookService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -720,6 +764,10 @@ var HookService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Modify",
 			Handler:    _HookService_Modify_Handler,
+		},
+		{
+			MethodName: "ListDecisions",
+			Handler:    _HookService_ListDecisions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

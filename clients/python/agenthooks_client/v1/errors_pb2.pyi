@@ -102,6 +102,10 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_PLUGINS: _ClassVar[ErrorReason]
     UNDECLARED_SIGNING_SECRET: _ClassVar[ErrorReason]
     SIGNING_SECRET_NOT_BOUND: _ClassVar[ErrorReason]
+    AUDIT_STORE_DISABLED: _ClassVar[ErrorReason]
+    PAGE_SIZE_OUT_OF_RANGE: _ClassVar[ErrorReason]
+    INVALID_PAGE_TOKEN: _ClassVar[ErrorReason]
+    INVALID_TIME_RANGE: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -198,3 +202,7 @@ MODIFY_POINT_REQUIRED: ErrorReason
 INVALID_PLUGINS: ErrorReason
 UNDECLARED_SIGNING_SECRET: ErrorReason
 SIGNING_SECRET_NOT_BOUND: ErrorReason
+AUDIT_STORE_DISABLED: ErrorReason
+PAGE_SIZE_OUT_OF_RANGE: ErrorReason
+INVALID_PAGE_TOKEN: ErrorReason
+INVALID_TIME_RANGE: ErrorReason

@@ -1,5 +1,6 @@
 import datetime
 
+from agenthooks_client.v1 import audit_pb2 as _audit_pb2
 from agenthooks_client.v1 import decisions_pb2 as _decisions_pb2
 from agenthooks_client.v1 import events_pb2 as _events_pb2
 from agenthooks_client.v1 import hooks_pb2 as _hooks_pb2
@@ -34,14 +35,16 @@ class ModifyRequest(_message.Message):
     def __init__(self, operation_id: _Optional[str] = ..., point: _Optional[_Union[_hooks_pb2.ModifyPoint, str]] = ..., context_json: _Optional[str] = ...) -> None: ...
 
 class ModifyResponse(_message.Message):
-    __slots__ = ("result_json", "blocked", "outcomes")
+    __slots__ = ("result_json", "blocked", "outcomes", "decision_id")
     RESULT_JSON_FIELD_NUMBER: _ClassVar[int]
     BLOCKED_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     result_json: str
     blocked: ModifyBlocked
     outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
-    def __init__(self, result_json: _Optional[str] = ..., blocked: _Optional[_Union[ModifyBlocked, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ...) -> None: ...
+    decision_id: str
+    def __init__(self, result_json: _Optional[str] = ..., blocked: _Optional[_Union[ModifyBlocked, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., decision_id: _Optional[str] = ...) -> None: ...
 
 class ModifyBlocked(_message.Message):
     __slots__ = ("hook_id", "error_code", "message")
@@ -156,14 +159,16 @@ class DecideToolCallRequest(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.BeforeToolCallEvent, _Mapping]] = ..., operation_chain: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecideToolCallResponse(_message.Message):
-    __slots__ = ("decision", "outcomes", "unknown_operations")
+    __slots__ = ("decision", "outcomes", "unknown_operations", "decision_id")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     decision: _decisions_pb2.Decision
     outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
     unknown_operations: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ...) -> None: ...
+    decision_id: str
+    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ..., decision_id: _Optional[str] = ...) -> None: ...
 
 class DecideToolResultRequest(_message.Message):
     __slots__ = ("event", "operation_chain")
@@ -174,14 +179,16 @@ class DecideToolResultRequest(_message.Message):
     def __init__(self, event: _Optional[_Union[_events_pb2.AfterToolCallEvent, _Mapping]] = ..., operation_chain: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class DecideToolResultResponse(_message.Message):
-    __slots__ = ("decision", "outcomes", "unknown_operations")
+    __slots__ = ("decision", "outcomes", "unknown_operations", "decision_id")
     DECISION_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     UNKNOWN_OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     decision: _decisions_pb2.Decision
     outcomes: _containers.RepeatedCompositeFieldContainer[_decisions_pb2.HookOutcome]
     unknown_operations: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ...) -> None: ...
+    decision_id: str
+    def __init__(self, decision: _Optional[_Union[_decisions_pb2.Decision, _Mapping]] = ..., outcomes: _Optional[_Iterable[_Union[_decisions_pb2.HookOutcome, _Mapping]]] = ..., unknown_operations: _Optional[_Iterable[str]] = ..., decision_id: _Optional[str] = ...) -> None: ...
 
 class ParkedCall(_message.Message):
     __slots__ = ("context", "operation_chain", "kind", "parked_at", "final_result")
@@ -226,12 +233,14 @@ class PublishDeferredResultRequest(_message.Message):
     def __init__(self, tool_call_id: _Optional[str] = ..., result: _Optional[_Union[_events_pb2.ToolResult, _Mapping]] = ..., operation_chain: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PublishDeferredResultResponse(_message.Message):
-    __slots__ = ("final_result", "published")
+    __slots__ = ("final_result", "published", "decision_id")
     FINAL_RESULT_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_FIELD_NUMBER: _ClassVar[int]
+    DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     final_result: _events_pb2.ToolResult
     published: bool
-    def __init__(self, final_result: _Optional[_Union[_events_pb2.ToolResult, _Mapping]] = ..., published: _Optional[bool] = ...) -> None: ...
+    decision_id: str
+    def __init__(self, final_result: _Optional[_Union[_events_pb2.ToolResult, _Mapping]] = ..., published: _Optional[bool] = ..., decision_id: _Optional[str] = ...) -> None: ...
 
 class CompleteOperationRequest(_message.Message):
     __slots__ = ("event",)

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from agenthooks_client.v1 import audit_pb2 as agenthooks_dot_v1_dot_audit__pb2
 from agenthooks_client.v1 import service_pb2 as agenthooks_dot_v1_dot_service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -107,6 +108,11 @@ class HookServiceStub:
                 '/agenthooks.v1.HookService/Modify',
                 request_serializer=agenthooks_dot_v1_dot_service__pb2.ModifyRequest.SerializeToString,
                 response_deserializer=agenthooks_dot_v1_dot_service__pb2.ModifyResponse.FromString,
+                _registered_method=True)
+        self.ListDecisions = channel.unary_unary(
+                '/agenthooks.v1.HookService/ListDecisions',
+                request_serializer=agenthooks_dot_v1_dot_audit__pb2.ListDecisionsRequest.SerializeToString,
+                response_deserializer=agenthooks_dot_v1_dot_audit__pb2.ListDecisionsResponse.FromString,
                 _registered_method=True)
 
 
@@ -290,6 +296,17 @@ class HookServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDecisions(self, request, context):
+        """Lists the decision audit log kept in the store (`--audit-store`), newest
+        first, one page at a time, filtered by operation, time range and
+        outcome. Fails FAILED_PRECONDITION (`AUDIT_STORE_DISABLED`) when the
+        store sink is off. Entries are written in group commits at most 50 ms
+        after their decision, so the newest may not be listed yet. Read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_HookServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -352,6 +369,11 @@ def add_HookServiceServicer_to_server(servicer, server):
                     servicer.Modify,
                     request_deserializer=agenthooks_dot_v1_dot_service__pb2.ModifyRequest.FromString,
                     response_serializer=agenthooks_dot_v1_dot_service__pb2.ModifyResponse.SerializeToString,
+            ),
+            'ListDecisions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDecisions,
+                    request_deserializer=agenthooks_dot_v1_dot_audit__pb2.ListDecisionsRequest.FromString,
+                    response_serializer=agenthooks_dot_v1_dot_audit__pb2.ListDecisionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -692,6 +714,33 @@ class HookService:
             '/agenthooks.v1.HookService/Modify',
             agenthooks_dot_v1_dot_service__pb2.ModifyRequest.SerializeToString,
             agenthooks_dot_v1_dot_service__pb2.ModifyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDecisions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agenthooks.v1.HookService/ListDecisions',
+            agenthooks_dot_v1_dot_audit__pb2.ListDecisionsRequest.SerializeToString,
+            agenthooks_dot_v1_dot_audit__pb2.ListDecisionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,133 @@
+/**
+ * @module The audit rows of the bench: what the decision audit log costs a
+ * decision. Two sidecars on SQLite run side by side, one without audit
+ * sinks and one with the store sink (`--audit-store`), and decide on one
+ * control in alternating chunks, so that a drift of the machine falls on
+ * both; the row compares the server CPU per decision. A third sidecar's
+ * HTTP sink points at a port nobody listens on for the whole measurement
+ * (at least 10 s), with a small buffer: its decision p99 at c=1 is compared
+ * with the sidecar without sinks, chunk for chunk.
+ */
+import { refusedUrl } from '../../test/support/receiver.js';
+import { tempDbPath } from '../../test/support/sidecar.js';
+import { type Call, measureThroughput } from './load.js';
+import { controlHook, fixedId } from './messages.js';
+import { metric } from './paired.js';
+import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
+import { NS_PER_MS, percentile } from './stats.js';
+import { cpuMsDuring, decideOn, registerNew, type StoreSide, startOn, stopSide } from './stores.js';
+
+/** Calls in flight of the CPU comparison. */
+const CONCURRENCY = 16;
+/** Alternating chunks of each comparison. */
+const CHUNKS = 6;
+/** Buffer of the HTTP sink that is down: most of the decisions are dropped (and counted). */
+const DOWN_BUFFER = 1000;
+/** Shortest time the HTTP sink is down while decisions are measured. */
+const DOWN_MS = 10_000;
+/** Microseconds per millisecond. */
+const US_PER_MS = 1000;
+
+/** Decisions on one control, on a sidecar started with `args`. */
+async function sideWith(args: readonly string[], ctx: RunContext): Promise<StoreSide> {
+  const side = await startOn('sqlite', tempDbPath(), ctx, args);
+  await registerNew(side.client, 'op_audit', [controlHook('policy', ctx.receiverUrl)])(0);
+  return side;
+}
+
+/** The latency of `count` sequential calls, in milliseconds. */
+async function latencies(call: Call, count: number): Promise<number[]> {
+  const samples: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const started = process.hrtime.bigint();
+    await call(i);
+    samples.push(Number(process.hrtime.bigint() - started) / NS_PER_MS);
+  }
+  return samples;
+}
+
+export const auditScenario: Scenario = {
+  id: 'audit',
+  title: `DecideToolCall (one control) with the decision audit log: the store sink on against off (c=${CONCURRENCY}), and an HTTP sink that is down (c=1)`,
+  kind: 'sidecar',
+  metrics: [
+    metric('offCpu', 'no sink: server CPU per decision', 'µs', 'lower', 0),
+    metric('storeCpu', '--audit-store: server CPU per decision', 'µs', 'lower', 0),
+    metric('storeRatio', 'CPU per decision, store sink / none', 'x', 'lower', 2),
+    metric('offP99', 'no sink: decision c=1 p99', 'ms', 'lower', 3),
+    metric('downP99', 'HTTP sink down: decision c=1 p99', 'ms', 'lower', 3),
+    metric('downP99Ratio', 'c=1 p99, HTTP sink down / none', 'x', 'lower', 2),
+  ],
+  run: async (ctx) => {
+    const quick = ctx.params.latencyCalls < 1000;
+    const calls = quick ? 600 : 3000;
+    const down = `${await refusedUrl()}/decisions`;
+    const sides: StoreSide[] = [];
+    try {
+      const off = await sideWith([], ctx);
+      sides.push(off);
+      const store = await sideWith(['--audit-store'], ctx);
+      sides.push(store);
+      const http = await sideWith(
+        ['--audit-http', down, '--audit-buffer', String(DOWN_BUFFER)],
+        ctx,
+      );
+      sides.push(http);
+      const decide = (side: StoreSide) => decideOn(side.client, () => fixedId('op_audit', 0));
+      const [offCall, storeCall, httpCall] = [decide(off), decide(store), decide(http)];
+      for (const call of [offCall, storeCall, httpCall]) {
+        await measureThroughput(call, CONCURRENCY, calls / 4, 0);
+      }
+      // CPU per decision, alternating chunks.
+      const chunk = Math.ceil(calls / CHUNKS);
+      let offMs = 0;
+      let storeMs = 0;
+      for (let c = 0; c < CHUNKS; c++) {
+        offMs += await cpuMsDuring(off.sidecar.pid, () =>
+          measureThroughput(offCall, CONCURRENCY, 0, chunk),
+        );
+        storeMs += await cpuMsDuring(store.sidecar.pid, () =>
+          measureThroughput(storeCall, CONCURRENCY, 0, chunk),
+        );
+      }
+      // c=1 latency with the HTTP sink down, at least DOWN_MS of it, alternating chunks.
+      const offSamples: number[] = [];
+      const downSamples: number[] = [];
+      const started = performance.now();
+      for (
+        let c = 0;
+        c < 4 * CHUNKS && (c < CHUNKS || performance.now() - started < DOWN_MS);
+        c++
+      ) {
+        offSamples.push(...(await latencies(offCall, chunk)));
+        downSamples.push(...(await latencies(httpCall, chunk)));
+      }
+      const downMs = performance.now() - started;
+      const totalCalls = CHUNKS * chunk;
+      const offP99 = percentile(
+        offSamples.sort((a, b) => a - b),
+        99,
+      );
+      const downP99 = percentile(
+        downSamples.sort((a, b) => a - b),
+        99,
+      );
+      return {
+        metrics: {
+          offCpu: (offMs * US_PER_MS) / totalCalls,
+          storeCpu: (storeMs * US_PER_MS) / totalCalls,
+          storeRatio: storeMs / offMs,
+          offP99,
+          downP99,
+          downP99Ratio: downP99 / offP99,
+        },
+        ops: 2 * totalCalls + offSamples.length + downSamples.length,
+        notes: [
+          `HTTP sink down for ${(downMs / 1000).toFixed(1)} s of decisions (${downSamples.length} on its sidecar); p99 over every call`,
+        ],
+      } satisfies ScenarioResult;
+    } finally {
+      for (const side of sides) await stopSide(side);
+    }
+  },
+};

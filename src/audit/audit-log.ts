@@ -1,0 +1,383 @@
+/**
+ * @module The decision audit log: every decision the sidecar answers becomes
+ * a `DecisionRecord`, handed to the sinks the operator turned on (the store,
+ * JSON lines on stdout, an HTTP endpoint) and to in-process subscribers (the
+ * admin console's live view). Recording never blocks or fails a decision:
+ * each sink buffers a bounded number of entries and writes them in batches
+ * off the decision path; a full buffer, or a sink that keeps failing, drops
+ * the oldest entries and counts them.
+ */
+import { write as fsWrite } from 'node:fs';
+import { promisify } from 'node:util';
+import { gzip as gzipCallback } from 'node:zlib';
+import { toBinary, toJsonString } from '@bufbuild/protobuf';
+import { Agent, type Dispatcher, request } from 'undici';
+import { type DecisionRecord, DecisionRecordSchema } from '../../gen/agenthooks/v1/audit_pb.js';
+import type { Logger } from '../log.js';
+import type { DecisionRow, DecisionStore } from '../store/store.js';
+
+const gzip = promisify(gzipCallback);
+
+/** Default bound of the entries each sink buffers (`--audit-buffer`). */
+export const DEFAULT_AUDIT_BUFFER = 10_000;
+
+/**
+ * Longest time between a decision and the group commit that writes it to
+ * the store, or the write that puts it on stdout: 40 ms, so that with the
+ * commit's own time an entry is durable within 50 ms of its decision.
+ */
+export const AUDIT_FLUSH_INTERVAL_MS = 40;
+
+/** Interval of the HTTP sink's batches. */
+export const AUDIT_HTTP_INTERVAL_MS = 1_000;
+
+/** Most entries in one group commit, one stdout write or one HTTP batch. */
+const MAX_BATCH = 1_000;
+
+/** First pause after a failed write; doubles up to {@link MAX_RETRY_PAUSE_MS}. */
+const FIRST_RETRY_PAUSE_MS = 100;
+const MAX_RETRY_PAUSE_MS = 30_000;
+
+/** How long one HTTP batch may take, headers and body. */
+const HTTP_TIMEOUT_MS = 10_000;
+
+/** Counts what the sinks do, by sink name (`store`, `stdout`, `http`). */
+export interface AuditMetrics {
+  auditWritten(sink: string, entries: number): void;
+  auditDropped(sink: string, entries: number): void;
+  auditFailed(sink: string): void;
+  auditBuffered(sink: string, entries: number): void;
+}
+
+/** Where a sink's batches go; rejects when the batch was not written. */
+type WriteBatch = (batch: readonly DecisionRecord[]) => Promise<void>;
+
+/**
+ * One sink: a bounded buffer of entries, written in batches by one writer
+ * at a time, at most `intervalMs` after the oldest entry arrived; a failed
+ * batch goes back to the buffer's front and is retried after a pause that
+ * doubles, while the bound drops the oldest entries.
+ */
+class Sink {
+  readonly name: string;
+  readonly #write: WriteBatch;
+  readonly #bound: number;
+  readonly #intervalMs: number;
+  readonly #metrics: AuditMetrics | undefined;
+  readonly #logger: Logger;
+  /** Entries not written yet, oldest first, from `#head` on. */
+  #entries: DecisionRecord[] = [];
+  #head = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #writing: Promise<void> | undefined;
+  #pauseMs = 0;
+  #closed = false;
+
+  constructor(
+    name: string,
+    write: WriteBatch,
+    options: { bound: number; intervalMs: number; metrics?: AuditMetrics; logger: Logger },
+  ) {
+    this.name = name;
+    this.#write = write;
+    this.#bound = options.bound;
+    this.#intervalMs = options.intervalMs;
+    this.#metrics = options.metrics;
+    this.#logger = options.logger;
+  }
+
+  /** Entries waiting to be written. */
+  get buffered(): number {
+    return this.#entries.length - this.#head;
+  }
+
+  add(entry: DecisionRecord): void {
+    this.#entries.push(entry);
+    this.#trim();
+    this.#schedule(this.#intervalMs);
+  }
+
+  /**
+   * Writes what is buffered now, batch after batch, until the buffer is
+   * empty or a write fails (then resolves; the entries stay buffered).
+   */
+  async flush(): Promise<void> {
+    while (this.#writing !== undefined) await this.#writing;
+    while (this.buffered > 0) {
+      if (!(await this.#writeOnce())) return;
+    }
+  }
+
+  /** Stops the timer; a last {@link flush} is the caller's. */
+  close(): void {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #trim(): void {
+    const over = this.buffered - this.#bound;
+    if (over > 0) {
+      this.#head += over;
+      this.#metrics?.auditDropped(this.name, over);
+    }
+    if (this.#head > 1_024 && this.#head * 2 > this.#entries.length) {
+      this.#entries = this.#entries.slice(this.#head);
+      this.#head = 0;
+    }
+    this.#metrics?.auditBuffered(this.name, this.buffered);
+  }
+
+  #schedule(delayMs: number): void {
+    if (this.#timer !== undefined || this.#writing !== undefined || this.#closed) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#writeOnce().then((ok) => {
+        if (this.buffered > 0) this.#schedule(ok ? 0 : this.#pauseMs);
+      });
+    }, delayMs);
+    this.#timer.unref();
+  }
+
+  /** Writes one batch from the front; resolves true when it was written. */
+  async #writeOnce(): Promise<boolean> {
+    if (this.#writing !== undefined || this.buffered === 0) return true;
+    const end = Math.min(this.#entries.length, this.#head + MAX_BATCH);
+    const batch = this.#entries.slice(this.#head, end);
+    this.#head = end;
+    let ok = true;
+    const writing = this.#write(batch).then(
+      () => {
+        this.#pauseMs = 0;
+        this.#metrics?.auditWritten(this.name, batch.length);
+      },
+      (e: unknown) => {
+        ok = false;
+        this.#pauseMs =
+          this.#pauseMs === 0
+            ? FIRST_RETRY_PAUSE_MS
+            : Math.min(this.#pauseMs * 2, MAX_RETRY_PAUSE_MS);
+        this.#metrics?.auditFailed(this.name);
+        this.#logger.warn('cannot write decision audit entries; they stay buffered', {
+          sink: this.name,
+          entries: batch.length,
+          retryInMs: this.#pauseMs,
+          err: e,
+        });
+        // Back to the front, older than anything that arrived meanwhile.
+        this.#entries = batch.concat(this.#entries.slice(this.#head));
+        this.#head = 0;
+      },
+    );
+    this.#writing = writing;
+    try {
+      await writing;
+    } finally {
+      this.#writing = undefined;
+      this.#trim();
+    }
+    return ok;
+  }
+}
+
+/** Options of an {@link AuditLog}. */
+export interface AuditLogOptions {
+  /** Keeps entries in the store (`--audit-store`), for `ListDecisions`. */
+  readonly store?: DecisionStore;
+  /**
+   * Writes JSON lines to this file descriptor (`--audit-stdout`: 1). Writes
+   * go through the thread pool, so a slow reader never blocks the sidecar.
+   */
+  readonly stdoutFd?: number;
+  /** POSTs gzip JSON batches to this URL (`--audit-http`). */
+  readonly httpUrl?: string;
+  /** The HTTP sink's `Authorization` header, read at each send; none when undefined. */
+  readonly httpAuthorization?: () => string | undefined;
+  /** Entries each sink buffers at most. Default {@link DEFAULT_AUDIT_BUFFER}. */
+  readonly bufferEntries?: number;
+  /** Interval of the store and stdout sinks. Default {@link AUDIT_FLUSH_INTERVAL_MS}. */
+  readonly flushIntervalMs?: number;
+  /** Interval of the HTTP sink. Default {@link AUDIT_HTTP_INTERVAL_MS}. */
+  readonly httpIntervalMs?: number;
+  readonly metrics?: AuditMetrics;
+  readonly logger: Logger;
+}
+
+/** Receives each decision as it is recorded. */
+export type DecisionListener = (record: DecisionRecord) => void;
+
+/**
+ * Records decisions to the configured sinks and subscribers.
+ *
+ * @example
+ * const audit = new AuditLog({ store, logger });
+ * if (audit.enabled) audit.record(record);
+ * await audit.close();
+ */
+export class AuditLog {
+  readonly #sinks: Sink[] = [];
+  readonly #listeners = new Set<DecisionListener>();
+  readonly #logger: Logger;
+  #agent: Agent | undefined;
+  /** True when the store sink is on, so `ListDecisions` can answer. */
+  readonly keepsInStore: boolean;
+
+  constructor(options: AuditLogOptions) {
+    this.#logger = options.logger;
+    const bound = options.bufferEntries ?? DEFAULT_AUDIT_BUFFER;
+    const common = { bound, metrics: options.metrics, logger: options.logger };
+    const interval = options.flushIntervalMs ?? AUDIT_FLUSH_INTERVAL_MS;
+    const { store, stdoutFd, httpUrl } = options;
+    this.keepsInStore = store !== undefined;
+    if (store !== undefined) {
+      this.#sinks.push(
+        new Sink(
+          'store',
+          (batch) => store.appendDecisions(batch.map(toRow)),
+          Object.assign({ intervalMs: interval }, common),
+        ),
+      );
+    }
+    if (stdoutFd !== undefined) {
+      this.#sinks.push(
+        new Sink(
+          'stdout',
+          (batch) => writeAll(stdoutFd, Buffer.from(jsonLines(batch))),
+          Object.assign({ intervalMs: interval }, common),
+        ),
+      );
+    }
+    if (httpUrl !== undefined) {
+      const authorization = options.httpAuthorization ?? (() => undefined);
+      // Its own pool: the operator chose this endpoint, so the webhooks'
+      // destination policy (which guards against callers' URLs) does not apply.
+      const agent = new Agent({ connections: 2 });
+      this.#agent = agent;
+      this.#sinks.push(
+        new Sink(
+          'http',
+          (batch) => postBatch(agent, httpUrl, batch, authorization()),
+          Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
+        ),
+      );
+    }
+  }
+
+  /** True when a sink or a subscriber would receive a record: only then build one. */
+  get enabled(): boolean {
+    return this.#sinks.length > 0 || this.#listeners.size > 0;
+  }
+
+  /** Hands `record` to every sink and subscriber; never throws, never waits. */
+  record(record: DecisionRecord): void {
+    for (const sink of this.#sinks) sink.add(record);
+    for (const listener of this.#listeners) {
+      try {
+        listener(record);
+      } catch (e: unknown) {
+        this.#logger.warn('a decision subscriber failed', { err: e });
+      }
+    }
+  }
+
+  /** Calls `listener` with every decision recorded from now on; returns the unsubscribe. */
+  subscribe(listener: DecisionListener): () => void {
+    this.#listeners.add(listener);
+    return () => {
+      this.#listeners.delete(listener);
+    };
+  }
+
+  /** Writes what every sink buffers now (a failed write leaves its entries buffered). */
+  async flush(): Promise<void> {
+    await Promise.all(this.#sinks.map((s) => s.flush()));
+  }
+
+  /**
+   * Stops the sinks' timers and writes what they buffer, giving up after
+   * `timeoutMs` (what is left is lost, and logged).
+   */
+  async close(timeoutMs = 5_000): Promise<void> {
+    for (const sink of this.#sinks) sink.close();
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+    });
+    await Promise.race([this.flush(), deadline]);
+    clearTimeout(timer);
+    await this.#agent?.destroy().catch(() => undefined);
+    for (const sink of this.#sinks) {
+      if (sink.buffered > 0) {
+        this.#logger.warn('decision audit entries not written at shutdown', {
+          sink: sink.name,
+          entries: sink.buffered,
+        });
+      }
+    }
+  }
+}
+
+/** A record as the store keeps it. */
+function toRow(record: DecisionRecord): DecisionRow {
+  const time = record.time;
+  return {
+    decisionId: record.decisionId,
+    time: time === undefined ? 0 : Number(time.seconds) * 1000 + Math.floor(time.nanos / 1e6),
+    operationId: record.operationId,
+    outcome: record.outcome,
+    record: toBinary(DecisionRecordSchema, record),
+  };
+}
+
+/** One proto JSON object per line. */
+export function jsonLines(batch: readonly DecisionRecord[]): string {
+  let text = '';
+  for (const record of batch) text += `${toJsonString(DecisionRecordSchema, record)}\n`;
+  return text;
+}
+
+/** Writes all of `bytes` to `fd` through the thread pool. */
+async function writeAll(fd: number, bytes: Buffer): Promise<void> {
+  let offset = 0;
+  while (offset < bytes.length) {
+    offset += await new Promise<number>((resolve, reject) => {
+      fsWrite(fd, bytes, offset, bytes.length - offset, null, (err, written) =>
+        err === null ? resolve(written) : reject(err),
+      );
+    });
+  }
+}
+
+/**
+ * POSTs one batch as a gzip JSON array (`Content-Encoding: gzip`, as OPA's
+ * decision logs do); rejects unless the answer is 2xx.
+ */
+async function postBatch(
+  dispatcher: Dispatcher,
+  url: string,
+  batch: readonly DecisionRecord[],
+  authorization: string | undefined,
+): Promise<void> {
+  let json = '[';
+  for (const [i, record] of batch.entries()) {
+    json += `${i === 0 ? '' : ','}${toJsonString(DecisionRecordSchema, record)}`;
+  }
+  const body = await gzip(`${json}]`);
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'content-encoding': 'gzip',
+  };
+  if (authorization !== undefined && authorization !== '') headers.authorization = authorization;
+  const response = await request(url, {
+    dispatcher,
+    method: 'POST',
+    headers,
+    body,
+    headersTimeout: HTTP_TIMEOUT_MS,
+    bodyTimeout: HTTP_TIMEOUT_MS,
+  });
+  await response.body.dump();
+  if (response.statusCode < 200 || response.statusCode >= 300) {
+    throw new Error(`the audit endpoint answered HTTP ${response.statusCode}`);
+  }
+}

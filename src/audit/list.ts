@@ -1,0 +1,175 @@
+/**
+ * @module `ListDecisions`: one page of the decision audit log kept in the
+ * store, newest first, with an opaque page token bound to the filters.
+ */
+import { createHash } from 'node:crypto';
+import { fromBinary } from '@bufbuild/protobuf';
+import type { Timestamp } from '@bufbuild/protobuf/wkt';
+import {
+  DecisionOutcome,
+  type DecisionRecord,
+  DecisionRecordSchema,
+  type ListDecisionsRequest,
+} from '../../gen/agenthooks/v1/audit_pb.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { validateOperationId } from '../hooks/validate.js';
+import type { DecisionQuery, DecisionStore } from '../store/store.js';
+
+/** Entries of a page when the request asks for none. */
+export const DEFAULT_PAGE_SIZE = 100;
+/** Most entries of a page. */
+export const MAX_PAGE_SIZE = 1_000;
+
+/** Latest time a Timestamp may hold (9999-12-31T23:59:59Z), in seconds. */
+const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
+/** Earliest (0001-01-01T00:00:00Z), in seconds. */
+const MIN_TIMESTAMP_SECONDS = -62_135_596_800n;
+
+/** One page of {@link listDecisions}. */
+export interface DecisionPage {
+  readonly decisions: DecisionRecord[];
+  readonly nextPageToken: string;
+}
+
+/**
+ * Answers one page of the audit log.
+ *
+ * @throws AgentHooksError FAILED_PRECONDITION `AUDIT_STORE_DISABLED` when
+ *   `store` is undefined (the store sink is off).
+ * @throws InvalidArgumentError naming the field: `operationId`, `pageSize`
+ *   (`PAGE_SIZE_OUT_OF_RANGE`), `startTime`/`endTime`
+ *   (`INVALID_TIME_RANGE`), `pageToken` (`INVALID_PAGE_TOKEN`), `outcome`.
+ */
+export async function listDecisions(
+  store: DecisionStore | undefined,
+  request: ListDecisionsRequest,
+): Promise<DecisionPage> {
+  const query = checkedQuery(request);
+  if (store === undefined) {
+    throw new AgentHooksError(
+      'failed_precondition',
+      'AUDIT_STORE_DISABLED',
+      'the decision audit log is not kept in the store: start the sidecar with --audit-store',
+    );
+  }
+  // One more than the page: tells whether a next page exists.
+  const rows = await store.listDecisions(extendQuery(query, query.limit + 1));
+  const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  return {
+    decisions: page.map((row) => fromBinary(DecisionRecordSchema, row.record)),
+    nextPageToken:
+      rows.length > query.limit && last !== undefined
+        ? encodeToken(last.time, last.decisionId, filterKey(request))
+        : '',
+  };
+}
+
+function extendQuery(query: DecisionQuery, limit: number): DecisionQuery {
+  return Object.assign({}, query, { limit });
+}
+
+/** Validates the whole request into a store query. */
+function checkedQuery(request: ListDecisionsRequest): DecisionQuery {
+  if (request.operationId !== '') validateOperationId(request.operationId, 'operationId');
+  const size = request.pageSize;
+  if (size < 0 || size > MAX_PAGE_SIZE) {
+    throw new InvalidArgumentError(
+      'pageSize',
+      'PAGE_SIZE_OUT_OF_RANGE',
+      `pageSize must be 0 (for ${DEFAULT_PAGE_SIZE}) to ${MAX_PAGE_SIZE}, got ${size}`,
+    );
+  }
+  if (DecisionOutcome[request.outcome] === undefined) {
+    throw new InvalidArgumentError(
+      'outcome',
+      'INVALID_ENUM_VALUE',
+      `outcome ${request.outcome} is not a DecisionOutcome`,
+    );
+  }
+  const from = timeMs(request.startTime, 'startTime');
+  const to = timeMs(request.endTime, 'endTime');
+  if (from !== undefined && to !== undefined && to <= from) {
+    throw new InvalidArgumentError(
+      'endTime',
+      'INVALID_TIME_RANGE',
+      'endTime must be after startTime',
+    );
+  }
+  const query: {
+    operationId?: string;
+    from?: number;
+    to?: number;
+    outcome?: number;
+    before?: { time: number; decisionId: string };
+    limit: number;
+  } = { limit: size === 0 ? DEFAULT_PAGE_SIZE : size };
+  if (request.operationId !== '') query.operationId = request.operationId;
+  if (from !== undefined) query.from = from;
+  if (to !== undefined) query.to = to;
+  if (request.outcome !== DecisionOutcome.UNSPECIFIED) query.outcome = request.outcome;
+  if (request.pageToken !== '') {
+    query.before = decodeToken(request.pageToken, filterKey(request));
+  }
+  return query;
+}
+
+/** A Timestamp in epoch milliseconds (rounded down), or undefined when unset. */
+function timeMs(t: Timestamp | undefined, field: string): number | undefined {
+  if (t === undefined) return undefined;
+  if (
+    t.seconds < MIN_TIMESTAMP_SECONDS ||
+    t.seconds > MAX_TIMESTAMP_SECONDS ||
+    t.nanos < 0 ||
+    t.nanos > 999_999_999
+  ) {
+    throw new InvalidArgumentError(
+      field,
+      'INVALID_TIME_RANGE',
+      `${field} is not a valid timestamp (years 1 to 9999, nanos 0 to 999999999)`,
+    );
+  }
+  return Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6);
+}
+
+/** Identifies the filters a token belongs to. */
+function filterKey(request: ListDecisionsRequest): string {
+  const text = JSON.stringify([
+    request.operationId,
+    request.startTime === undefined
+      ? null
+      : `${request.startTime.seconds}.${request.startTime.nanos}`,
+    request.endTime === undefined ? null : `${request.endTime.seconds}.${request.endTime.nanos}`,
+    request.outcome,
+  ]);
+  return createHash('sha256').update(text).digest('base64url').slice(0, 16);
+}
+
+function encodeToken(time: number, decisionId: string, filters: string): string {
+  return Buffer.from(JSON.stringify({ t: time, i: decisionId, f: filters })).toString('base64url');
+}
+
+function decodeToken(token: string, filters: string): { time: number; decisionId: string } {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  const p = parsed as { t?: unknown; i?: unknown; f?: unknown } | undefined;
+  if (
+    p === undefined ||
+    p === null ||
+    typeof p !== 'object' ||
+    !Number.isSafeInteger(p.t) ||
+    typeof p.i !== 'string' ||
+    p.f !== filters
+  ) {
+    throw new InvalidArgumentError(
+      'pageToken',
+      'INVALID_PAGE_TOKEN',
+      'pageToken is not a token this sidecar issued for the same filters',
+    );
+  }
+  return { time: p.t as number, decisionId: p.i };
+}

@@ -1,0 +1,143 @@
+/**
+ * @module Builds the `DecisionRecord` of each kind of decision from what the
+ * RPC answered. Only called when the audit log has a sink or a subscriber.
+ */
+import { create, type JsonValue, toJson } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import {
+  DecisionKind,
+  DecisionOutcome,
+  type DecisionRecord,
+  DecisionRecordSchema,
+} from '../../gen/agenthooks/v1/audit_pb.js';
+import type { Decision, HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
+import {
+  type ToolCallContext,
+  type ToolResult,
+  ToolResultSchema,
+} from '../../gen/agenthooks/v1/events_pb.js';
+import type { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { durationOf } from '../hooks/dispatch.js';
+import type { ModifyAnswer } from '../modify/run.js';
+import { applyMasks, type Pointer } from './masks.js';
+
+/** Whether payloads are recorded, and what is removed from them first. */
+export interface PayloadPolicy {
+  /** JSON pointers removed from each payload before any sink sees it. */
+  readonly masks: readonly Pointer[];
+}
+
+/** What every record has, whatever its kind. */
+interface Common {
+  readonly decisionId: string;
+  /** `performance.now()` when the request arrived. */
+  readonly startedAt: number;
+  /** Recorded payloads, when the operator opted in; undefined records none. */
+  readonly payloads: PayloadPolicy | undefined;
+}
+
+/** A tool decision: `DecideToolCall`, `DecideToolResult` or a publication. */
+export interface ToolDecision extends Common {
+  readonly kind: DecisionKind;
+  readonly context: ToolCallContext | undefined;
+  readonly chain: readonly string[];
+  readonly decision: Decision;
+  readonly outcomes: readonly HookOutcome[];
+  /** The result the runtime submitted (tool result decisions and publications). */
+  readonly result?: ToolResult;
+}
+
+/** The record of a tool decision. */
+export function toolDecisionRecord(d: ToolDecision): DecisionRecord {
+  const context = d.context;
+  const outcome = d.decision.outcome;
+  let payloadJson = '';
+  if (d.payloads !== undefined) {
+    const doc: Record<string, JsonValue> = {
+      // A Struct is a JSON object in protobuf-es: copied, since masks edit the document.
+      args: context?.args === undefined ? {} : structuredClone(context.args),
+    };
+    if (d.result !== undefined) doc.result = toJson(ToolResultSchema, d.result);
+    if (outcome.case === 'mock' && outcome.value.result !== undefined) {
+      doc.mockResult = toJson(ToolResultSchema, outcome.value.result);
+    }
+    if (outcome.case === 'deny' && outcome.value.blockedResult !== undefined) {
+      doc.blockedResult = toJson(ToolResultSchema, outcome.value.blockedResult);
+    }
+    payloadJson = maskedJson(doc, d.payloads);
+  }
+  return create(DecisionRecordSchema, {
+    decisionId: d.decisionId,
+    time: timestampFromMs(Date.now()),
+    kind: d.kind,
+    operationId: context?.operationId ?? '',
+    operationChain: [...d.chain],
+    toolCallId: context?.toolCallId ?? '',
+    identifier: context?.identifier ?? '',
+    apiName: context?.apiName ?? '',
+    outcome:
+      outcome.case === 'deny'
+        ? DecisionOutcome.DENY
+        : outcome.case === 'mock'
+          ? DecisionOutcome.MOCK
+          : DecisionOutcome.ALLOW,
+    reason: outcome.case === 'deny' ? outcome.value.reason : '',
+    classification: outcome.case === 'deny' ? outcome.value.classification : 0,
+    hookId: outcome.case === 'deny' || outcome.case === 'mock' ? outcome.value.hookId : '',
+    outcomes: [...d.outcomes],
+    duration: durationOf(performance.now() - d.startedAt),
+    payloadJson,
+  });
+}
+
+/** A `Modify` call. */
+export interface ModifyDecision extends Common {
+  readonly operationId: string;
+  readonly point: ModifyPoint;
+  readonly toolName: string | undefined;
+  readonly answer: ModifyAnswer;
+  /** The request's context JSON (read only when payloads are recorded). */
+  readonly contextJson: string;
+}
+
+/** The record of a `Modify` call. */
+export function modifyRecord(d: ModifyDecision): DecisionRecord {
+  const outcome = d.answer.outcome;
+  let payloadJson = '';
+  if (d.payloads !== undefined) {
+    const result = outcome.case === 'resultJson' ? `,"result":${outcome.value}` : '';
+    if (d.payloads.masks.length === 0) {
+      // Both are JSON objects already: kept as sent, large integers included.
+      payloadJson = `{"context":${d.contextJson}${result}}`;
+    } else {
+      // Parsed to be masked: integers past 2^53 lose precision here.
+      const doc: Record<string, JsonValue> = { context: JSON.parse(d.contextJson) as JsonValue };
+      if (outcome.case === 'resultJson') doc.result = JSON.parse(outcome.value) as JsonValue;
+      payloadJson = maskedJson(doc, d.payloads);
+    }
+  }
+  return create(DecisionRecordSchema, {
+    decisionId: d.decisionId,
+    time: timestampFromMs(Date.now()),
+    kind: DecisionKind.MODIFY,
+    operationId: d.operationId,
+    apiName: d.toolName ?? '',
+    point: d.point,
+    outcome:
+      outcome.case === 'blocked'
+        ? DecisionOutcome.BLOCKED
+        : outcome.value === '{}'
+          ? DecisionOutcome.UNCHANGED
+          : DecisionOutcome.MODIFIED,
+    reason: outcome.case === 'blocked' ? outcome.value.message : '',
+    hookId: outcome.case === 'blocked' ? outcome.value.hookId : '',
+    outcomes: [...d.answer.outcomes],
+    duration: durationOf(performance.now() - d.startedAt),
+    payloadJson,
+  });
+}
+
+function maskedJson(doc: Record<string, JsonValue>, policy: PayloadPolicy): string {
+  applyMasks(doc, policy.masks);
+  return JSON.stringify(doc);
+}
