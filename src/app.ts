@@ -14,7 +14,7 @@ import { BackgroundScope } from './background.js';
 import { AUDIT_HTTP_AUTHORIZATION_VAR, type ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
 import { OperatorPlugins } from './config/plugins.js';
-import { decisionView, RecentDecisions } from './console/decisions.js';
+import { createAuditDecisionSource } from './console/audit-source.js';
 import { createConsoleSource } from './console/source.js';
 import type { ConsoleSource } from './console/views.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
@@ -384,8 +384,11 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
   );
 
-  const decisions = new RecentDecisions();
-  recordDecisions(hookService, decisions);
+  // The console reads the audit log: its store listing when the store sink is
+  // on, else the last decisions kept in memory from its feed.
+  const decisions = createAuditDecisionSource(audit, config.audit.store ? store : undefined, {
+    keepInMemory: config.adminListen !== undefined,
+  });
   const consoleSource = createConsoleSource({
     version: packageVersion(),
     startedAt: Date.now(),
@@ -468,65 +471,5 @@ function packageVersion(): string {
     return typeof pkg.version === 'string' ? pkg.version : 'unknown';
   } catch {
     return 'unknown';
-  }
-}
-
-/**
- * Wraps the decision RPCs of `service` so that each answered decision is
- * kept in `decisions` for the admin console (after the answer is built; a
- * failed call is not a decision).
- */
-function recordDecisions(
-  service: Partial<ServiceImpl<typeof HookService>>,
-  decisions: RecentDecisions,
-): void {
-  const decideToolCall = service.decideToolCall;
-  if (decideToolCall !== undefined) {
-    service.decideToolCall = async function recordedDecideToolCall(request, ctx) {
-      const response = await decideToolCall(request, ctx);
-      decisions.record(
-        decisionView({
-          kind: 'DecideToolCall',
-          context: request.event?.context,
-          decision: response.decision,
-          outcomes: response.outcomes ?? [],
-          at: Date.now(),
-        }),
-      );
-      return response;
-    };
-  }
-  const decideToolResult = service.decideToolResult;
-  if (decideToolResult !== undefined) {
-    service.decideToolResult = async function recordedDecideToolResult(request, ctx) {
-      const response = await decideToolResult(request, ctx);
-      decisions.record(
-        decisionView({
-          kind: 'DecideToolResult',
-          context: request.event?.context,
-          decision: response.decision,
-          outcomes: response.outcomes ?? [],
-          at: Date.now(),
-        }),
-      );
-      return response;
-    };
-  }
-  const publish = service.publishDeferredResult;
-  if (publish !== undefined) {
-    service.publishDeferredResult = async function recordedPublishDeferredResult(request, ctx) {
-      const response = await publish(request, ctx);
-      decisions.record(
-        decisionView({
-          kind: 'PublishDeferredResult',
-          operationId: request.operationChain[0] ?? '',
-          toolCallId: request.toolCallId,
-          outcome: response.published ? 'published' : 'duplicate',
-          outcomes: [],
-          at: Date.now(),
-        }),
-      );
-      return response;
-    };
   }
 }

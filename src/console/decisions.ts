@@ -1,21 +1,16 @@
 /**
- * @module The decisions the console shows, until the audit log's store
- * listing and feed are wired in: {@link RecentDecisions} keeps the last
- * decisions of each operation in memory (bounded in operations and per
- * operation) and tells subscribers of each new one; {@link decisionView}
- * turns an RPC's request and answer into a {@link DecisionView}.
- * Nothing here is on a decision's critical path beyond an array push.
+ * @module Decisions kept in memory for the console when the audit log's
+ * store sink is off: {@link RecentDecisions} keeps the last decisions of
+ * each operation (bounded in operations and per operation) and tells
+ * subscribers of each new one; {@link hookOutcomeView} is the console's
+ * view of one hook's part in a decision.
  */
-import { randomUUID } from 'node:crypto';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import {
-  type DecisionSchema,
-  DenyClassification,
   type HookOutcomeSchema,
   HookOutcomeStatus,
   HookSource,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
-import type { ToolCallContext } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { hookTypeLiteral } from '../delivery/event-json.js';
 import type { DecisionHookView, DecisionSource, DecisionView } from './views.js';
@@ -77,43 +72,6 @@ export class RecentDecisions implements DecisionSource {
   }
 }
 
-/** What an RPC decided, as {@link decisionView} reads it. */
-export interface DecisionFacts {
-  readonly kind: string;
-  readonly context?: ToolCallContext | undefined;
-  readonly operationId?: string;
-  readonly toolCallId?: string;
-  /** The answer's decision, as the service built it (a message or its init shape). */
-  readonly decision?: MessageInitShape<typeof DecisionSchema> | undefined;
-  /** For a publication: `published` or `duplicate`. */
-  readonly outcome?: string;
-  readonly outcomes: readonly MessageInitShape<typeof HookOutcomeSchema>[];
-  readonly at: number;
-}
-
-/** Builds the view of one decision. */
-export function decisionView(facts: DecisionFacts): DecisionView {
-  const outcome = facts.decision?.outcome;
-  const deny = outcome?.case === 'deny' ? outcome.value : undefined;
-  return {
-    decisionId: randomUUID(),
-    time: new Date(facts.at).toISOString(),
-    kind: facts.kind,
-    operationId: facts.operationId ?? facts.context?.operationId ?? '',
-    toolCallId: facts.toolCallId ?? facts.context?.toolCallId ?? '',
-    identifier: facts.context?.identifier ?? '',
-    apiName: facts.context?.apiName ?? '',
-    point: '',
-    outcomes: facts.outcomes.map(hookOutcomeView),
-    decision: facts.outcome ?? outcome?.case ?? '',
-    reason: deny?.reason ?? '',
-    classification:
-      deny === undefined
-        ? ''
-        : classificationLiteral(deny.classification ?? DenyClassification.UNSPECIFIED),
-  };
-}
-
 /** Builds the view of one hook's outcome. */
 export function hookOutcomeView(
   outcome: MessageInitShape<typeof HookOutcomeSchema>,
@@ -131,11 +89,6 @@ export function hookOutcomeView(
     httpStatus: outcome.httpStatus ?? 0,
     latencyMs: durationMs(outcome.duration),
   };
-}
-
-/** The spec's literal of a deny classification (`hook_denied`, `hook_control_error`). */
-function classificationLiteral(classification: DenyClassification): string {
-  return (DenyClassification[classification] ?? 'UNSPECIFIED').toLowerCase();
 }
 
 function durationMs(duration: { seconds?: bigint; nanos?: number } | undefined): number {

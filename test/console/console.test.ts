@@ -5,7 +5,9 @@
  * decisions of a scripted run with their outcomes; a hook id and a deny
  * reason holding `<script>` render as text and run nothing; without the
  * token (or with a wrong one) the console answers 401; the live view shows
- * a decision made after it was opened. A screenshot of each page is written
+ * a decision made after it was opened. Decisions come from the audit log
+ * (`--audit-store`: the store's listing, and its feed for the live view),
+ * with the decision ids the RPCs answered. A screenshot of each page is written
  * under test-output/console/ for a reviewer.
  */
 import { mkdirSync } from 'node:fs';
@@ -19,6 +21,7 @@ import {
   OPS,
   runScript,
   SCRIPTED_RUN_ARGS,
+  type ScriptedRun,
   scriptReceiver,
   transportOf,
 } from '../deploy/scripted-run.js';
@@ -42,6 +45,7 @@ describe('the admin console', () => {
   let receiver: Receiver | undefined;
   let browser: Browser | undefined;
   let base = '';
+  let run: ScriptedRun | undefined;
   const dialogs: string[] = [];
 
   beforeAll(async () => {
@@ -50,15 +54,18 @@ describe('the admin console', () => {
     scriptReceiver(receiver, EVIL_REASON);
     sidecar = await startSidecar({
       admin: true,
-      args: SCRIPTED_RUN_ARGS,
+      args: [...SCRIPTED_RUN_ARGS, '--audit-store'],
       env: { AGENTHOOKS_AUTH_TOKEN: TOKEN },
     });
     base = `http://${sidecar.admin}`;
-    await runScript(sidecar.grpc, receiver, {
+    run = await runScript(sidecar.grpc, receiver, {
       denyHookId: EVIL_HOOK_ID,
       denyReason: EVIL_REASON,
       token: TOKEN,
     });
+    // The store sink commits in groups at most 50 ms apart: wait for the run's last entries.
+    await decisionsOf(OPS.allowed, 4);
+    await decisionsOf(OPS.denied, 1);
     browser = await puppeteer.launch({
       executablePath: CHROMIUM,
       headless: true,
@@ -72,6 +79,27 @@ describe('the admin console', () => {
     await killSidecar(sidecar);
     await receiver?.close();
   });
+
+  /** The operation's decisions as JSON, once it has at least `count` (polled, bounded). */
+  async function decisionsOf(
+    operationId: string,
+    count: number,
+  ): Promise<{ decisionId: string; kind: string; toolCallId: string; decision: string }[]> {
+    const deadline = Date.now() + PAGE_TIMEOUT_MS;
+    for (;;) {
+      const res = await fetch(`${base}/ops/${encodeURIComponent(operationId)}.json`, {
+        headers: AUTH,
+      });
+      const view = (await res.json()) as {
+        decisions: { decisionId: string; kind: string; toolCallId: string; decision: string }[];
+      };
+      if (view.decisions.length >= count) return view.decisions;
+      if (Date.now() > deadline) {
+        throw new Error(`${operationId} has ${view.decisions.length} decisions, not ${count}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
 
   /** A page that sends the token and records every dialog. */
   async function openPage(path: string): Promise<Page> {
@@ -156,13 +184,23 @@ describe('the admin console', () => {
     // The same view as JSON.
     const json = (await (
       await fetch(`${base}/ops/${OPS.allowed}.json`, { headers: AUTH })
-    ).json()) as { hooks: { id: string; position: number }[]; decisions: unknown[] };
+    ).json()) as {
+      hooks: { id: string; position: number }[];
+      decisions: { decisionId: string; kind: string; toolCallId: string; decision: string }[];
+    };
     expect(json.hooks.map((h) => [h.position, h.id])).toEqual([
       [1, 'allow-control'],
       [2, 'observer'],
       [3, 'notify-step'],
     ]);
-    expect(json.decisions).toHaveLength(3);
+    // The audit log's entries, newest first, with the ids the RPCs answered.
+    const ids = (run as ScriptedRun).decisionIds;
+    expect(json.decisions.map((d) => [d.kind, d.toolCallId, d.decision, d.decisionId])).toEqual([
+      ['PublishDeferredResult', 'parked-0', 'allow', ids['parked-0']],
+      ['DecideToolCall', 'allowed-2', 'allow', ids['allowed-2']],
+      ['DecideToolCall', 'allowed-1', 'allow', ids['allowed-1']],
+      ['DecideToolCall', 'allowed-0', 'allow', ids['allowed-0']],
+    ]);
   });
 
   it('renders a hook id and a reason holding <script> as text and runs nothing', async () => {
@@ -211,7 +249,7 @@ describe('the admin console', () => {
     await page.waitForSelector('body[data-live="open"]', { timeout: PAGE_TIMEOUT_MS });
     expect(await page.$$eval('#live-decisions tbody tr', (trs) => trs.length)).toBe(0);
     const client = createClient(HookService, transportOf((sidecar as SidecarProcess).grpc, TOKEN));
-    await client.decideToolCall({
+    const answer = await client.decideToolCall({
       event: {
         context: {
           operationId: OPS.denied,
@@ -227,6 +265,9 @@ describe('the admin console', () => {
     });
     const text = await row?.evaluate((tr) => tr.textContent ?? '');
     expect(text).toContain('live-call-1');
+    expect(await row?.evaluate((tr) => tr.getAttribute('data-decision-id'))).toBe(
+      answer.decisionId,
+    );
     expect(text).toContain('deny (hook_denied)');
     // The reason arrived as text in the live view too.
     expect(await page.$eval('#live-decisions td.reason', (td) => td.textContent)).toBe(EVIL_REASON);

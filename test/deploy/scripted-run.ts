@@ -27,6 +27,8 @@ export const OPS = {
 export interface ScriptedRun {
   readonly allowedCalls: number;
   readonly deniedReason: string;
+  /** The decision id each decision RPC answered, by tool call id. */
+  readonly decisionIds: Readonly<Record<string, string>>;
 }
 
 /**
@@ -121,13 +123,18 @@ export async function runScript(
       },
     ],
   });
+  const decisionIds: Record<string, string> = {};
+  const decide = async (operationId: string, toolCallId: string) => {
+    const answer = await client.decideToolCall({
+      event: { context: context(operationId, toolCallId) },
+    });
+    decisionIds[toolCallId] = answer.decisionId;
+  };
   // Three allowed calls: the first observer stays in flight, the next two are dropped.
   const allowedCalls = 3;
-  for (let i = 0; i < allowedCalls; i++) {
-    await client.decideToolCall({ event: { context: context(OPS.allowed, `allowed-${i}`) } });
-  }
-  await client.decideToolCall({ event: { context: context(OPS.denied, 'denied-0') } });
-  await client.decideToolCall({ event: { context: context(OPS.failOpen, 'fail-open-0') } });
+  for (let i = 0; i < allowedCalls; i++) await decide(OPS.allowed, `allowed-${i}`);
+  await decide(OPS.denied, 'denied-0');
+  await decide(OPS.failOpen, 'fail-open-0');
   await client.dispatch({
     event: { event: { case: 'afterStep', value: { operationId: OPS.allowed, userId: 'u' } } },
   });
@@ -139,9 +146,10 @@ export async function runScript(
     context: context(OPS.allowed, 'parked-waiting'),
     kind: ParkKind.HUMAN_APPROVAL,
   });
-  await client.publishDeferredResult({
+  const published = await client.publishDeferredResult({
     toolCallId: 'parked-0',
     result: { content: 'done', success: true },
   });
-  return { allowedCalls, deniedReason: options.denyReason };
+  decisionIds['parked-0'] = published.decisionId;
+  return { allowedCalls, deniedReason: options.denyReason, decisionIds };
 }
