@@ -6,6 +6,7 @@
  * not listed by hand).
  */
 import { readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
@@ -169,6 +170,35 @@ function matches(series: Series, selector: Selector): boolean {
   });
 }
 
+/** How long the audit sinks may take to write and count. */
+const SCRAPE_DEADLINE_MS = 10_000;
+
+/** The selectors of `queries` that no series matches, and queries reading no metric of ours. */
+function missingSeries(queries: readonly string[], series: readonly Series[]): string[] {
+  const missing: string[] = [];
+  for (const query of queries) {
+    const selectors = selectorsOf(query);
+    if (!selectors.some((s) => s.name.startsWith('agenthooks_'))) {
+      missing.push(`no metric: ${query}`);
+    }
+    for (const selector of selectors) {
+      if (!series.some((s) => matches(s, selector))) {
+        missing.push(`${selector.name}${JSON.stringify(selector.matchers)} in ${query}`);
+      }
+    }
+  }
+  return missing;
+}
+
+/** A loopback port that nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
 /** Every PromQL expression of the dashboard's panels. */
 function dashboardQueries(): string[] {
   const dashboard = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as {
@@ -217,25 +247,31 @@ describe('the dashboard and the alert rules', () => {
   it('query only series that a sidecar exports after a scripted run', async () => {
     receiver = await startReceiver();
     scriptReceiver(receiver, 'not allowed');
-    sidecar = await startSidecar({ args: SCRIPTED_RUN_ARGS });
+    // The audit log's store sink writes; its HTTP sink posts to a closed port,
+    // and a buffer of one entry drops the oldest: every audit series has data.
+    sidecar = await startSidecar({
+      args: [
+        ...SCRIPTED_RUN_ARGS,
+        '--audit-store',
+        '--audit-http',
+        `http://127.0.0.1:${await closedPort()}/audit`,
+        '--audit-buffer',
+        '1',
+      ],
+    });
     await runScript(sidecar.grpc, receiver, { denyReason: 'not allowed' });
-    const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
-    const series = parseExposition(text);
 
     const queries = [...dashboardQueries(), ...ruleExpressions()];
     expect(queries.length).toBeGreaterThan(15);
-    const missing: string[] = [];
-    for (const query of queries) {
-      const selectors = selectorsOf(query);
-      // Every query reads at least one metric of ours.
-      if (!selectors.some((s) => s.name.startsWith('agenthooks_')))
-        missing.push(`no metric: ${query}`);
-      for (const selector of selectors) {
-        if (!series.some((s) => matches(s, selector))) {
-          missing.push(`${selector.name}${JSON.stringify(selector.matchers)} in ${query}`);
-        }
-      }
-    }
+    // The audit sinks write off the decision path: poll until their series are there.
+    const deadline = Date.now() + SCRAPE_DEADLINE_MS;
+    let missing: string[] = [];
+    do {
+      const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
+      missing = missingSeries(queries, parseExposition(text));
+      if (missing.length === 0) break;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    } while (Date.now() < deadline);
     expect(missing).toEqual([]);
   });
 });
