@@ -191,7 +191,7 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): ConsoleHan
     );
     // The retry hint, and a first line so that the browser's open event fires at once.
     res.write('retry: 2000\n: connected\n\n');
-    const send = (decision: DecisionView) => {
+    const push = (decision: DecisionView) => {
       if (res.writableLength > MAX_BUFFERED_BYTES) {
         stop();
         return;
@@ -201,7 +201,7 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): ConsoleHan
         `event: decision\nid: ${decision.decisionId}\ndata: ${JSON.stringify(decision)}\n\n`,
       );
     };
-    const unsubscribe = source.decisions.subscribe(send);
+    const unsubscribe = source.decisions.subscribe(push);
     const heartbeat = setInterval(() => res.write(': heartbeat\n\n'), HEARTBEAT_MS);
     heartbeat.unref();
     const stop = () => {

@@ -12,7 +12,7 @@ import type { PluginsSnapshot } from '../config/plugins.js';
 import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
 import { OPERATION_EXPIRED, type ParkedCallRecord } from '../store/store.js';
-import { configEntries, hookView, redactValue } from './redact.js';
+import { configEntries, hookView, redactUrl, redactValue } from './redact.js';
 import type {
   ConsoleSource,
   DecisionSource,
@@ -86,6 +86,7 @@ export function createConsoleSource(deps: ConsoleSourceDeps): ConsoleSource {
   return {
     async status(): Promise<StatusView> {
       const health = deps.health();
+      const store = deps.store();
       const gauges = await deps.gauges();
       const at = now();
       return {
@@ -94,7 +95,8 @@ export function createConsoleSource(deps: ConsoleSourceDeps): ConsoleSource {
         uptimeSeconds: Math.round((at - deps.startedAt) / 1000),
         liveness: health.liveness,
         readiness: health.readiness,
-        store: deps.store(),
+        // A PostgreSQL URL may hold a password.
+        store: extend(store, { location: redactUrl(store.location) }),
         handlerStreams: gauges.handlerStreams,
         detachedInFlight: gauges.detachedInFlight,
       };

@@ -34,7 +34,7 @@ function sourceWith(storedHooks: () => Promise<{ hooks: Hook[]; known: boolean }
       }) as EnvironmentSnapshot,
     plugins: () => ({ generation: 1, hooks: { ok: true, plugins: 0, hooks: [] } }),
     health: () => ({ liveness: 'SERVING', readiness: 'SERVING' }),
-    store: () => ({ kind: 'sqlite', serving: true, location: 'x.db' }),
+    store: () => ({ kind: 'postgres', serving: true, location: 'postgres://app:pw@db/agent' }),
     gauges: async () => ({ handlerStreams: 0, detachedInFlight: 0 }),
     storedHooks: storedHooks,
     parkedCalls: async () => [],
@@ -58,6 +58,15 @@ describe('the console source', () => {
       { key: 'AGENT_HOOK_WEBHOOK_EVENTS', value: 'beforeToolCall' },
       { key: 'AGENT_HOOK_WEBHOOK_TOKEN', value: '[redacted]' },
     ]);
+  });
+
+  it('shows the store without the password of its URL', async () => {
+    const source = sourceWith(async () => ({ hooks: [], known: false }));
+    expect((await source.status()).store).toEqual({
+      kind: 'postgres',
+      serving: true,
+      location: 'postgres://app:[redacted]@db/agent',
+    });
   });
 
   it('shows an operation that retention expired as expired, and passes other failures on', async () => {
