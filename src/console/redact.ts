@@ -64,6 +64,14 @@ export function redactUrl(text: string): string {
   return url.toString().replaceAll(encodeURIComponent(REDACTED), REDACTED);
 }
 
+/** A URL inside free text. */
+const URL_IN_TEXT = /\b[a-z][a-z0-9+.-]*:\/\/[^\s"'<>]+/gi;
+
+/** Returns `text` with every URL in it redacted as {@link redactUrl} does (for error messages). */
+export function redactText(text: string): string {
+  return text.replace(URL_IN_TEXT, (url) => redactUrl(url));
+}
+
 /** Returns a header value with every literal part other than an auth scheme redacted. */
 export function redactHeaderValue(value: string): string {
   const literal = value.replace(TEMPLATE, '');

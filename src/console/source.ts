@@ -12,7 +12,7 @@ import type { PluginsSnapshot } from '../config/plugins.js';
 import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
 import { OPERATION_EXPIRED, type ParkedCallRecord } from '../store/store.js';
-import { configEntries, hookView, redactUrl, redactValue } from './redact.js';
+import { configEntries, hookView, redactText, redactUrl, redactValue } from './redact.js';
 import type {
   ConsoleSource,
   DecisionSource,
@@ -67,14 +67,14 @@ export function createConsoleSource(deps: ConsoleSourceDeps): ConsoleSource {
       environment: {
         generation: env.generation,
         valid: env.hooks.ok,
-        error: env.hooks.ok ? undefined : env.hooks.error.message,
+        error: env.hooks.ok ? undefined : redactText(env.hooks.error.message),
         envFile: deps.envFile,
         hooks: env.hooks.ok ? env.hooks.hooks.map((h, i) => hookView(h, i + 1, 'environment')) : [],
       },
       plugins: {
         generation: plugins.generation,
         valid: plugins.hooks.ok,
-        error: plugins.hooks.ok ? undefined : plugins.hooks.error.message,
+        error: plugins.hooks.ok ? undefined : redactText(plugins.hooks.error.message),
         pluginsFile: deps.pluginsFile,
         plugins: plugins.hooks.ok ? plugins.hooks.plugins : 0,
         hooks: plugins.hooks.ok

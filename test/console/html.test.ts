@@ -9,6 +9,7 @@ import {
   configEntries,
   REDACTED,
   redactHeaderValue,
+  redactText,
   redactUrl,
   redactValue,
 } from '../../src/console/redact.js';
@@ -52,6 +53,12 @@ describe('redaction', () => {
     );
     expect(redactUrl('https://hooks.example.com/in')).toBe('https://hooks.example.com/in');
     expect(redactUrl('/var/lib/agenthooks.db')).toBe('/var/lib/agenthooks.db');
+  });
+
+  it('redacts the URLs inside an error message', () => {
+    expect(redactText('plugins[0].hooks[1].webhook.url https://u:pw@h/x?k=v is refused')).toBe(
+      `plugins[0].hooks[1].webhook.url https://u:${REDACTED}@h/x?k=${REDACTED} is refused`,
+    );
   });
 
   it('keeps header templates and auth schemes, and redacts literal values', () => {
