@@ -8,7 +8,9 @@
 // within the same RSS. The bundle sits where main.js sat, so paths resolved
 // from `import.meta.url` in src/main.ts and src/descriptor-set.ts still hold.
 // Native and optional modules stay outside: better-sqlite3 (a compiled addon)
-// and pg-native (which pg only tries).
+// and pg-native (which pg only tries). So does OpenTelemetry: src/tracing
+// imports it dynamically, only when the OTEL_* variables turn tracing on, so
+// a sidecar without tracing neither parses nor keeps its half a megabyte.
 import { build } from 'esbuild';
 
 const ENTRY = 'dist/src/main.js';
@@ -28,7 +30,7 @@ await build({
   format: 'esm',
   // Node 20, as .nvmrc and the image pin it.
   target: 'node20',
-  external: ['better-sqlite3', 'pg-native'],
+  external: ['better-sqlite3', 'pg-native', '@opentelemetry/*'],
   // The CommonJS dependencies call require() for Node's modules; an ES module has none.
   banner: {
     js: "import { createRequire as __agenthooksCreateRequire } from 'node:module'; const require = __agenthooksCreateRequire(import.meta.url);",

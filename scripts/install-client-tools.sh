@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned toolchain of the Python and Go clients into .venv
-# (gitignored), and the Go modules of clients/go and examples/go:
+# (gitignored), and the Go modules of clients/go, examples/go and
+# integrations/go (the Vercel AI SDK adapter's `ai` is an npm dev dependency,
+# installed by npm ci):
 #   - a Python venv with clients/python/requirements.txt (grpcio-tools,
 #     grpcio, protobuf, googleapis-common-protos, grpcio-status for the
 #     example runtime's error details, and standardwebhooks for the
@@ -8,6 +10,8 @@
 #   - protoc-gen-go and protoc-gen-go-grpc at the versions of
 #     clients/versions.env, from the Go module proxy, into .venv/bin.
 # Idempotent: whatever is already there at the pinned version is kept.
+# Last, scripts/install-python-integrations.sh installs the Python framework
+# adapters (integrations/python) with their pinned frameworks.
 # With --generators-only (as scripts/generate-clients.sh runs it) it installs
 # the code generators and leaves the Go modules and build alone.
 # Needs python3 (3.9 or newer) and go (1.26 or newer) on PATH.
@@ -49,3 +53,11 @@ fi
 go -C clients/go mod download
 go -C examples/go mod download
 go -C examples/go build -o /dev/null .
+# The langchaingo adapter (integrations/go, github.com/tmc/langchaingo
+# v0.1.14 pinned by its go.sum): its modules, and one build of its canonical
+# runner to fill the build cache for test/integrations.
+go -C integrations/go mod download
+go -C integrations/go build -o /dev/null ./cmd/canonical
+
+# The Python framework adapters and their pinned frameworks (integrations/python).
+scripts/install-python-integrations.sh

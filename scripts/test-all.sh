@@ -35,4 +35,6 @@ scripts/install-client-tools.sh
 # Chromium (admin console tests) and promtool (alert rules tests), from Debian.
 scripts/install-operator-tools.sh
 npm run --silent build
+# The Vercel AI SDK adapter (integrations/ts/dist), which its tests run.
+npm run --silent build:integrations
 exec npx --no-install vitest run "$@"

@@ -45,6 +45,7 @@ import type {
   RetentionStore,
   UserStore,
 } from './store/store.js';
+import type { Tracing } from './tracing/tracing.js';
 import { createUserDirectory } from './users/directory.js';
 
 /** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
@@ -58,6 +59,9 @@ const SWEEPS_PER_SHORT_RETENTION = 4;
 const RETENTION_SWEEP_MIN_INTERVAL_MS = 100;
 /** Rows removed per retention transaction, so a sweep never stalls calls. */
 export const RETENTION_BATCH_SIZE = 200;
+
+/** Time a shutdown gives the trace exporter to flush, even when the grace period is spent. */
+const MIN_TRACE_FLUSH_MS = 2000;
 
 /** Every store interface the app uses; the SQLite and the PostgreSQL store both have them. */
 export type AppStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
@@ -104,6 +108,12 @@ export interface AppOptions {
    * true; tests that build several apps in one process turn it off.
    */
   readonly globalDispatcher?: boolean;
+  /**
+   * The tracer (`startTracing`), when the `OTEL_*` variables turn tracing
+   * on; the app ends it last in `close()`, which flushes its spans. Default
+   * none: no spans.
+   */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** A built application: the service implementation and what the edge reports on. */
@@ -120,6 +130,8 @@ export interface App {
   /** What the admin console reads (read-only views, redacted). */
   readonly console: ConsoleSource;
   readonly logger: Logger;
+  /** The tracer the edge makes server spans with; undefined while tracing is off. */
+  readonly tracing: Tracing | undefined;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
   /**
@@ -375,6 +387,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       now: Date.now,
       metrics,
       background,
+      tracing: options.tracing,
     },
     {
       streamMaxInFlight: config.streamMaxInFlight,
@@ -419,6 +432,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     metrics,
     console: consoleSource,
     logger,
+    tracing: options.tracing,
     background,
     audit,
     decisions: store,
@@ -448,10 +462,37 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         await sender.close();
         await directory.close();
         await store.close();
+        // Last: the spans of the drained calls and deliveries are flushed.
+        if (options.tracing !== undefined) {
+          await shutdownTracing(options.tracing, deadlineMs, logger);
+        }
       })();
       return stopped;
     },
   };
+}
+
+/**
+ * Ends the tracer, flushing its spans, within what is left of the shutdown
+ * deadline (at least {@link MIN_TRACE_FLUSH_MS}); a collector that does not
+ * answer in time loses those spans, logged, and never holds the exit.
+ */
+async function shutdownTracing(tracing: Tracing, deadlineMs: number, logger: Logger) {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(
+      () => resolve('timeout'),
+      Math.max(MIN_TRACE_FLUSH_MS, deadlineMs - Date.now()),
+    );
+  });
+  try {
+    const flushed = await Promise.race([tracing.shutdown().then(() => 'done' as const), timedOut]);
+    if (flushed === 'timeout') logger.warn('trace export did not finish before the deadline');
+  } catch (e: unknown) {
+    logger.warn('trace export failed at shutdown', { err: e });
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The SQLite file of a config; a config naming a PostgreSQL store has none. */

@@ -13,6 +13,7 @@ import { AgentHooksError } from './errors.js';
 import { createLogger, routeProcessOutput } from './log.js';
 import { routeGrpcLogs } from './server/grpc-log.js';
 import { createServer, readTransportSecurity } from './server/server.js';
+import { startTracing, type Tracing } from './tracing/tracing.js';
 import { runUsersCommand } from './users/import.js';
 
 /**
@@ -106,13 +107,17 @@ async function main(argv: string[]): Promise<number> {
   };
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
+  let tracing: Tracing | undefined;
   // Only an SQLite file is created by a start; a PostgreSQL database is never removed.
   const createdDb =
     config.dbPath !== undefined && !existsSync(config.dbPath) ? config.dbPath : undefined;
   try {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
-    app = await openApp(config, logger, { onFatal: () => onFatal() });
+    // The standard OTEL_* variables of the process environment; the SDK loads only when they ask.
+    tracing = await startTracing(process.env, logger);
+    app = await openApp(config, logger, { onFatal: () => onFatal(), tracing });
+    if (tracing !== undefined) logger.info('tracing on', { exporter: 'otlp' });
     server = createServer(app, config, security);
     const addresses = await server.listen();
     logger.info('listening', { ...addresses });
@@ -121,6 +126,8 @@ async function main(argv: string[]): Promise<number> {
     logger.error('failed to start', { reason, err: e });
     await server?.shutdown(Date.now());
     await app?.close(Date.now());
+    // An app that was never built cannot end the tracer it would have owned.
+    if (app === undefined) await tracing?.shutdown().catch(() => undefined);
     // A start that failed leaves no database behind that it created itself.
     if (createdDb !== undefined) removeCreatedDatabase(createdDb, logger);
     return 1;

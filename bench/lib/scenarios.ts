@@ -66,6 +66,7 @@ import {
 import { runPythonClient } from './python.js';
 import { median, NS_PER_MS } from './stats.js';
 import { storedOperationsScenario, storesScenario } from './stores.js';
+import { tracingScenario } from './tracing.js';
 
 /** How many calls, events and processes each scenario uses; see {@link DEFAULT_PARAMS}. */
 export interface Params {
@@ -917,6 +918,7 @@ export const SCENARIOS: readonly Scenario[] = [
   storesScenario,
   storedOperationsScenario,
   auditScenario,
+  tracingScenario,
   memory,
   coldStart,
 ];

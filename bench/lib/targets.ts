@@ -21,6 +21,8 @@ export const STORED_OPERATIONS_CPU_RATIO = 1.15;
 export const AUDIT_STORE_CPU_RATIO = 1.1;
 /** Decision p99 with the audit HTTP sink down, against no sink. */
 export const AUDIT_DOWN_P99_RATIO = 1.2;
+/** Tracing on (every span sampled and exported): CPU per decision over tracing off, at most. */
+export const TRACING_CPU_RATIO = 1.15;
 /** Cold start limit, in milliseconds. */
 export const COLD_START_LIMIT_MS = 1000;
 /** Open loop: the sidecar's p99 over the floor's at the same offered rate. */
@@ -241,6 +243,17 @@ const SPECS: readonly TargetSpec[] = [
     '<=',
     AUDIT_DOWN_P99_RATIO,
     `${AUDIT_DOWN_P99_RATIO} (same run, alternating chunks)`,
+  ),
+  fixed(
+    'tracing-cpu',
+    `tracing on (every span sampled, exported over OTLP): decision CPU <= ${TRACING_CPU_RATIO}x tracing off`,
+    'tracing',
+    'cpuRatio',
+    'x',
+    2,
+    '<=',
+    TRACING_CPU_RATIO,
+    `${TRACING_CPU_RATIO} (per-round ratio)`,
   ),
   fixed(
     'cold-start',

@@ -10,11 +10,12 @@
 import { write as fsWrite } from 'node:fs';
 import { promisify } from 'node:util';
 import { gzip as gzipCallback } from 'node:zlib';
-import { toBinary, toJsonString } from '@bufbuild/protobuf';
+import { toJsonString } from '@bufbuild/protobuf';
 import { Agent, type Dispatcher, request } from 'undici';
 import { type DecisionRecord, DecisionRecordSchema } from '../../gen/agenthooks/v1/audit_pb.js';
 import type { Logger } from '../log.js';
 import type { DecisionRow, DecisionStore } from '../store/store.js';
+import { encodeDecisionRecord } from './record-codec.js';
 
 const gzip = promisify(gzipCallback);
 
@@ -325,7 +326,7 @@ function toRow(record: DecisionRecord): DecisionRow {
     time: time === undefined ? 0 : Number(time.seconds) * 1000 + Math.floor(time.nanos / 1e6),
     operationId: record.operationId,
     outcome: record.outcome,
-    record: toBinary(DecisionRecordSchema, record),
+    record: encodeDecisionRecord(record),
   };
 }
 

@@ -2,13 +2,12 @@
  * @module Builds the `DecisionRecord` of each kind of decision from what the
  * RPC answered. Only called when the audit log has a sink or a subscriber.
  */
-import { create, type JsonValue, toJson } from '@bufbuild/protobuf';
-import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import { type JsonValue, toJson } from '@bufbuild/protobuf';
+import type { Duration, Timestamp } from '@bufbuild/protobuf/wkt';
 import {
   DecisionKind,
   DecisionOutcome,
   type DecisionRecord,
-  DecisionRecordSchema,
 } from '../../gen/agenthooks/v1/audit_pb.js';
 import type { Decision, HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
@@ -17,7 +16,6 @@ import {
   ToolResultSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import type { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { durationOf } from '../hooks/dispatch.js';
 import type { ModifyAnswer } from '../modify/run.js';
 import { applyMasks, type Pointer } from './masks.js';
 
@@ -66,15 +64,17 @@ export function toolDecisionRecord(d: ToolDecision): DecisionRecord {
     }
     payloadJson = maskedJson(doc, d.payloads);
   }
-  return create(DecisionRecordSchema, {
+  return {
+    $typeName: 'agenthooks.v1.DecisionRecord',
     decisionId: d.decisionId,
-    time: timestampFromMs(Date.now()),
+    time: timestampNow(),
     kind: d.kind,
     operationId: context?.operationId ?? '',
     operationChain: [...d.chain],
     toolCallId: context?.toolCallId ?? '',
     identifier: context?.identifier ?? '',
     apiName: context?.apiName ?? '',
+    point: 0,
     outcome:
       outcome.case === 'deny'
         ? DecisionOutcome.DENY
@@ -85,9 +85,9 @@ export function toolDecisionRecord(d: ToolDecision): DecisionRecord {
     classification: outcome.case === 'deny' ? outcome.value.classification : 0,
     hookId: outcome.case === 'deny' || outcome.case === 'mock' ? outcome.value.hookId : '',
     outcomes: [...d.outcomes],
-    duration: durationOf(performance.now() - d.startedAt),
+    duration: durationSince(d.startedAt),
     payloadJson,
-  });
+  };
 }
 
 /** A `Modify` call. */
@@ -116,11 +116,15 @@ export function modifyRecord(d: ModifyDecision): DecisionRecord {
       payloadJson = maskedJson(doc, d.payloads);
     }
   }
-  return create(DecisionRecordSchema, {
+  return {
+    $typeName: 'agenthooks.v1.DecisionRecord',
     decisionId: d.decisionId,
-    time: timestampFromMs(Date.now()),
+    time: timestampNow(),
     kind: DecisionKind.MODIFY,
     operationId: d.operationId,
+    operationChain: [],
+    toolCallId: '',
+    identifier: '',
     apiName: d.toolName ?? '',
     point: d.point,
     outcome:
@@ -130,11 +134,40 @@ export function modifyRecord(d: ModifyDecision): DecisionRecord {
           ? DecisionOutcome.UNCHANGED
           : DecisionOutcome.MODIFIED,
     reason: outcome.case === 'blocked' ? outcome.value.message : '',
+    classification: 0,
     hookId: outcome.case === 'blocked' ? outcome.value.hookId : '',
     outcomes: [...d.answer.outcomes],
-    duration: durationOf(performance.now() - d.startedAt),
+    duration: durationSince(d.startedAt),
     payloadJson,
-  });
+  };
+}
+
+/*
+ * Records are built as the plain objects protobuf-es messages are, every
+ * field set: \`create()\` would walk the schema for each one, on the decision
+ * path.
+ */
+
+/** The current time as a Timestamp. */
+function timestampNow(): Timestamp {
+  const ms = Date.now();
+  const seconds = Math.floor(ms / 1000);
+  return {
+    $typeName: 'google.protobuf.Timestamp',
+    seconds: BigInt(seconds),
+    nanos: (ms - seconds * 1000) * 1_000_000,
+  };
+}
+
+/** The time since \`startedAt\` (a \`performance.now()\`) as a Duration. */
+function durationSince(startedAt: number): Duration {
+  const ms = Math.max(0, performance.now() - startedAt);
+  const seconds = Math.floor(ms / 1000);
+  return {
+    $typeName: 'google.protobuf.Duration',
+    seconds: BigInt(seconds),
+    nanos: Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1e6)),
+  };
 }
 
 function maskedJson(doc: Record<string, JsonValue>, policy: PayloadPolicy): string {

@@ -633,6 +633,50 @@ export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
     name: AUDIT_HTTP_AUTHORIZATION_VAR,
     help: 'Authorization header value of the --audit-http sink (such as Bearer ...), read at each batch',
   },
+  // Tracing (src/tracing): the process environment only, read at start.
+  {
+    name: 'OTEL_SDK_DISABLED',
+    help: 'true turns tracing off whatever else is set (OTEL_* come from the process env, at start)',
+  },
+  {
+    name: 'OTEL_TRACES_EXPORTER',
+    help: 'otlp turns tracing on, none turns it off; any other exporter fails the start',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_ENDPOINT',
+    help: 'OTLP/HTTP base URL (spans go to its /v1/traces); turns tracing on if no exporter is set',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+    help: 'full OTLP/HTTP URL of spans, over the base URL; turns tracing on likewise',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_PROTOCOL',
+    help: 'http/protobuf, the only protocol shipped (also OTEL_EXPORTER_OTLP_TRACES_PROTOCOL)',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_HEADERS',
+    help: 'name=value,... headers of each export (also OTEL_EXPORTER_OTLP_TRACES_HEADERS)',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_TIMEOUT',
+    help: 'milliseconds per export request, default 10000 (also ..._TRACES_TIMEOUT)',
+  },
+  {
+    name: 'OTEL_EXPORTER_OTLP_COMPRESSION',
+    help: 'gzip or none (also OTEL_EXPORTER_OTLP_TRACES_COMPRESSION)',
+  },
+  { name: 'OTEL_SERVICE_NAME', help: 'service.name of the spans (default agenthooks)' },
+  { name: 'OTEL_RESOURCE_ATTRIBUTES', help: 'name=value,... resource attributes of the spans' },
+  {
+    name: 'OTEL_TRACES_SAMPLER',
+    help: 'sampler, default parentbased_always_on (always_off, traceidratio, parentbased_...)',
+  },
+  { name: 'OTEL_TRACES_SAMPLER_ARG', help: 'the sampler argument, such as the ratio 0.1' },
+  {
+    name: 'OTEL_BSP_SCHEDULE_DELAY',
+    help: 'milliseconds between batch exports, default 5000 (also OTEL_BSP_MAX_QUEUE_SIZE, ...)',
+  },
 ];
 
 export function serveHelp(): string {

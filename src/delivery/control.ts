@@ -14,6 +14,7 @@ import { performance } from 'node:perf_hooks';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { extend } from '../extend.js';
+import type { DeliverySpan } from '../tracing/tracing.js';
 import {
   type DeliveryErrorCode,
   type DeliveryFailure,
@@ -151,6 +152,7 @@ export async function executeControl(
   webhook: Webhook,
   payload: JsonObject,
   signal?: AbortSignal,
+  trace?: DeliverySpan,
 ): Promise<ControlResult> {
   const startedAt = performance.now();
   if (signal?.aborted === true) return cancelled(startedAt);
@@ -163,7 +165,7 @@ export async function executeControl(
   if (fetchOnly !== undefined) return fromFailure(violationFailure(fetchOnly, startedAt));
   let response: WebhookResponse | DeliveryFailure;
   try {
-    response = await sender.post(webhook, payload, signal);
+    response = await sender.post(webhook, payload, signal, undefined, trace);
   } catch {
     // `post` never throws; a sender that does is a transport failure, not an allow.
     return settle(deliveryFailure('network_error', startedAt), signal);

@@ -50,6 +50,7 @@ import { AgentHooksError, type AgentHooksErrorOptions } from '../errors.js';
 import { extend } from '../extend.js';
 import { LiveSlots, type Slotted } from '../live-slots.js';
 import { type Logger, silentLogger } from '../log.js';
+import type { DeliverySpan } from '../tracing/tracing.js';
 import {
   createGuardedConnector,
   DestinationPolicy,
@@ -281,6 +282,11 @@ export interface PostWebhookOptions {
    * the message's id. Default: a new id.
    */
   readonly messageId?: string | undefined;
+  /**
+   * The delivery's span, when tracing is on: its `traceparent` and
+   * `tracestate` are added to the headers, over a hook header of the same name.
+   */
+  readonly trace?: DeliverySpan | undefined;
 }
 
 /** Options of a {@link DeliveryError}. */
@@ -512,6 +518,9 @@ export async function postWebhook(
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
+  // After the hook's own headers: the delivery's trace context wins. The
+  // signature covers the body only, so these headers do not change it.
+  options.trace?.inject(headers);
   const unsigned = sign(webhook, target.origin, options.env, body, headers, options.messageId);
   if (unsigned !== undefined)
     return extend(unsigned, { durationMs: performance.now() - startedAt });
@@ -622,18 +631,22 @@ export class WebhookSender {
    * background. With `delivery: qstash` it publishes to QStash (see
    * {@link WebhookSender.publish}) and, when that fails, makes one plain
    * `POST` unless the hook says `fallback: none`. `route` tells which path
-   * delivered. Never throws.
+   * delivered. `trace`, when tracing is on, is the delivery's span, whose
+   * context the request carries (forwarded by QStash). Never throws.
    */
   async notify(
     webhook: Webhook,
     payload: JsonObject | EncodedJson,
     signal?: AbortSignal,
+    trace?: DeliverySpan,
   ): Promise<DeliveryResult> {
-    if (webhook.delivery !== Delivery.QSTASH) return this.#fetch(webhook, payload, signal, 'fetch');
+    if (webhook.delivery !== Delivery.QSTASH) {
+      return this.#fetch(webhook, payload, signal, 'fetch', undefined, trace);
+    }
     const startedAt = performance.now();
     // One message, one id: the fallback resend carries the publish's `webhook-id`.
     const messageId = newMessageId();
-    const published = await this.#publish(webhook, payload, signal, messageId);
+    const published = await this.#publish(webhook, payload, signal, messageId, trace);
     if (published.ok) return { ok: true, route: 'qstash', durationMs: published.durationMs };
     const { failure } = published;
     if (!published.fallsBack || webhook.fallback === Fallback.NONE) {
@@ -644,7 +657,7 @@ export class WebhookSender {
       httpStatus: failure.status,
       message: failure.message,
     });
-    const fallback = await this.#fetch(webhook, payload, signal, 'fallback', messageId);
+    const fallback = await this.#fetch(webhook, payload, signal, 'fallback', messageId, trace);
     return extend(fallback, { durationMs: performance.now() - startedAt });
   }
 
@@ -692,6 +705,7 @@ export class WebhookSender {
     payload: JsonObject | EncodedJson,
     signal: AbortSignal | undefined,
     messageId: string,
+    trace?: DeliverySpan,
   ): Promise<
     { ok: true; durationMs: number } | { ok: false; failure: DeliveryFailure; fallsBack: boolean }
   > {
@@ -733,6 +747,8 @@ export class WebhookSender {
     if (bypass !== undefined && bypass !== '' && isApplicationOrigin(url, env)) {
       headers[VERCEL_BYPASS_HEADER] = bypass;
     }
+    // QStash forwards it to the receiver (`Upstash-Forward-traceparent`).
+    trace?.inject(headers);
     // The signature covers the exact text QStash forwards, so it is written here once;
     // the SDK forwards the signature headers as `Upstash-Forward-webhook-*`.
     let text: string;
@@ -779,13 +795,15 @@ export class WebhookSender {
   /**
    * Sends a webhook and returns a 2xx response with its body unread, for a
    * caller that reads the body (a control); see {@link postWebhook}. Any
-   * other status is an `http_error` whose body is discarded unread. Never throws.
+   * other status is an `http_error` whose body is discarded unread. `trace`
+   * is the delivery's span when tracing is on. Never throws.
    */
   async post(
     webhook: Webhook,
     payload: JsonObject | EncodedJson,
     signal?: AbortSignal,
     messageId?: string,
+    trace?: DeliverySpan,
   ): Promise<WebhookResponse | DeliveryFailure> {
     let env: Readonly<Record<string, string | undefined>>;
     try {
@@ -799,6 +817,7 @@ export class WebhookSender {
       signal,
       discard: (body) => this.#discard(body),
       messageId,
+      trace,
     });
   }
 
@@ -828,8 +847,9 @@ export class WebhookSender {
     signal: AbortSignal | undefined,
     route: 'fetch' | 'fallback',
     messageId?: string,
+    trace?: DeliverySpan,
   ): Promise<DeliveryResult> {
-    const response = await this.post(webhook, payload, signal, messageId);
+    const response = await this.post(webhook, payload, signal, messageId, trace);
     if (!response.ok) return route === 'fetch' ? response : extend(response, { route });
     this.#discard(response.body);
     return {

@@ -38,6 +38,7 @@ import { hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
+import type { DeliveryOutcome } from '../tracing/tracing.js';
 import type { DispatchDeps } from './dispatch.js';
 import { durationOf, noteOutcome } from './dispatch.js';
 import { compileMatcher } from './matcher.js';
@@ -127,12 +128,22 @@ export async function evaluateControls(
       ? await deps.enricher.enrich(hookEvent, built, undefined, signal)
       : built;
     if (payload === undefined) throw cancelled(signal);
+    const span = deps.tracing?.startDelivery(
+      {
+        hookId: control.hook.id,
+        kind: 'control',
+        event: hookTypeLiteral(phase.type),
+      },
+      signal,
+    );
     const result = await executeControl(
       deps.sender,
       control.hook.webhook as NonNullable<Hook['webhook']>,
       payload,
       signal,
+      span,
     );
+    span?.end(controlOutcome(result));
     if (result.status === 'cancelled') throw cancelled(signal);
     outcomes.push(noteOutcome(deps, outcomeOf(control, phase.type, result)));
     deps.metrics?.webhookResult('control', result.status === 'error' ? result.code : 'ok');
@@ -287,5 +298,19 @@ function outcomeOf(control: Control, type: HookType, result: ControlResult): Hoo
           errorCode: 'cancelled',
         }),
       );
+  }
+}
+
+/** A control's result as its delivery span records it. */
+function controlOutcome(result: ControlResult): DeliveryOutcome {
+  switch (result.status) {
+    case 'success':
+      return { status: result.decision.decision, httpStatus: result.httpStatus };
+    case 'ignored':
+      return { status: 'ignored', httpStatus: result.httpStatus };
+    case 'cancelled':
+      return { status: 'cancelled' };
+    case 'error':
+      return { status: result.code, httpStatus: result.httpStatus, error: result.message };
   }
 }

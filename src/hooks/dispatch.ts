@@ -23,7 +23,7 @@ import {
   HookType,
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
-import { Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Delivery, Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import type { BackgroundRun, BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
@@ -34,6 +34,7 @@ import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { Tracing } from '../tracing/tracing.js';
 import type { HandlerHub, HandlerResult } from './handlers.js';
 import { compileMatcher } from './matcher.js';
 import type { HookRegistry } from './registry.js';
@@ -58,6 +59,8 @@ export interface DispatchDeps {
   readonly metrics?: Metrics;
   /** Owner of the webhooks started and not awaited; aborts them at shutdown. */
   readonly background: BackgroundScope;
+  /** Makes a span per webhook delivery; absent while tracing is off. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** Records a hook's outcome in the metrics and returns it. */
@@ -331,6 +334,7 @@ export async function runToolCallObservers(
       : deps.background.run(
           'notification webhooks',
           async (background) => {
+            deps.tracing?.adopt(background, signal);
             for (const n of webhooks) await runNotification(deps, n, route, event, background);
           },
           { fields: { operationId: route.operationId }, bytes: detachedBytes(event) },
@@ -419,7 +423,25 @@ async function notificationOutcome(
       }),
     );
   }
-  const result = await deps.sender.notify(webhook, payload, signal);
+  const span = deps.tracing?.startDelivery(
+    {
+      hookId: n.hook.id,
+      kind: webhook.delivery === Delivery.QSTASH ? 'qstash' : 'fetch',
+      event: hookTypeLiteral(route.type as HookType),
+    },
+    signal,
+  );
+  const result = await deps.sender.notify(webhook, payload, signal, span);
+  span?.end(
+    result.ok
+      ? { status: 'delivered', httpStatus: result.status, route: result.route }
+      : {
+          status: result.code,
+          httpStatus: result.status,
+          error: result.message,
+          route: result.route,
+        },
+  );
   deps.metrics?.webhookResult('notification', result.ok ? 'ok' : result.code);
   const duration = durationOf(result.durationMs);
   if (result.ok) {

@@ -395,6 +395,7 @@ export class DeferredPublisher {
       deps.background.run(
         'afterToolCall notification of a published result',
         async (background) => {
+          deps.tracing?.adopt(background, signal);
           await dispatchEvent(deps, notification, background);
         },
         { fields: { operationId: record.context.operationId }, bytes: detachedBytes(notification) },

@@ -42,6 +42,7 @@ import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
 import { REASON, validateOperationId } from '../hooks/validate.js';
+import type { DeliverySpan, Tracing } from '../tracing/tracing.js';
 import {
   Composition,
   ContextShapeError,
@@ -68,6 +69,8 @@ export interface ModifyDeps {
    * hooks; throws `INVALID_PLUGINS` while the file cannot be used.
    */
   readonly operatorHooks: () => readonly Hook[];
+  /** Makes a span per webhook delivery; absent while tracing is off. */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
@@ -137,7 +140,10 @@ interface Failure {
   readonly httpStatus?: number;
 }
 
-/** Sends one hook its context and applies its answer to `composition`; a failure applies nothing. */
+/**
+ * {@link sendWebhook} inside a delivery span when tracing is on; its
+ * outcome is `applied` or the failure's code.
+ */
 async function runWebhook(
   deps: ModifyDeps,
   operationId: string,
@@ -145,6 +151,36 @@ async function runWebhook(
   composition: Composition,
   name: PointName,
   signal: AbortSignal,
+): Promise<{ failure?: Failure; httpStatus?: number }> {
+  const span = deps.tracing?.startDelivery(
+    { hookId: hook.id, kind: 'modify', point: name },
+    signal,
+  );
+  if (span === undefined) return sendWebhook(deps, operationId, hook, composition, name, signal);
+  try {
+    const sent = await sendWebhook(deps, operationId, hook, composition, name, signal, span);
+    const { failure } = sent;
+    span.end(
+      failure === undefined
+        ? { status: 'applied', httpStatus: sent.httpStatus }
+        : { status: failure.code, httpStatus: failure.httpStatus, error: failure.message },
+    );
+    return sent;
+  } catch (e: unknown) {
+    span.end({ status: 'internal', error: 'modifying webhook failed' });
+    throw e;
+  }
+}
+
+/** Sends one hook its context and applies its answer to `composition`; a failure applies nothing. */
+async function sendWebhook(
+  deps: ModifyDeps,
+  operationId: string,
+  hook: Hook,
+  composition: Composition,
+  name: PointName,
+  signal: AbortSignal,
+  trace?: DeliverySpan,
 ): Promise<{ failure?: Failure; httpStatus?: number }> {
   const webhook = hook.webhook;
   if (webhook === undefined) return {};
@@ -154,6 +190,7 @@ async function runWebhook(
       webhook,
       webhookBody(composition, hook, name, operationId),
       signal,
+      trace,
     );
     if (sent.ok) return { httpStatus: sent.status };
     return { failure: { code: sent.code, message: sent.message, httpStatus: sent.status } };
@@ -162,6 +199,8 @@ async function runWebhook(
     webhook,
     webhookBody(composition, hook, name, operationId),
     signal,
+    undefined,
+    trace,
   );
   if (!response.ok) {
     return {

@@ -15,6 +15,7 @@ import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { Tracing } from '../tracing/tracing.js';
 import type { TokenCheck } from './auth.js';
 import { type Admission, guardService } from './guard.js';
 import { createHealthService, type HealthState } from './health.js';
@@ -35,6 +36,8 @@ export interface EdgeApp {
   readonly health: HealthState;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Makes a server span per HookService call; absent while tracing is off. */
+  readonly tracing?: Tracing | undefined;
   /** Called once the listeners are bound; turns health SERVING unless the app knows better. */
   markListening(): void;
   /** Told about each call that failed on the server's side. */
@@ -109,6 +112,8 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     extend(common, {
       metrics: app.metrics,
       admit: admitHookCall,
+      // HookService only: kubelet probes and reflection would only add noise to traces.
+      tracing: app.tracing,
     }),
   );
   // Health stays open for kubelet probes, which send no token.

@@ -115,6 +115,16 @@ type GrpcCall =
  * aborts the live calls from one listener ({@link LiveCalls}), and the
  * headers are built only when read.
  */
+/** One request header at a time, from a call's metadata; see `requestHeaderReader`. */
+class MetadataHeaders {
+  constructor(readonly metadata: grpc.Metadata) {}
+
+  get(name: string): string | undefined {
+    const value = this.metadata.get(name)[0];
+    return typeof value === 'string' ? value : undefined;
+  }
+}
+
 class GrpcHandlerContext implements HandlerContext, Slotted {
   readonly protocolName = 'grpc';
   /** Its slot among the live calls ({@link LiveCalls}). */
@@ -162,6 +172,15 @@ class GrpcHandlerContext implements HandlerContext, Slotted {
       this.#requestHeader = header;
     }
     return this.#requestHeader;
+  }
+
+  /**
+   * Reads single request headers straight from the metadata, for the
+   * guard's trace context: cheaper than building every header into
+   * `Headers` when only `traceparent` and `tracestate` are wanted.
+   */
+  get requestHeaderReader(): MetadataHeaders {
+    return new MetadataHeaders(this.call.metadata);
   }
 
   get responseHeader(): Headers {

@@ -12,6 +12,7 @@ import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import type { Code, ConnectError, HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
+import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
 import {
   codeName,
   isServerSide,
@@ -33,6 +34,12 @@ export interface GuardOptions {
   readonly admit?: Admission;
   /** Told about each server-side failure (for example to check the store at once). */
   readonly onServerError?: (e: unknown) => void;
+  /**
+   * Makes a server span per call, the child of the caller's `traceparent`.
+   * Without it (tracing off) the guard serves the plain methods: no span, no
+   * context, not even a check per call.
+   */
+  readonly tracing?: Tracing | undefined;
 }
 
 /** A method of a service implementation, as both transports call it. */
@@ -53,14 +60,93 @@ export function guardService<S extends DescService>(
   options: GuardOptions,
 ): ServiceImpl<S> {
   const guarded: Record<string, AnyMethod> = {};
+  const { tracing } = options;
   for (const method of service.methods) {
     const fn = (impl as Record<string, AnyMethod | undefined>)[method.localName];
+    const unary = method.methodKind === 'unary' || method.methodKind === 'client_streaming';
+    const plain = unary ? guardUnary(method, fn, options) : guardStream(method, fn, options);
     guarded[method.localName] =
-      method.methodKind === 'unary' || method.methodKind === 'client_streaming'
-        ? guardUnary(method, fn, options)
-        : guardStream(method, fn, options);
+      tracing === undefined
+        ? plain
+        : unary
+          ? traceUnary(method, plain, tracing)
+          : traceStream(method, plain, tracing);
   }
   return guarded as ServiceImpl<S>;
+}
+
+/**
+ * Where the trace context of a call is read: the grpc-js adapter's reader
+ * of single metadata values when it has one (no `Headers` built per call),
+ * else the request headers.
+ */
+function traceHeaders(ctx: HandlerContext): RequestHeaders {
+  const reader = (ctx as { requestHeaderReader?: RequestHeaders }).requestHeaderReader;
+  return reader ?? ctx.requestHeader;
+}
+
+/** The guarded unary `plain` inside a server span; the span ends with the code the client gets. */
+function traceUnary(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
+  return async function tracedUnary(request: unknown, ctx: HandlerContext) {
+    const span = tracing.startRpc(method, ctx.protocolName, traceHeaders(ctx), ctx.signal);
+    try {
+      const response = await plain(request, ctx);
+      span.end(OK);
+      return response;
+    } catch (e: unknown) {
+      // The guard has mapped it: a ConnectError.
+      const err = e as ConnectError;
+      span.end(err.code, err.rawMessage);
+      throw e;
+    }
+  };
+}
+
+/** The guarded streaming `plain` inside a server span that lasts as long as the stream. */
+function traceStream(method: DescMethod, plain: AnyMethod, tracing: Tracing): AnyMethod {
+  return function tracedStream(request: unknown, ctx: HandlerContext) {
+    const span = tracing.startRpc(method, ctx.protocolName, traceHeaders(ctx), ctx.signal);
+    const inner = (plain(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+    return new TracedStream(inner, span);
+  };
+}
+
+/** The responses of a traced stream: the end, a failure or an early return ends the span. */
+class TracedStream implements AsyncIterableIterator<unknown> {
+  readonly #inner: AsyncIterator<unknown>;
+  readonly #span: RpcSpan;
+
+  constructor(inner: AsyncIterator<unknown>, span: RpcSpan) {
+    this.#inner = inner;
+    this.#span = span;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<unknown>> {
+    return this.#inner.next().then(this.#onResult, this.#onError);
+  }
+
+  return(): Promise<IteratorResult<unknown>> {
+    // The transport gave up (the client went away): CANCELLED.
+    this.#span.end(CANCELLED);
+    const inner = this.#inner;
+    if (inner.return === undefined) return Promise.resolve({ value: undefined, done: true });
+    return inner.return();
+  }
+
+  readonly #onResult = (result: IteratorResult<unknown>): IteratorResult<unknown> => {
+    if (result.done === true) this.#span.end(OK);
+    return result;
+  };
+
+  readonly #onError = (e: unknown): never => {
+    const err = e as ConnectError;
+    this.#span.end(err.code, err.rawMessage);
+    throw e;
+  };
 }
 
 function guardUnary(
@@ -192,6 +278,9 @@ function failed(
 
 /** The code of a call that succeeded (gRPC's OK, which Connect's Code has no member for). */
 const OK = 0;
+
+/** gRPC's CANCELLED. */
+const CANCELLED = 1;
 
 function record(
   options: GuardOptions,

@@ -188,5 +188,5 @@ describe('storage at a steady load', () => {
     } finally {
       client.close();
     }
-  });
+  }, 90_000);
 });

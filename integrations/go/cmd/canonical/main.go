@@ -1,0 +1,151 @@
+// Command canonical runs the canonical scenario of the framework adapters
+// with langchaingo: an OpenAI-functions agent on a scripted model (no network,
+// no weights) whose first step calls get_weather {"city":"Paris"} (id
+// call_weather_1) and whose second step answers "It is sunny in Paris.",
+// connected to the sidecar by the agenthooks adapter. It registers no hooks:
+// the caller registers them on the operation first.
+//
+// It prints one JSON line {"final":"<final text>","toolRuns":<n>} and exits 0,
+// or prints the error on stderr and exits 1. With --trace the line also holds
+// the tool's arguments (toolArgs) and the messages the model got at each step
+// (modelInputs, as the spec's messages), and a failed run prints it too, with
+// `error` in place of `final`. With --scenario mock it serves a local handler that mocks
+// every beforeToolCall call with "mocked weather".
+//
+//	go run ./cmd/canonical --target 127.0.0.1:PORT --operation-id ID
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	agenthooksv1 "agenthooks.local/client/agenthooks/v1"
+	agenthooks "agenthooks.local/langchaingo"
+	"github.com/tmc/langchaingo/agents"
+	"github.com/tmc/langchaingo/chains"
+	"github.com/tmc/langchaingo/llms"
+)
+
+// scriptedModel is an llms.Model that answers from a script: a tool call, then text.
+type scriptedModel struct {
+	mu     sync.Mutex
+	step   int
+	inputs [][]agenthooks.Message
+}
+
+func (m *scriptedModel) GenerateContent(_ context.Context, messages []llms.MessageContent, _ ...llms.CallOption) (*llms.ContentResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.inputs = append(m.inputs, agenthooks.ToMessages(messages))
+	m.step++
+	switch m.step {
+	case 1:
+		return &llms.ContentResponse{Choices: []*llms.ContentChoice{{
+			StopReason: "tool_calls",
+			ToolCalls: []llms.ToolCall{{ID: "call_weather_1", Type: "function",
+				FunctionCall: &llms.FunctionCall{Name: "get_weather", Arguments: `{"city":"Paris"}`}}},
+		}}}, nil
+	case 2:
+		return &llms.ContentResponse{Choices: []*llms.ContentChoice{{Content: "It is sunny in Paris.", StopReason: "stop"}}}, nil
+	default:
+		return nil, errors.New("the scripted model has no more steps")
+	}
+}
+
+func (m *scriptedModel) Call(ctx context.Context, prompt string, options ...llms.CallOption) (string, error) {
+	return llms.GenerateFromSinglePrompt(ctx, m, prompt, options...)
+}
+
+// weather is the get_weather tool; it counts its runs and keeps the arguments it got.
+type weather struct {
+	mu   sync.Mutex
+	runs int
+	args []json.RawMessage
+}
+
+func (w *weather) Name() string        { return "get_weather" }
+func (w *weather) Description() string { return "The weather in a city." }
+func (w *weather) Call(_ context.Context, input string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.runs++
+	w.args = append(w.args, json.RawMessage(input))
+	var args struct {
+		City string `json:"city"`
+	}
+	if err := json.Unmarshal([]byte(input), &args); err != nil {
+		return "", fmt.Errorf("get_weather: %w", err)
+	}
+	return "sunny in " + args.City, nil
+}
+
+func run() error {
+	target := flag.String("target", "", "the sidecar's gRPC address, host:port")
+	operationID := flag.String("operation-id", "", "the run's operation id")
+	scenario := flag.String("scenario", "canonical", "canonical or mock")
+	trace := flag.Bool("trace", false, "add toolArgs and modelInputs to the output line")
+	flag.Parse()
+	if *target == "" {
+		return errors.New("--target is required")
+	}
+
+	cfg := agenthooks.Config{
+		Target: *target, OperationID: *operationID,
+		UserID: "user-1", AgentID: "agent-1", Identifier: "weather",
+	}
+	if *scenario == "mock" {
+		cfg.Handle = func(_ context.Context, call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
+			if call.GetEvent().GetBeforeToolCall() != nil {
+				return agenthooks.MockReply("mocked weather")
+			}
+			return nil
+		}
+	} else if *scenario != "canonical" {
+		return fmt.Errorf("unknown --scenario %q", *scenario)
+	}
+	hooks, err := agenthooks.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer hooks.Close()
+
+	llm := &scriptedModel{}
+	tool := &weather{}
+	agent := agents.NewOpenAIFunctionsAgent(hooks.Model(llm), hooks.Tools(tool))
+	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(hooks.Handler()), agents.WithMaxIterations(4))
+	out, err := chains.Call(context.Background(), executor, map[string]any{"input": "What is the weather in Paris?"})
+	if err == nil {
+		err = hooks.Err()
+	}
+	line := map[string]any{"toolRuns": tool.runs}
+	if err != nil {
+		line["error"] = err.Error()
+	} else {
+		line["final"], _ = out["output"].(string)
+	}
+	if *trace {
+		line["toolArgs"] = tool.args
+		line["modelInputs"] = llm.inputs
+	}
+	if err == nil || *trace {
+		b, jsonErr := json.Marshal(line)
+		if jsonErr != nil {
+			return jsonErr
+		}
+		fmt.Println(string(b))
+	}
+	return err
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "canonical (langchaingo):", strings.TrimSpace(err.Error()))
+		os.Exit(1)
+	}
+}

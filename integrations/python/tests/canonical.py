@@ -1,0 +1,198 @@
+"""The canonical scripted run of an agent framework, through its agenthooks adapter.
+
+    .venv/bin/python integrations/python/tests/canonical.py \
+        --framework langchain|openai-agents --target 127.0.0.1:PORT --operation-id ID
+
+Configuration: userId `user-1`, agentId `agent-1`, identifier `weather`. A
+scripted model (no network, no weights) asks in its first step for one tool
+call, id `call_weather_1`, `get_weather({"city":"Paris"})`; the tool answers
+`sunny in <city>`; the model's second step answers `It is sunny in Paris.`.
+It prints one JSON line `{"final":...,"toolRuns":N}` and exits 0, or prints
+the error on stderr and exits 1. It registers no hooks: the caller does.
+
+With `--scenarios a,b,...` it runs one operation per scenario, with the id
+`<ID>-<scenario>`, in this one process (the frameworks import slowly; the
+canonical run is the scenario `canonical`), and
+prints one JSON line per scenario: `scenario`, `operationId`, `final`,
+`toolRuns`, `toolArgs` (the arguments the tool got), `modelInputs` (per model
+call, the JSON of the messages the model got), `modelSettings` (per model call, the
+keyword arguments bound to the model besides its tools, or its ModelSettings) and
+`error` (the run's error text, if it failed). Every scenario is the same run; they differ in the hooks
+the caller registered, except:
+- `redact`: the prompt also holds a card number (`CARD`);
+- `down`: the run goes to `--down-target` (where no sidecar listens) with
+  notifications failing open, so that the first decision is what fails;
+- `down-closed`: the same with notifications failing closed (the default);
+- `toolerror`: the tool raises `TOOL_ERROR`;
+- `handler`: the adapter serves a local handler that mocks the hook
+  `mock-in-runtime` with `HANDLER_MOCK`;
+- `readme`: the framework's README snippet runs (readme_snippets.py), with
+  its own operation id; `final` is what it printed;
+- `async`: LangChain runs the agent with `ainvoke` (the middleware's async
+  hooks); the Agents SDK always runs async.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+import scripted
+
+PROMPT = "What is the weather in Paris?"
+CARD = "4111 1111 1111 1111"
+TOOL_ERROR = "the weather service is down"
+HANDLER_MOCK = "cloudy in Paris (from the runtime's own handler)"
+SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
+
+
+class Recorder:
+    """What the scripted model saw and what the tool got, per run."""
+
+    def __init__(self, tool_fails: bool = False) -> None:
+        self.tool_fails = tool_fails
+        self.tool_args: list[dict[str, Any]] = []
+        self.model_inputs: list[str] = []
+        self.model_settings: list[dict[str, Any]] = []
+
+    def weather(self, city: str) -> str:
+        self.tool_args.append({"city": city})
+        if self.tool_fails:
+            raise RuntimeError(TOOL_ERROR)
+        return f"sunny in {city}"
+
+
+# ---- LangChain v1 ------------------------------------------------------------------------
+
+def local_handler(scenario: str) -> Any:
+    """The `handler` scenario's local handler: mocks the hook `mock-in-runtime`."""
+    if scenario != "handler":
+        return None
+    from agenthooks_integrations import mock_reply
+
+    return lambda call: mock_reply(HANDLER_MOCK) if call.hook_id == "mock-in-runtime" else None
+
+
+def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
+                  scenario: str) -> str:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from agenthooks_integrations.langchain import AgentHooksMiddleware
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return rec.weather(city)
+
+    middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
+                                      notifications_fail_open=scenario == "down",
+                                      handler=local_handler(scenario), **SETTINGS)
+    model = scripted.langchain_model(rec.model_inputs, rec.model_settings)
+    agent = create_agent(model, [get_weather],
+                         middleware=[middleware])
+    try:
+        request = {"messages": [{"role": "user", "content": prompt}]}
+        # The `async` scenario runs the middleware's async hooks (ainvoke).
+        state = (asyncio.run(agent.ainvoke(request)) if scenario == "async"
+                 else agent.invoke(request))
+    finally:
+        middleware.client.close()
+    return str(state["messages"][-1].content)
+
+
+# ---- OpenAI Agents SDK -------------------------------------------------------------------
+
+def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder,
+                      scenario: str) -> str:
+    from agents import Agent, function_tool, set_tracing_disabled
+
+    from agenthooks_integrations.openai_agents import AgentHooks
+
+    # No trace export: nothing leaves the machine.
+    set_tracing_disabled(True)
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return rec.weather(city)
+
+    agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
+                            handler=local_handler(scenario), **SETTINGS)
+    agent = Agent(name="assistant", instructions="Answer about the weather.",
+                  model=agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
+                                                                      rec.model_settings)),
+                  tools=agenthooks.wrap_tools([get_weather]))
+    try:
+        result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))
+    finally:
+        agenthooks.client.close()
+    return str(result.final_output)
+
+
+RUNNERS = {"langchain": langchain_run, "openai-agents": openai_agents_run}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--framework", required=True, choices=sorted(RUNNERS))
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--operation-id", required=True)
+    parser.add_argument("--scenarios", default="")
+    parser.add_argument("--down-target", default="")
+    args = parser.parse_args()
+    runner = RUNNERS[args.framework]
+
+    if not args.scenarios:
+        line = run_scenario(runner, "canonical", args.operation_id, args)
+        if "error" in line:
+            print(f"canonical run failed: {line['error']}", file=sys.stderr)
+            return 1
+        print(json.dumps({"final": line["final"], "toolRuns": line["toolRuns"]}), flush=True)
+        return 0
+    for scenario in args.scenarios.split(","):
+        line = run_scenario(runner, scenario, f"{args.operation_id}-{scenario}", args)
+        print(json.dumps(line), flush=True)
+    return 0
+
+
+def readme_snippet(framework: str, target: str, rec: Recorder) -> str:
+    """Runs the framework's README snippet (its operation id is its own); answers what it printed."""
+    import contextlib
+    import io
+    import os
+
+    import readme_snippets
+
+    os.environ["AGENTHOOKS_ADDRESS"] = target
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        readme_snippets.run(framework, rec.model_inputs)
+    return printed.getvalue().strip()
+
+
+def run_scenario(runner: Any, scenario: str, operation_id: str,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    """Runs one scenario as one operation; answers its line (see the module doc)."""
+    rec = Recorder(tool_fails=scenario == "toolerror")
+    prompt = f"{PROMPT} My card is {CARD}." if scenario == "redact" else PROMPT
+    down = scenario in ("down", "down-closed")
+    line: dict[str, Any] = {"scenario": scenario, "operationId": operation_id}
+    try:
+        if scenario == "readme":
+            line["final"] = readme_snippet(args.framework, args.target, rec)
+        else:
+            line["final"] = runner(args.down_target if down else args.target, operation_id,
+                                   prompt, rec, scenario)
+    except Exception as e:
+        line["error"] = f"{type(e).__name__}: {e}"
+    line.update(toolRuns=len(rec.tool_args), toolArgs=rec.tool_args,
+                modelInputs=rec.model_inputs, modelSettings=rec.model_settings)
+    return line
+
+
+if __name__ == "__main__":
+    sys.exit(main())

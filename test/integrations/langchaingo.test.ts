@@ -1,0 +1,41 @@
+/**
+ * @module End-to-end: the langchaingo adapter (integrations/go) runs the real
+ * agent executor of langchaingo (an OpenAI-functions agent) on a scripted
+ * model, in a child process (`cmd/canonical`, built once per file), against
+ * one real sidecar and one real receiver; each scenario registers its hooks
+ * on its own operation.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe } from 'vitest';
+import { REPO_ROOT } from '../support/sidecar.js';
+import { adapterScenarios, type Harness, startHarness } from './runner-harness.js';
+
+const MODULE = join(REPO_ROOT, 'integrations', 'go');
+
+describe('langchaingo adapter', () => {
+  let harness: Harness;
+  let dir: string;
+  let runner: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'agenthooks-langchaingo-'));
+    runner = join(dir, 'canonical');
+    // Built once; scripts/install-client-tools.sh warms the build cache.
+    await promisify(execFile)('go', ['build', '-o', runner, './cmd/canonical'], {
+      cwd: MODULE,
+      timeout: 120_000,
+    });
+    harness = await startHarness();
+  }, 150_000);
+
+  afterAll(async () => {
+    await harness?.close();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  adapterScenarios('lcg', () => ({ harness, runner: { file: runner, prefix: [], cwd: MODULE } }));
+});
