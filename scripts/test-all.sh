@@ -3,7 +3,8 @@
 # It installs what the tests need beyond `npm ci` when missing (each step is
 # skipped when already done): Debian's PostgreSQL server binaries (for the
 # PostgreSQL user-directory tests; needs root or sudo-less apt), the pinned
-# Python and Go client toolchains (for the example runtimes), search
+# Python and Go client toolchains (for the example runtimes), Debian's
+# chromium and prometheus (promtool) for the operator-view tests, search
 # permission on the checkout's folders for the tests' unprivileged user (as
 # root), then builds and runs vitest. Extra arguments go to vitest.
 set -euo pipefail
@@ -31,6 +32,8 @@ if [ "$(id -u)" -eq 0 ]; then
   done
 fi
 scripts/install-client-tools.sh
+# Chromium (admin console tests) and promtool (alert rules tests), from Debian.
+scripts/install-operator-tools.sh
 npm run --silent build
 # The Vercel AI SDK adapter (integrations/ts/dist), which its tests run.
 npm run --silent build:integrations

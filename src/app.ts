@@ -6,6 +6,7 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
+import { readFileSync } from 'node:fs';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -13,6 +14,9 @@ import { BackgroundScope } from './background.js';
 import { AUDIT_HTTP_AUTHORIZATION_VAR, type ServeConfig } from './config/config.js';
 import { EffectiveEnvironment } from './config/environment.js';
 import { OperatorPlugins } from './config/plugins.js';
+import { createAuditDecisionSource } from './console/audit-source.js';
+import { createConsoleSource } from './console/source.js';
+import type { ConsoleSource } from './console/views.js';
 import { createDnsResolver, DestinationPolicy } from './delivery/destination.js';
 import { EmailEnricher } from './delivery/email.js';
 import { WebhookSender } from './delivery/webhook.js';
@@ -22,7 +26,12 @@ import { HandlerHub } from './hooks/handlers.js';
 import { HookRegistry } from './hooks/registry.js';
 import type { Logger } from './log.js';
 import { Metrics } from './metrics.js';
-import { HealthState, ServingStatus } from './server/health.js';
+import {
+  HealthState,
+  LIVENESS_SERVICE,
+  READINESS_SERVICE,
+  ServingStatus,
+} from './server/health.js';
 import { createHookService } from './service/hook-service.js';
 import { DeferredStore, isRetryableOpenError } from './store/deferred.js';
 import { StoreHealthMonitor } from './store/health-monitor.js';
@@ -118,6 +127,8 @@ export interface App {
   readonly health: HealthState;
   /** The process's Prometheus metrics. */
   readonly metrics: Metrics;
+  /** What the admin console reads (read-only views, redacted). */
+  readonly console: ConsoleSource;
   readonly logger: Logger;
   /** The tracer the edge makes server spans with; undefined while tracing is off. */
   readonly tracing: Tracing | undefined;
@@ -320,6 +331,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     healthy: !opening,
     logger,
     onChange: (healthy) => {
+      metrics.storeServing(healthy);
       // Before the listeners are bound nothing is served yet; markListening sets the first status.
       if (closing || !listening) return;
       // Readiness only: liveness stays SERVING, so an outage takes the pod
@@ -327,6 +339,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       health.setReadiness(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
     },
   });
+  metrics.storeServing(!opening);
   const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
   const retention = startRetention({
     store,
@@ -384,11 +397,40 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
   );
 
+  // The console reads the audit log: its store listing when the store sink is
+  // on, else the last decisions kept in memory from its feed.
+  const decisions = createAuditDecisionSource(audit, config.audit.store ? store : undefined, {
+    keepInMemory: config.adminListen !== undefined,
+  });
+  const consoleSource = createConsoleSource({
+    version: packageVersion(),
+    startedAt: Date.now(),
+    config,
+    envFile: config.envFile,
+    pluginsFile: config.pluginsFile,
+    environment: () => environment.current(),
+    plugins: () => plugins.current(),
+    health: () => ({
+      liveness: ServingStatus[health.get(LIVENESS_SERVICE) ?? ServingStatus.UNKNOWN] ?? 'UNKNOWN',
+      readiness: ServingStatus[health.get(READINESS_SERVICE) ?? ServingStatus.UNKNOWN] ?? 'UNKNOWN',
+    }),
+    store: () => ({
+      kind: config.dbUrl === undefined ? 'sqlite' : 'postgres',
+      serving: storeHealth.healthy,
+      location: config.dbUrl ?? config.dbPath ?? '',
+    }),
+    gauges: () => metrics.streams(),
+    storedHooks: (operationId) => registry.storedHooksOf(operationId),
+    parkedCalls: (operationId, limit) => store.listParkedCalls(operationId, limit),
+    decisions,
+  });
+
   let stopped: Promise<void> | undefined;
   return {
     hookService,
     health,
     metrics,
+    console: consoleSource,
     logger,
     tracing: options.tracing,
     background,
@@ -459,4 +501,16 @@ function sqlitePath(config: ServeConfig): string {
     throw new Error('the config names a PostgreSQL store, which opens asynchronously: use openApp');
   }
   return config.dbPath;
+}
+
+/** The package's version, for the admin console; `unknown` when package.json cannot be read. */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(
+      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+    ) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }

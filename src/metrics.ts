@@ -55,6 +55,16 @@ export class Metrics {
     labelNames: ['hook_type', 'code'] as const,
     registers: [this.registry],
   });
+  readonly #streamEvents = new Gauge({
+    name: 'agenthooks_dispatch_stream_events_in_flight',
+    help: 'DispatchStream events read and not yet acknowledged, over every stream',
+    registers: [this.registry],
+  });
+  readonly #storeServing = new Gauge({
+    name: 'agenthooks_store_serving',
+    help: '1 while the store health check passes (readiness follows it), else 0',
+    registers: [this.registry],
+  });
   readonly #handlerStreams = new Gauge({
     name: 'agenthooks_handler_streams',
     help: 'Handle streams attached now',
@@ -169,6 +179,28 @@ export class Metrics {
   /** Records a control failure that `onError: continue` let through. */
   controlErrorAllowed(hookType: string, code: string): void {
     this.#controlErrorsAllowed.inc({ hook_type: hookType, code });
+  }
+
+  /** Adds `delta` to the DispatchStream events in flight. */
+  streamEvents(delta: number): void {
+    this.#streamEvents.inc(delta);
+  }
+
+  /** Records the store health check's verdict. */
+  storeServing(serving: boolean): void {
+    this.#storeServing.set(serving ? 1 : 0);
+  }
+
+  /** The Handle streams attached and the detached deliveries in flight now (for the admin console). */
+  async streams(): Promise<{ handlerStreams: number; detachedInFlight: number }> {
+    const [streams, detached] = await Promise.all([
+      this.#handlerStreams.get(),
+      this.#detachedInFlight.get(),
+    ]);
+    return {
+      handlerStreams: streams.values[0]?.value ?? 0,
+      detachedInFlight: detached.values[0]?.value ?? 0,
+    };
   }
 
   /** Adds `delta` to the attached Handle streams. */

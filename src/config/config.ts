@@ -47,6 +47,13 @@ const USER_ID_PARAMETER = '$1';
  */
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
+/**
+ * Default of `--admin-listen`: loopback only, the port after the HTTP
+ * listener's 8080, so that the console is reached through `kubectl
+ * port-forward` or from the pod, never from the network by default.
+ */
+export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
+
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
 
@@ -114,6 +121,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_METRICS_LISTEN',
     value: 'ADDR',
     help: 'extra HTTP/1.1 listener serving only /metrics and the probes (/healthz, /livez, /readyz), no API (host:port)',
+  },
+  {
+    flag: 'admin-listen',
+    env: 'AGENTHOOKS_ADMIN_LISTEN',
+    value: 'ADDR',
+    default: DEFAULT_ADMIN_LISTEN,
+    help: 'HTTP/1.1 listener of the read-only admin console (status, config, hooks, decisions; behind the token when one is set), loopback by default; "off" disables it',
   },
   {
     flag: 'max-connections',
@@ -435,6 +449,8 @@ export interface ServeConfig {
   readonly httpListen?: ListenAddress;
   /** HTTP listener serving only `/metrics` and the probes (`/healthz`, `/livez`, `/readyz`). */
   readonly metricsListen?: ListenAddress;
+  /** HTTP listener of the read-only admin console; absent with `--admin-listen off`. */
+  readonly adminListen?: ListenAddress;
   /** Connection cap and timeouts of every listener. */
   readonly connections: ConnectionLimits;
   /** SQLite database file; absent when `dbUrl` is set. */
@@ -853,6 +869,7 @@ export function parseServeConfig(
   const security = parseSecurityOptions({ one, list, bool }, env);
   const audit = parseAuditOptions({ one, get, bool });
   const metrics = one('metrics-listen');
+  const admin = one('admin-listen');
   const connections = parseConnectionLimits(one);
   return Object.freeze(
     extend(security, {
@@ -876,6 +893,10 @@ export function parseServeConfig(
         metrics === undefined || metrics === 'off'
           ? undefined
           : parseListen(metrics, 'metrics-listen', false),
+      adminListen:
+        admin === undefined || admin === 'off'
+          ? undefined
+          : parseListen(admin, 'admin-listen', false),
       connections,
       dbPath,
       dbUrl,

@@ -19,6 +19,8 @@ import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
 import type { ConnectionLimits, ListenAddress, ServeConfig } from '../config/config.js';
+import { createConsoleHandler } from '../console/handler.js';
+import type { ConsoleSource } from '../console/views.js';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import { createTokenCheck, readAuthToken, type TokenCheck } from './auth.js';
@@ -40,6 +42,8 @@ export interface BoundAddresses {
   readonly health?: string;
   readonly http?: string;
   readonly metrics?: string;
+  /** The admin console's listener, if any. */
+  readonly admin?: string;
 }
 
 /**
@@ -105,6 +109,12 @@ export function readTransportSecurity(config: ServeConfig): TransportSecurity {
   };
 }
 
+/** What the listeners serve: the edge's app and the admin console's views. */
+export interface ServerApp extends EdgeApp {
+  /** Read by the admin console (`--admin-listen`). */
+  readonly console: ConsoleSource;
+}
+
 /** Listeners serving an app. */
 export interface Server {
   /** The guarded services the listeners serve. */
@@ -122,7 +132,7 @@ export interface Server {
 
 /** Builds the listeners of `app`; nothing listens until {@link Server.listen}. */
 export function createServer(
-  app: EdgeApp,
+  app: ServerApp,
   config: ServeConfig,
   security: TransportSecurity,
 ): Server {
@@ -197,6 +207,19 @@ export function createServer(
   // Plaintext, like the health listener: scrapers and probes bring neither TLS nor a token.
   const metricsServer =
     config.metricsListen === undefined ? undefined : createHttpServer(serveOps, limits);
+  // The admin console: its own listener, never an API one, behind the same token.
+  const adminConsole =
+    config.adminListen === undefined
+      ? undefined
+      : createConsoleHandler({
+          source: app.console,
+          checkToken: security.checkToken,
+          logger,
+        });
+  const adminServer =
+    adminConsole === undefined
+      ? undefined
+      : createHttpServer(adminConsole.handle, limits, security.tls);
   const grpcListeners: GrpcListener[] = [];
   let healthListener: GrpcListener | undefined;
 
@@ -230,8 +253,13 @@ export function createServer(
       if (metricsServer !== undefined && config.metricsListen !== undefined) {
         metricsAddress = await listenHttp(metricsServer, config.metricsListen);
       }
+      let adminAddress: string | undefined;
+      if (adminServer !== undefined && config.adminListen !== undefined) {
+        adminAddress = await listenHttp(adminServer, config.adminListen);
+      }
       app.markListening();
       return {
+        admin: adminAddress,
         grpc: grpcListeners.map((l) => l.address),
         health: healthListener?.address,
         http: httpAddress,
@@ -265,6 +293,13 @@ export function createServer(
         // Probes saw NOT_SERVING throughout the drain; the health listeners go last.
         healthListener?.close();
         if (healthServer !== undefined) healthServer.forceShutdown();
+        if (adminServer !== undefined) {
+          adminConsole?.close();
+          await new Promise<void>((resolve) => {
+            adminServer.close(() => resolve());
+            adminServer.closeAllConnections();
+          });
+        }
         if (metricsServer !== undefined) {
           await new Promise<void>((resolve) => {
             metricsServer.close(() => resolve());
@@ -461,6 +496,9 @@ function exposedListeners(config: ServeConfig): string[] {
     if (address.kind === 'tcp' && !isLoopback(address.host)) {
       exposed.push(`--grpc-listen ${address.text}`);
     }
+  }
+  if (config.adminListen?.kind === 'tcp' && !isLoopback(config.adminListen.host)) {
+    exposed.push(`--admin-listen ${config.adminListen.text}`);
   }
   const httpListen = config.httpListen;
   if (httpListen?.kind === 'tcp' && !isLoopback(httpListen.host)) {

@@ -249,15 +249,24 @@ export function createHookService(
       // email lookup): up to the in-flight bound of listeners is expected, not a leak.
       setMaxListeners(maxInFlight + STREAM_SIGNAL_SPARE_LISTENERS, ctx.signal);
       let inFlight = 0;
+      // The events this stream added to the in-flight gauge and has not taken back.
+      let counted = 0;
       let freed: (() => void) | undefined;
       const onAbort = () => acks.close();
       const acks = new AsyncQueue<DispatchStreamResponse>({
         // An event stays in flight until the transport takes its ack.
         onTake: () => {
           inFlight -= 1;
+          counted -= 1;
+          deps.metrics?.streamEvents(-1);
           freed?.();
         },
-        onEnd: () => ctx.signal.removeEventListener('abort', onAbort),
+        onEnd: () => {
+          ctx.signal.removeEventListener('abort', onAbort);
+          // Events whose acks were never taken leave the gauge with the stream.
+          deps.metrics?.streamEvents(-counted);
+          counted = 0;
+        },
       });
       // Events of one operation run one after another; operations run in parallel.
       // An operation's entry stays after its last event settled and is swept
@@ -306,6 +315,8 @@ export function createHookService(
             freed = undefined;
           }
           inFlight += 1;
+          counted += 1;
+          deps.metrics?.streamEvents(1);
           let route: EventRoute | undefined;
           try {
             route = routeOf(request.event);

@@ -151,6 +151,10 @@ export class DeferredStore<S extends DeferrableStore = DeferrableStore> implemen
     return this.#call('read the parked call', (s) => s.getParkedCall(toolCallId));
   }
 
+  listParkedCalls(operationId: string, limit: number): Promise<ParkedCallRecord[]> {
+    return this.#call('list parked calls', (s) => s.listParkedCalls(operationId, limit));
+  }
+
   publishResult(
     toolCallId: string,
     result: ToolResult,

@@ -501,6 +501,18 @@ class PostgresStoreImpl implements PostgresStore {
     return row === undefined ? undefined : fromParkedCallRow(row);
   }
 
+  async listParkedCalls(operationId: string, limit: number): Promise<ParkedCallRecord[]> {
+    const rows = await this.#run('listParkedCalls', 'list parked calls', async (db) => {
+      const { rows } = await db.query<ParkedCallRow>(
+        `SELECT ${PARKED_CALL_SELECT} FROM agenthooks_parked_calls WHERE operation_id = $1
+         ORDER BY parked_at DESC, tool_call_id LIMIT $2`,
+        [operationId, limit],
+      );
+      return rows;
+    });
+    return rows.map(fromParkedCallRow);
+  }
+
   async publishResult(
     toolCallId: string,
     result: ToolResult,

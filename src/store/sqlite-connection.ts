@@ -303,6 +303,7 @@ export class SqliteConnection {
   >;
   readonly #selectParked: Database.Statement<[string], ParkedCallRow>;
   readonly #countParked: Database.Statement<[], { n: number }>;
+  readonly #listParked: Database.Statement<[string, number], ParkedCallRow>;
   readonly #publish: Database.Transaction<
     (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
   >;
@@ -409,6 +410,11 @@ export class SqliteConnection {
       `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE tool_call_id = ?`,
     );
     this.#countParked = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM parked_calls');
+    // No index on operation_id: the console's reads are rare and bounded by the limit.
+    this.#listParked = db.prepare<[string, number], ParkedCallRow>(
+      `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE operation_id = ?
+       ORDER BY parked_at DESC, tool_call_id LIMIT ?`,
+    );
     const insertParked = db.prepare<[ParkedCallRow]>(
       `INSERT INTO parked_calls (${PARKED_CALL_COLUMNS}) VALUES
        (@tool_call_id, @operation_id, @chain, @kind, @context, @parked_at, @final_result, @published_at)`,
@@ -705,6 +711,11 @@ export class SqliteConnection {
   /** The stored row of a parked call, or undefined. */
   getParkedCall(toolCallId: string): ParkedCallRow | undefined {
     return this.#selectParked.get(toolCallId);
+  }
+
+  /** The operation's parked calls, the most recently parked first, at most `limit`. */
+  listParkedCalls(operationId: string, limit: number): ParkedCallRow[] {
+    return this.#listParked.all(operationId, limit);
   }
 
   /** How many parked calls (waiting or published) the file holds. */

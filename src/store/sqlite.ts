@@ -388,6 +388,13 @@ class SqliteStoreImpl implements SqliteStore {
     return row === undefined ? undefined : fromParkedCallRow(row);
   }
 
+  async listParkedCalls(operationId: string, limit: number): Promise<ParkedCallRecord[]> {
+    const rows = this.#run('listParkedCalls', 'list parked calls', 'read', (c) =>
+      c.listParkedCalls(operationId, limit),
+    );
+    return rows.map(fromParkedCallRow);
+  }
+
   async publishResult(
     toolCallId: string,
     result: ToolResult,

@@ -429,6 +429,14 @@ export interface ParkStore extends OperationLifecycleStore {
    */
   getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined>;
   /**
+   * The operation's parked calls (made by it), waiting ones and published
+   * ones, the most recently parked first, at most `limit` of them. For the
+   * admin console: read-only, and never on a decision's path.
+   *
+   * @throws AgentHooksError `TOOL_CALL_CONTEXT_UNAVAILABLE` when a stored record does not decode.
+   */
+  listParkedCalls(operationId: string, limit: number): Promise<ParkedCallRecord[]>;
+  /**
    * Publishes `result` into the empty placeholder, atomically: of all the
    * calls for one tool call id, across processes sharing the store, exactly
    * one resolves `{ published: true }`; the others resolve

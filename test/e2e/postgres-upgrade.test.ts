@@ -118,7 +118,16 @@ describe('rolling upgrades on one PostgreSQL store', () => {
     ]);
 
     const refused = launchNode({
-      args: [MAIN_JS, 'serve', '--grpc-listen', '127.0.0.1:0', '--http-listen', 'off'],
+      args: [
+        MAIN_JS,
+        'serve',
+        '--grpc-listen',
+        '127.0.0.1:0',
+        '--http-listen',
+        'off',
+        '--admin-listen',
+        'off',
+      ],
       env: { AGENTHOOKS_DB: url },
     });
     const code = await withTimeout(refused.exited, EXIT_DEADLINE_MS, 'the sidecar did not exit');

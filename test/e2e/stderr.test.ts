@@ -76,6 +76,8 @@ describe('stderr', () => {
           `127.0.0.1:${port}`,
           '--http-listen',
           'off',
+          '--admin-listen',
+          'off',
           '--db',
           db,
         ],

@@ -373,6 +373,7 @@ run_log="${work}/run.log"
   --env AGENTHOOKS_GRPC_LISTEN="0.0.0.0:${grpc_port}" \
   --env AGENTHOOKS_HTTP_LISTEN="0.0.0.0:${http_port}" \
   --env AGENTHOOKS_HEALTH_LISTEN="0.0.0.0:${health_port}" \
+  --env AGENTHOOKS_ADMIN_LISTEN=off \
   "${run_ctr}" -- "${argv[@]}" >"${run_log}" 2>&1 </dev/null &
 run_pid=$!
 
@@ -444,6 +445,7 @@ echo "+ buildah run (socket) -- ${argv[*]} --grpc-listen unix:/run/agenthooks/ag
   --volume "${data}:/var/lib/agenthooks" \
   --volume "${sock_dir}:/run/agenthooks" \
   --env AGENTHOOKS_HEALTH_LISTEN="127.0.0.1:${health_port}" \
+  --env AGENTHOOKS_ADMIN_LISTEN=off \
   "${run_ctr}" -- "${argv[@]}" \
   --grpc-listen unix:/run/agenthooks/agenthooks.sock --http-listen off \
   --socket-mode 0660 --socket-group "${RUN_UID}" \

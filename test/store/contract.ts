@@ -306,6 +306,26 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         expect(stored?.publishedAt).toBe(2_000 + Number(first?.content.slice('result-'.length)));
       });
 
+      it("lists an operation's parked calls, the most recently parked first, up to the limit", async () => {
+        const store = await backend.open();
+        await store.parkCall(parkedCall('call-a', ['op-1'], 1_000));
+        await store.parkCall(parkedCall('call-b', ['op-1', 'op-2'], 3_000));
+        await store.parkCall(parkedCall('call-c', ['op-1'], 2_000));
+        await store.parkCall(parkedCall('call-other', ['op-2'], 4_000));
+        await store.publishResult('call-a', toolResult('done'), 5_000);
+
+        const listed = await store.listParkedCalls('op-1', 10);
+        expect(listed.map((c) => c.toolCallId)).toEqual(['call-b', 'call-c', 'call-a']);
+        expect(listed[0]?.chain).toEqual(['op-1', 'op-2']);
+        expect(listed[2]?.finalResult?.content).toBe('done');
+        expect(listed[2]?.publishedAt).toBe(5_000);
+        expect((await store.listParkedCalls('op-1', 2)).map((c) => c.toolCallId)).toEqual([
+          'call-b',
+          'call-c',
+        ]);
+        expect(await store.listParkedCalls('op-unknown', 10)).toEqual([]);
+      });
+
       it('rejects a publication without a parked record with PARKED_CALL_NOT_FOUND', async () => {
         const store = await backend.open();
 

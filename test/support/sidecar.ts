@@ -282,6 +282,11 @@ export interface SidecarOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** Whether to listen on HTTP too (on a free port). Default true. */
   readonly http?: boolean;
+  /**
+   * Whether to serve the admin console (on a free port). Default false: its
+   * default address is fixed, and sidecars of parallel tests would collide.
+   */
+  readonly admin?: boolean;
   /** Working directory; default this process's. */
   readonly cwd?: string;
   /** Runs the sidecar as this uid (and the same gid); see {@link LaunchOptions.uid}. */
@@ -304,6 +309,8 @@ export interface SidecarProcess extends NodeChild {
   readonly health?: string;
   /** `host:port` of the metrics-only listener, if any. */
   readonly metrics?: string;
+  /** `host:port` of the admin console, if any. */
+  readonly admin?: string;
 }
 
 /**
@@ -326,6 +333,8 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
       '127.0.0.1:0',
       '--http-listen',
       options.http === false ? 'off' : '127.0.0.1:0',
+      '--admin-listen',
+      options.admin === true ? '127.0.0.1:0' : 'off',
       ...(db === '' ? [] : ['--db', db]),
       ...(options.args ?? []),
     ],
@@ -364,6 +373,7 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
     http: listening.http as string | undefined,
     health: listening.health as string | undefined,
     metrics: listening.metrics as string | undefined,
+    admin: listening.admin as string | undefined,
   };
 }
 
