@@ -12,6 +12,7 @@ import {
   type ListDecisionsRequest,
 } from '../../gen/agenthooks/v1/audit_pb.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { extend } from '../extend.js';
 import { validateOperationId } from '../hooks/validate.js';
 import type { DecisionQuery, DecisionStore } from '../store/store.js';
 
@@ -53,7 +54,7 @@ export async function listDecisions(
     );
   }
   // One more than the page: tells whether a next page exists.
-  const rows = await store.listDecisions(extendQuery(query, query.limit + 1));
+  const rows = await store.listDecisions(extend(query, { limit: query.limit + 1 }));
   const page = rows.slice(0, query.limit);
   const last = page.at(-1);
   return {
@@ -63,10 +64,6 @@ export async function listDecisions(
         ? encodeToken(last.time, last.decisionId, filterKey(request))
         : '',
   };
-}
-
-function extendQuery(query: DecisionQuery, limit: number): DecisionQuery {
-  return Object.assign({}, query, { limit });
 }
 
 /** Validates the whole request into a store query. */

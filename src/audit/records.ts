@@ -3,7 +3,7 @@
  * RPC answered. Only called when the audit log has a sink or a subscriber.
  */
 import { type JsonValue, toJson } from '@bufbuild/protobuf';
-import type { Duration, Timestamp } from '@bufbuild/protobuf/wkt';
+import type { Timestamp } from '@bufbuild/protobuf/wkt';
 import {
   DecisionKind,
   DecisionOutcome,
@@ -16,6 +16,7 @@ import {
   ToolResultSchema,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import type { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { durationOf } from '../hooks/dispatch.js';
 import type { ModifyAnswer } from '../modify/run.js';
 import { applyMasks, type Pointer } from './masks.js';
 
@@ -85,7 +86,7 @@ export function toolDecisionRecord(d: ToolDecision): DecisionRecord {
     classification: outcome.case === 'deny' ? outcome.value.classification : 0,
     hookId: outcome.case === 'deny' || outcome.case === 'mock' ? outcome.value.hookId : '',
     outcomes: [...d.outcomes],
-    duration: durationSince(d.startedAt),
+    duration: durationOf(performance.now() - d.startedAt),
     payloadJson,
   };
 }
@@ -137,14 +138,14 @@ export function modifyRecord(d: ModifyDecision): DecisionRecord {
     classification: 0,
     hookId: outcome.case === 'blocked' ? outcome.value.hookId : '',
     outcomes: [...d.answer.outcomes],
-    duration: durationSince(d.startedAt),
+    duration: durationOf(performance.now() - d.startedAt),
     payloadJson,
   };
 }
 
 /*
  * Records are built as the plain objects protobuf-es messages are, every
- * field set: \`create()\` would walk the schema for each one, on the decision
+ * field set: `create()` would walk the schema for each one, on the decision
  * path.
  */
 
@@ -156,17 +157,6 @@ function timestampNow(): Timestamp {
     $typeName: 'google.protobuf.Timestamp',
     seconds: BigInt(seconds),
     nanos: (ms - seconds * 1000) * 1_000_000,
-  };
-}
-
-/** The time since \`startedAt\` (a \`performance.now()\`) as a Duration. */
-function durationSince(startedAt: number): Duration {
-  const ms = Math.max(0, performance.now() - startedAt);
-  const seconds = Math.floor(ms / 1000);
-  return {
-    $typeName: 'google.protobuf.Duration',
-    seconds: BigInt(seconds),
-    nanos: Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1e6)),
   };
 }
 

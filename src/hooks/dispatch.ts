@@ -9,7 +9,7 @@
  * fails the dispatch after every sibling ran.
  */
 import { create, type DescMessage, toBinary } from '@bufbuild/protobuf';
-import { type Duration, DurationSchema } from '@bufbuild/protobuf/wkt';
+import type { Duration } from '@bufbuild/protobuf/wkt';
 import {
   type HookOutcome,
   HookOutcomeSchema,
@@ -525,11 +525,17 @@ export function failedOutcome(
   );
 }
 
-/** Converts milliseconds to a `google.protobuf.Duration`. */
+/**
+ * Converts milliseconds (>= 0) to a `google.protobuf.Duration`, built as the
+ * plain object a protobuf-es message is: `create()` would walk the schema
+ * for every hook outcome and audit record.
+ */
 export function durationOf(ms: number): Duration {
   const seconds = Math.floor(ms / 1000);
-  return create(DurationSchema, {
+  return {
+    $typeName: 'google.protobuf.Duration',
     seconds: BigInt(seconds),
-    nanos: Math.round((ms - seconds * 1000) * 1e6),
-  });
+    // Rounding can reach a whole second; a Duration's nanos stay below it.
+    nanos: Math.min(999_999_999, Math.round((ms - seconds * 1000) * 1e6)),
+  };
 }

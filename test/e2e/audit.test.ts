@@ -35,6 +35,7 @@ import {
   PublishDeferredResultRequestSchema,
   PublishDeferredResultResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import { extend } from '../../src/extend.js';
 import {
   type AnyClient,
   errorInfoOf,
@@ -133,10 +134,6 @@ async function listAll(
     pageToken = page.nextPageToken;
   }
   throw new Error('more than 100 pages');
-}
-
-function extend<A extends object, B extends object>(a: A, b: B): A & B {
-  return Object.assign({}, a, b);
 }
 
 /** Polls `read` until `done` holds of its value, for up to 10 s. */
