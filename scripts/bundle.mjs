@@ -20,12 +20,15 @@ await build({
   outfile: ENTRY,
   allowOverwrite: true,
   bundle: true,
-  // Whitespace and syntax only: identifiers keep their names, and keepNames
-  // keeps functions' and classes' names, so stack traces in the log still
-  // read (the minified identifiers would save about 2 MB more heap).
+  // Whitespace and syntax only: identifiers keep their names, so stack
+  // traces in the log still read (the minified identifiers would save about
+  // 2 MB more heap). No keepNames: it wraps every function expression in a
+  // `__name(fn, 'name')` call that runs each time the closure is made, an
+  // Object.defineProperty per closure per call; without it a decision costs
+  // 12-25% less server CPU (BENCHMARKS.md). A name esbuild had to change to
+  // avoid a collision between modules (`foo2`) reads so in a stack trace.
   minifyWhitespace: true,
   minifySyntax: true,
-  keepNames: true,
   platform: 'node',
   format: 'esm',
   // Node 20, as .nvmrc and the image pin it.
