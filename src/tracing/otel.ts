@@ -13,12 +13,10 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import type {
   Attributes,
-  Context,
   Span,
+  SpanContext,
   SpanStatusCode,
   TextMapGetter,
-  TextMapPropagator,
-  TextMapSetter,
 } from '@opentelemetry/api';
 import type { Logger } from '../log.js';
 import type {
@@ -69,7 +67,7 @@ export async function createOtelTracing(
     import('@opentelemetry/exporter-trace-otlp-proto'),
     import('@opentelemetry/resources'),
   ]);
-  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace, defaultTextMapSetter } = api;
+  const { SpanKind, SpanStatusCode, ROOT_CONTEXT, trace } = api;
   // The SDK reports a failed export or a dropped span through `diag` only: ours logs them.
   const warn = (message: string, ...args: unknown[]) =>
     logger.warn(
@@ -97,15 +95,33 @@ export async function createOtelTracing(
   // only, so a caller's `baggage` never reaches a receiver.
   const propagator = new core.W3CTraceContextPropagator();
   const tracer = provider.getTracer(SCOPE);
-  /** The context of each call's span, by the call's signal; gone with the signal. */
-  const parents = new WeakMap<AbortSignal, Context>();
+  /** Each call's span, by the call's signal; gone with the signal. */
+  const parents = new WeakMap<AbortSignal, Span>();
 
-  const sdk: Sdk = {
-    propagator,
-    setter: defaultTextMapSetter,
-    error: SpanStatusCode.ERROR,
-    root: ROOT_CONTEXT,
-    withSpan: (ctx, span) => trace.setSpan(ctx, span),
+  const sdk: Sdk = { error: SpanStatusCode.ERROR, isValid: trace.isSpanContextValid };
+  /** Each method's span name and attributes, by protocol: made once, not per call (the SDK copies them). */
+  const rpcLabels = new Map<DescMethod, Map<string, RpcLabel>>();
+  const rpcLabel = (method: DescMethod, protocolName: string): RpcLabel => {
+    let byProtocol = rpcLabels.get(method);
+    if (byProtocol === undefined) {
+      byProtocol = new Map();
+      rpcLabels.set(method, byProtocol);
+    }
+    let label = byProtocol.get(protocolName);
+    if (label === undefined) {
+      const service = method.parent.typeName;
+      label = {
+        name: `${service}/${method.name}`,
+        attributes: Object.freeze({
+          'rpc.system': protocolName === 'connect' ? 'connect_rpc' : 'grpc',
+          'rpc.service': service,
+          'rpc.method': method.name,
+          [ATTR.RPC_PROTOCOL]: protocolName,
+        }),
+      };
+      byProtocol.set(protocolName, label);
+    }
+    return label;
   };
 
   return {
@@ -116,35 +132,31 @@ export async function createOtelTracing(
       signal: AbortSignal,
     ): RpcSpan {
       const parent = propagator.extract(ROOT_CONTEXT, requestHeader, HEADERS_GETTER);
-      const service = method.parent.typeName;
+      const label = rpcLabel(method, protocolName);
       const span = tracer.startSpan(
-        `${service}/${method.name}`,
-        {
-          kind: SpanKind.SERVER,
-          attributes: {
-            'rpc.system': protocolName === 'connect' ? 'connect_rpc' : 'grpc',
-            'rpc.service': service,
-            'rpc.method': method.name,
-            [ATTR.RPC_PROTOCOL]: protocolName,
-          },
-        },
+        label.name,
+        { kind: SpanKind.SERVER, attributes: label.attributes },
         parent,
       );
-      parents.set(signal, trace.setSpan(parent, span));
+      // The span, not a context holding it: a context is a copied Map, made
+      // only when a delivery starts under it.
+      parents.set(signal, span);
       return new OtelRpcSpan(span, sdk);
     },
 
     startDelivery(label: DeliveryLabel, signal: AbortSignal): DeliverySpan {
+      // Literal keys: an object literal with computed keys is built property by property.
       const attributes: Attributes = {
-        [ATTR.HOOK_ID]: label.hookId,
-        [ATTR.DELIVERY_KIND]: label.kind,
+        'agenthooks.hook.id': label.hookId,
+        'agenthooks.delivery.kind': label.kind,
       };
       if (label.event !== undefined) attributes[ATTR.HOOK_EVENT] = label.event;
       if (label.point !== undefined) attributes[ATTR.HOOK_POINT] = label.point;
+      const parent = parents.get(signal);
       const span: Span = tracer.startSpan(
         `${label.kind} ${label.event ?? label.point ?? ''}`.trimEnd(),
         { kind: SpanKind.CLIENT, attributes },
-        parents.get(signal) ?? ROOT_CONTEXT,
+        parent === undefined ? ROOT_CONTEXT : trace.setSpan(ROOT_CONTEXT, parent),
       );
       return new OtelDeliverySpan(span, sdk);
     },
@@ -158,13 +170,17 @@ export async function createOtelTracing(
   };
 }
 
+/** An RPC span's name and attributes. */
+interface RpcLabel {
+  readonly name: string;
+  readonly attributes: Readonly<Attributes>;
+}
+
 /** What the span classes use of the SDK, loaded once. */
 interface Sdk {
-  readonly propagator: TextMapPropagator;
-  readonly setter: TextMapSetter;
   readonly error: SpanStatusCode;
-  readonly root: Context;
-  readonly withSpan: (ctx: Context, span: Span) => Context;
+  /** Whether a span context has non-zero ids (a suppressed span's has none, and is not propagated). */
+  readonly isValid: (context: SpanContext) => boolean;
 }
 
 /**
@@ -202,9 +218,18 @@ class OtelDeliverySpan implements DeliverySpan {
     readonly sdk: Sdk,
   ) {}
 
+  /**
+   * The W3C `traceparent` of this span (version 00, its trace and span ids
+   * and flags) and its `tracestate`, written here: the propagator would
+   * first build a context around the span.
+   */
   inject(headers: Record<string, string>): void {
-    const { sdk } = this;
-    sdk.propagator.inject(sdk.withSpan(sdk.root, this.span), headers, sdk.setter);
+    const context = this.span.spanContext();
+    if (!this.sdk.isValid(context)) return;
+    const { traceId, spanId, traceFlags, traceState } = context;
+    headers.traceparent = `00-${traceId}-${spanId}-${traceFlags < 16 ? '0' : ''}${traceFlags.toString(16)}`;
+    const state = traceState?.serialize();
+    if (state !== undefined && state !== '') headers.tracestate = state;
   }
 
   end(outcome: DeliveryOutcome): void {
