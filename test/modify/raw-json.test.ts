@@ -65,6 +65,22 @@ describe('checkJson', () => {
     expect(() => checkJson('[1,]')).toThrow('invalid JSON at offset 3: expected a value');
   });
 
+  it('names the first error of a long string with an escape on every line', () => {
+    const lines = 'a line of history\\n'.repeat(20_000);
+    // A whole history is one match; the same text cut short, or with a bad escape or a
+    // control character near its end, is refused at that offset.
+    expect(checkJson(`"${lines}"`)).toBe(`"${lines}"`);
+    expect(() => checkJson(`"${lines}`)).toThrow('invalid JSON at the end: unterminated string');
+    const badEscape = `"${lines}\\x"`;
+    expect(() => checkJson(badEscape)).toThrow(
+      `invalid JSON at offset ${badEscape.length - 3}: bad escape`,
+    );
+    const control = `"${lines}\u0001"`;
+    expect(() => checkJson(control)).toThrow(
+      `invalid JSON at offset ${control.length - 2}: control character in a string`,
+    );
+  });
+
   it('refuses nesting deeper than its bound instead of overflowing the stack', () => {
     const ok = `${'['.repeat(MAX_JSON_DEPTH)}${']'.repeat(MAX_JSON_DEPTH)}`;
     expect(checkJson(ok)).toBe(ok);
