@@ -185,7 +185,7 @@ async function runRounds(
   for (let round = 1; round <= rounds; round++) {
     for (const scenario of scenarios) {
       const entry = results.get(scenario.id);
-      if (entry === undefined) continue;
+      if (entry === undefined || (scenario.firstRoundOnly === true && round > 1)) continue;
       const started = Date.now();
       try {
         const result = await withTimeout(
