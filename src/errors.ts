@@ -131,6 +131,9 @@ export function hasReason(e: unknown, reason: ErrorReasonName): boolean {
 /** Reason of an invalid effective environment: environment hooks, env file or signing secrets. */
 export const INVALID_ENVIRONMENT = 'INVALID_ENVIRONMENT';
 
+/** `ErrorInfo.reason` of an unknown flag or a bad option value (`serve --help` names them). */
+export const INVALID_FLAG = 'INVALID_FLAG';
+
 /** `ErrorInfo.metadata` key listing the offending variable names, comma-separated. */
 export const VARIABLES_METADATA_KEY = 'variables';
 

@@ -3,10 +3,7 @@
  * removed from a decision's recorded payload before any sink sees it, such
  * as `/args/password` or `/result/content`.
  */
-import { InvalidArgumentError } from '../errors.js';
-
-/** `ErrorInfo.reason` of an `--audit-mask` that is not a JSON pointer. */
-export const INVALID_FLAG = 'INVALID_FLAG';
+import { INVALID_FLAG, InvalidArgumentError } from '../errors.js';
 
 /** A parsed JSON pointer: its reference tokens, unescaped. */
 export type Pointer = readonly string[];

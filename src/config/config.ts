@@ -11,7 +11,7 @@ import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../backg
 import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
-import { InvalidArgumentError } from '../errors.js';
+import { INVALID_FLAG, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import { DEFAULT_HOOK_CACHE_BYTES, DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
@@ -19,9 +19,6 @@ import { isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
 import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
-
-/** `ErrorInfo.reason` of an unknown flag or a bad option value. */
-export const INVALID_FLAG = 'INVALID_FLAG';
 
 /** The variable that may hold a `--users-postgres-url` with its password. */
 const USERS_URL_VAR = 'AGENTHOOKS_USERS_POSTGRES_URL';
