@@ -14,6 +14,7 @@
 import type { EventEmitter } from 'node:events';
 import {
   create,
+  type DescMessage,
   type DescMethod,
   type DescService,
   fromBinary,
@@ -27,11 +28,13 @@ import {
   type HandlerContext,
 } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
+import { DispatchStreamResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
 import { RequestStream } from './request-stream.js';
+import { encodePlainAck } from './response-codec.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
@@ -77,11 +80,10 @@ export function addService(
           return new MalformedRequest(method, e);
         }
       },
-      responseSerialize: (value: object) =>
-        // `create` returns a message of this type as is; it fills in a plain init object.
-        Buffer.from(
-          toBinary(method.output, create(method.output, value as Record<string, unknown>)),
-        ),
+      responseSerialize:
+        method.output.typeName === DispatchStreamResponseSchema.typeName
+          ? serializeAck
+          : (value: object) => serializeMessage(method.output, value),
       responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
       originalName: method.localName,
     };
@@ -91,6 +93,22 @@ export function addService(
     handlers[method.localName] = createHandler(service, method, fn, options, live);
   }
   server.addService(definition as grpc.ServiceDefinition, handlers);
+}
+
+/**
+ * A response's wire bytes, in a `Buffer` over the encoder's own array (not
+ * a copy). `create` returns a message of this type as is; it fills in a
+ * plain init object.
+ */
+function serializeMessage(schema: DescMessage, value: object): Buffer {
+  const bytes = toBinary(schema, create(schema, value as Record<string, unknown>));
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** A `DispatchStream` ack: by hand when it carries its event id alone (`response-codec.ts`). */
+function serializeAck(value: object): Buffer {
+  const ack = create(DispatchStreamResponseSchema, value as Record<string, unknown>);
+  return encodePlainAck(ack) ?? serializeMessage(DispatchStreamResponseSchema, ack);
 }
 
 /**

@@ -1,0 +1,36 @@
+/**
+ * @module The bytes of the one response a stream sends per event, written by
+ * hand. `DispatchStream` acknowledges every event with a
+ * `DispatchStreamResponse`; an event no hook failed on is acked with its id
+ * alone, and protobuf-es's reflective `toBinary` spends more on that one
+ * string field (a reflection object, the field walk, a writer) than the rest
+ * of the encoding. Any other response, or an ack with outcomes, an error or
+ * unknown fields, goes through `toBinary`; `test/server/response-codec.test.ts`
+ * checks the bytes against it.
+ */
+import type { DispatchStreamResponse } from '../../gen/agenthooks/v1/service_pb.js';
+
+/** Tag of `event_id` (field 1, length-delimited). */
+const EVENT_ID_TAG = 0x0a;
+/** Longest id whose length fits one varint byte. */
+const ONE_BYTE_LENGTH = 0x7f;
+
+/**
+ * The wire bytes of an ack that carries only its event id, or `undefined`
+ * when the ack needs the general encoder.
+ */
+export function encodePlainAck(ack: DispatchStreamResponse): Buffer | undefined {
+  if (ack.outcomes.length !== 0 || ack.error !== undefined || ack.$unknown !== undefined) {
+    return undefined;
+  }
+  const id = ack.eventId;
+  // proto3 leaves an empty string out.
+  if (id === '') return Buffer.alloc(0);
+  const length = Buffer.byteLength(id, 'utf8');
+  if (length > ONE_BYTE_LENGTH) return undefined;
+  const bytes = Buffer.allocUnsafe(2 + length);
+  bytes[0] = EVENT_ID_TAG;
+  bytes[1] = length;
+  bytes.write(id, 2, length, 'utf8');
+  return bytes;
+}
