@@ -41,6 +41,7 @@ import {
   objectText,
   type RawJson,
   RawJsonError,
+  splitObject,
 } from './raw-json.js';
 
 /** The twelve modifying points, in the order `hookbus-hooks.md` lists them. */
@@ -274,10 +275,14 @@ export function resultMembers(text: string | undefined): Map<string, RawJson> {
  *
  * @throws ContextShapeError naming the member at fault.
  */
-export function contextMembers(point: ModifyPoint, text: string): Map<string, RawJson> {
+export function contextMembers(
+  point: ModifyPoint,
+  text: string,
+): { members: Map<string, RawJson>; repeated: boolean } {
   let members: Map<string, RawJson>;
+  let repeated: boolean;
   try {
-    members = objectMembers(text);
+    ({ members, repeated } = splitObject(text));
   } catch (e: unknown) {
     if (e instanceof RawJsonError) {
       throw new ContextShapeError('', `the context is not a JSON object (${e.message})`);
@@ -303,7 +308,7 @@ export function contextMembers(point: ModifyPoint, text: string): Map<string, Ra
       throw new ContextShapeError('toolCall.name', 'toolCall.name must be a string');
     }
   }
-  return members;
+  return { members, repeated };
 }
 
 /**
@@ -325,6 +330,13 @@ export class Composition {
   readonly #patches = new Map<string, Map<string, RawJson>>();
   readonly #concatenated: RawJson[] = [];
   #ended = false;
+  /**
+   * The context as it arrived, without the whitespace around it, while no
+   * hook has changed it and no member name repeats in it: a webhook's body
+   * is then this text with members added before its closing brace, rather
+   * than a copy written member by member (a history can be megabytes).
+   */
+  #arrived: string | undefined;
 
   /**
    * @param context The point's context as a JSON object.
@@ -334,7 +346,10 @@ export class Composition {
   constructor(point: ModifyPoint, context: string) {
     this.point = point;
     this.#rule = POINT_RULES[point];
-    this.#context = contextMembers(point, context);
+    const { members, repeated } = contextMembers(point, context);
+    this.#context = members;
+    // A checked object: what trim() removes is JSON whitespace around it.
+    this.#arrived = repeated ? undefined : context.trim();
   }
 
   /** The tool's name on the tool points (`toolCall.name`), which matchers test. */
@@ -360,6 +375,18 @@ export class Composition {
    * without reading the context again.
    */
   contextWith(extra: Readonly<Record<string, RawJson>>): RawJson {
+    const names = Object.keys(extra);
+    const arrived = this.#arrived;
+    if (arrived !== undefined && !names.some((name) => this.#context.has(name))) {
+      // The same members in the same order as below: the context's, then the extra ones.
+      let text = arrived.slice(0, -1);
+      let comma = this.#context.size > 0;
+      for (const name of names) {
+        text += `${comma ? ',' : ''}${JSON.stringify(name)}:${extra[name]}`;
+        comma = true;
+      }
+      return `${text}}`;
+    }
     const members = new Map(this.#context);
     for (const [name, value] of Object.entries(extra)) {
       members.delete(name);
@@ -409,7 +436,10 @@ export class Composition {
       if (this.#rule.sticky?.includes(name) && this.#composed.get(name) === 'true') continue;
       this.#composed.set(name, value);
       const contextName = this.#rule.chains?.[name];
-      if (contextName !== undefined) this.#context.set(contextName, value);
+      if (contextName !== undefined) {
+        this.#context.set(contextName, value);
+        this.#arrived = undefined;
+      }
     }
     if (this.#rule.ends?.(checked) === true) this.#ended = true;
   }

@@ -185,6 +185,17 @@ export function kindOf(value: RawJson): JsonKind {
  * @throws RawJsonError when `text` is not JSON or not an object.
  */
 export function objectMembers(text: string): Map<string, RawJson> {
+  return splitObject(text).members;
+}
+
+/**
+ * {@link objectMembers}, and whether a member name repeated (the text then
+ * holds more members than the map).
+ *
+ * @throws RawJsonError when `text` is not JSON or not an object.
+ */
+export function splitObject(text: string): { members: Map<string, RawJson>; repeated: boolean } {
+  let repeated = false;
   const start = skipWs(text, 0);
   if (text[start] !== '{') {
     if (start < text.length) scanValue(text, start, 0);
@@ -203,7 +214,7 @@ export function objectMembers(text: string): Map<string, RawJson> {
       if (text[i] !== ':') fail(text, i, "expected ':'");
       const valueStart = skipWs(text, i + 1);
       const valueEnd = scanValue(text, valueStart, 1);
-      members.delete(name);
+      if (members.delete(name)) repeated = true;
       members.set(name, text.slice(valueStart, valueEnd));
       i = skipWs(text, valueEnd);
       if (text[i] === '}') {
@@ -215,7 +226,7 @@ export function objectMembers(text: string): Map<string, RawJson> {
     }
   }
   if (skipWs(text, i) !== text.length) fail(text, skipWs(text, i), 'text after the value');
-  return members;
+  return { members, repeated };
 }
 
 /**

@@ -236,6 +236,40 @@ describe('Composition', () => {
     expect(JSON.parse(c.result())).toEqual({ headers: { 'x-a': '1' }, timeoutMs: 5 });
   });
 
+  it("writes a webhook's body as the context with the extra members after it, however the context arrived", () => {
+    const extra = { operationId: '"op-1"', hookId: '"h1"' };
+    const members = (text: string) => Object.entries(JSON.parse(text) as object);
+    for (const text of [
+      '{"messages":[{"role":"user","content":"a\\nb"}],"iteration":1}',
+      ' \n{ "messages" : [ ] ,\t"iteration" : 12345678901234567890 }\r\n',
+      // A repeated name: its last value, once.
+      '{"messages":[],"iteration":1,"messages":[{"role":"user","content":"x"}]}',
+      // A context member named as an extra one: the extra one replaces it, after the rest.
+      '{"hookId":"mine","messages":[],"iteration":1}',
+    ]) {
+      const c = new Composition('transformContext', text);
+      const body = c.contextWith(extra);
+      const expected = new Map(members(text));
+      for (const [name, value] of Object.entries(extra)) {
+        expected.delete(name);
+        expected.set(name, JSON.parse(value));
+      }
+      expect(JSON.parse(body), text).toEqual(Object.fromEntries(expected));
+      expect(Object.keys(JSON.parse(body)).slice(-2), text).toEqual(Object.keys(extra));
+      // Large integers stay as they arrived.
+      if (text.includes('12345678901234567890')) expect(body).toContain('12345678901234567890');
+    }
+    // Once a hook changed the context, the body is written from the changed members.
+    const c = new Composition('transformContext', '{"messages":[],"iteration":1}');
+    c.apply('{"messages":[{"role":"user","content":"changed"}]}');
+    expect(JSON.parse(c.contextWith(extra))).toEqual({
+      messages: [{ role: 'user', content: 'changed' }],
+      iteration: 1,
+      operationId: 'op-1',
+      hookId: 'h1',
+    });
+  });
+
   it('refuses a context that is not a JSON object or lacks what its point reads', () => {
     const cases: [ModifyPoint, string, string, string][] = [
       ['transformContext', '[]', '', 'the context is not a JSON object (expected a JSON object)'],
