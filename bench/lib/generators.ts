@@ -56,6 +56,8 @@ export interface LoadResult {
   readonly p50: number;
   readonly p99: number;
   readonly p999: number;
+  /** Every successful call's latency, in milliseconds, sorted. */
+  readonly latenciesMs: readonly number[];
 }
 
 /** Sums the failures of a result, to check that a run is usable. */
@@ -90,6 +92,7 @@ function summarise(
     p50: pick(P50),
     p99: pick(P99),
     p999: pick(P999),
+    latenciesMs: ms,
   };
 }
 

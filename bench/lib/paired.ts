@@ -33,6 +33,7 @@ import type {
   Scenario,
   ScenarioResult,
 } from './scenarios.js';
+import { percentile } from './stats.js';
 
 /** How a paired run sizes its loads; see {@link DEFAULT_PAIRED} and {@link QUICK_PAIRED}. */
 export interface PairedParams {
@@ -328,6 +329,41 @@ async function latencyC1(
   );
 }
 
+/** Alternating chunks of the two sides' c=1 calls. */
+const C1_CHUNKS = 4;
+
+/**
+ * The c=1 latency of both sides, measured in {@link C1_CHUNKS} alternating
+ * chunks (floor, sidecar, floor, ...) so that a drift of the machine within
+ * the round falls on both, as metrics: each side's p50 and p99 over all its
+ * calls, and the sidecar's p50 over the floor's.
+ */
+async function latencyPairC1(
+  floor: Side,
+  sidecar: Side,
+  calls: number,
+  request?: { method: string; json: unknown },
+): Promise<Record<string, number>> {
+  const chunk = Math.ceil(calls / C1_CHUNKS);
+  const floorMs: number[] = [];
+  const sidecarMs: number[] = [];
+  for (let c = 0; c < C1_CHUNKS; c++) {
+    floorMs.push(...(await latencyC1(floor, chunk, request)).latenciesMs);
+    sidecarMs.push(...(await latencyC1(sidecar, chunk, request)).latenciesMs);
+  }
+  floorMs.sort((a, b) => a - b);
+  sidecarMs.sort((a, b) => a - b);
+  const p50 = percentile(sidecarMs, 50);
+  const floorP50 = percentile(floorMs, 50);
+  return {
+    p50,
+    floorP50,
+    p50Over: p50 - floorP50,
+    p99: percentile(sidecarMs, 99),
+    floorP99: percentile(floorMs, 99),
+  };
+}
+
 function controlsScenario(controls: number): Scenario {
   const withLatency = controls <= 1;
   return {
@@ -345,15 +381,7 @@ function controlsScenario(controls: number): Scenario {
         const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, { json });
         const metrics = closedMetrics(s, f);
         if (withLatency) {
-          const fl = await latencyC1(floor, ctx.paired.c1Calls);
-          const sl = await latencyC1(sidecar, ctx.paired.c1Calls);
-          Object.assign(metrics, {
-            p50: sl.p50,
-            floorP50: fl.p50,
-            p50Over: sl.p50 - fl.p50,
-            p99: sl.p99,
-            floorP99: fl.p99,
-          });
+          Object.assign(metrics, await latencyPairC1(floor, sidecar, ctx.paired.c1Calls));
         }
         return {
           metrics,
@@ -602,16 +630,9 @@ function modifyScenario(hooks: number, historyKiB: number): Scenario {
         const c1Calls = Math.max(100, Math.round(ctx.paired.c1Calls / share));
         const f = await closedLoop(floor, calls, ctx.paired.concurrency, data);
         const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, data);
-        const fl = await latencyC1(floor, c1Calls, data);
-        const sl = await latencyC1(sidecar, c1Calls, data);
+        const latency = await latencyPairC1(floor, sidecar, c1Calls, data);
         return {
-          metrics: Object.assign(closedMetrics(s, f), {
-            p50: sl.p50,
-            floorP50: fl.p50,
-            p50Over: sl.p50 - fl.p50,
-            p99: sl.p99,
-            floorP99: fl.p99,
-          }),
+          metrics: Object.assign(closedMetrics(s, f), latency),
           ops: s.window.ops,
           windows: { load: s.window },
           baselineWindows: { load: f.window },
