@@ -28,13 +28,12 @@ import {
   type HandlerContext,
 } from '@connectrpc/connect';
 import * as grpc from '@grpc/grpc-js';
-import { DispatchStreamResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
 import { RequestStream } from './request-stream.js';
-import { encodePlainAck } from './response-codec.js';
+import { handEncoderOf } from './response-codec.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
@@ -80,10 +79,7 @@ export function addService(
           return new MalformedRequest(method, e);
         }
       },
-      responseSerialize:
-        method.output.typeName === DispatchStreamResponseSchema.typeName
-          ? serializeAck
-          : (value: object) => serializeMessage(method.output, value),
+      responseSerialize: responseSerializer(method.output),
       responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
       originalName: method.localName,
     };
@@ -105,10 +101,17 @@ function serializeMessage(schema: DescMessage, value: object): Buffer {
   return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
-/** A `DispatchStream` ack: by hand when it carries its event id alone (`response-codec.ts`). */
-function serializeAck(value: object): Buffer {
-  const ack = create(DispatchStreamResponseSchema, value as Record<string, unknown>);
-  return encodePlainAck(ack) ?? serializeMessage(DispatchStreamResponseSchema, ack);
+/**
+ * The response serializer of a method: its hand encoder first when the
+ * output type has one (`response-codec.ts`), else `toBinary`.
+ */
+function responseSerializer(schema: DescMessage): (value: object) => Buffer {
+  const byHand = handEncoderOf(schema);
+  if (byHand === undefined) return (value) => serializeMessage(schema, value);
+  return (value) => {
+    const message = create(schema, value as Record<string, unknown>);
+    return byHand(message) ?? serializeMessage(schema, message);
+  };
 }
 
 /**

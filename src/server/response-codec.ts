@@ -8,7 +8,11 @@
  * unknown fields, goes through `toBinary`; `test/server/response-codec.test.ts`
  * checks the bytes against it.
  */
-import type { DispatchStreamResponse } from '../../gen/agenthooks/v1/service_pb.js';
+import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import {
+  type DispatchStreamResponse,
+  DispatchStreamResponseSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
 
 /** Tag of `event_id` (field 1, length-delimited). */
 const EVENT_ID_TAG = 0x0a;
@@ -33,4 +37,17 @@ export function encodePlainAck(ack: DispatchStreamResponse): Buffer | undefined 
   bytes[1] = length;
   bytes.write(id, 2, length, 'utf8');
   return bytes;
+}
+
+/** Writes a message's bytes by hand, or answers `undefined` to leave it to `toBinary`. */
+export type HandEncoder<D extends DescMessage> = (message: MessageShape<D>) => Buffer | undefined;
+
+/**
+ * The hand encoder of responses of `schema`, when there is one: the gRPC
+ * adapter asks once per method, and stays free of any message type.
+ */
+export function handEncoderOf<D extends DescMessage>(schema: D): HandEncoder<D> | undefined {
+  return schema.typeName === DispatchStreamResponseSchema.typeName
+    ? (encodePlainAck as unknown as HandEncoder<D>)
+    : undefined;
 }
