@@ -6,7 +6,6 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
-import { readFileSync } from 'node:fs';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -47,6 +46,7 @@ import type {
 } from './store/store.js';
 import type { Tracing } from './tracing/tracing.js';
 import { createUserDirectory } from './users/directory.js';
+import { packageVersion } from './version.js';
 
 /** Interval of the retention sweep, in milliseconds (shorter when a retention itself is short). */
 export const RETENTION_SWEEP_INTERVAL_MS = 60_000;
@@ -134,13 +134,6 @@ export interface App {
   readonly tracing: Tracing | undefined;
   /** Owner of detached work (webhooks started and not awaited). */
   readonly background: BackgroundScope;
-  /**
-   * The decision audit log: its sinks are the `--audit-*` flags'; anyone may
-   * subscribe to the decisions as they are made (the admin console).
-   */
-  readonly audit: AuditLog;
-  /** The store of the audit log's entries (listed when `--audit-store` is on). */
-  readonly decisions: DecisionStore;
   /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
@@ -434,8 +427,6 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     logger,
     tracing: options.tracing,
     background,
-    audit,
-    decisions: store,
     markListening() {
       listening = true;
       health.setLiveness(ServingStatus.SERVING);
@@ -501,16 +492,4 @@ function sqlitePath(config: ServeConfig): string {
     throw new Error('the config names a PostgreSQL store, which opens asynchronously: use openApp');
   }
   return config.dbPath;
-}
-
-/** The package's version, for the admin console; `unknown` when package.json cannot be read. */
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(
-      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
-    ) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-  } catch {
-    return 'unknown';
-  }
 }

@@ -5,7 +5,7 @@
  * `agenthooks users import FILE.jsonl [--db PATH]` fills the user directory
  * of email enrichment.
  */
-import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { type App, openApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
@@ -15,6 +15,7 @@ import { routeGrpcLogs } from './server/grpc-log.js';
 import { createServer, readTransportSecurity } from './server/server.js';
 import { startTracing, type Tracing } from './tracing/tracing.js';
 import { runUsersCommand } from './users/import.js';
+import { packageVersion } from './version.js';
 
 /**
  * How far V8's old space may grow past the live heap before a full GC, in
@@ -47,10 +48,7 @@ const SERVE_HINT = "Run 'agenthooks serve --help' to list every option.";
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === '--version' || command === 'version') {
-    const pkg = JSON.parse(
-      readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
-    ) as { version: string };
-    process.stdout.write(`${pkg.version}\n`);
+    process.stdout.write(`${packageVersion()}\n`);
     return 0;
   }
   if (command === '--help' || command === '-h' || command === 'help') {
