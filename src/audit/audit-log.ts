@@ -330,10 +330,15 @@ function toRow(record: DecisionRecord): DecisionRow {
   };
 }
 
+/** A record as proto JSON, as both the stdout and the HTTP sink write it. */
+function recordJson(record: DecisionRecord): string {
+  return toJsonString(DecisionRecordSchema, record);
+}
+
 /** One proto JSON object per line. */
-export function jsonLines(batch: readonly DecisionRecord[]): string {
+function jsonLines(batch: readonly DecisionRecord[]): string {
   let text = '';
-  for (const record of batch) text += `${toJsonString(DecisionRecordSchema, record)}\n`;
+  for (const record of batch) text += `${recordJson(record)}\n`;
   return text;
 }
 
@@ -359,11 +364,7 @@ async function postBatch(
   batch: readonly DecisionRecord[],
   authorization: string | undefined,
 ): Promise<void> {
-  let json = '[';
-  for (const [i, record] of batch.entries()) {
-    json += `${i === 0 ? '' : ','}${toJsonString(DecisionRecordSchema, record)}`;
-  }
-  const body = await gzip(`${json}]`);
+  const body = await gzip(`[${batch.map(recordJson).join(',')}]`);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-encoding': 'gzip',
