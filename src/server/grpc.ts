@@ -32,6 +32,7 @@ import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
 import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
+import { handDecoderOf } from './request-codec.js';
 import { RequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
 
@@ -62,6 +63,8 @@ export function addService(
   const handlers: grpc.UntypedServiceImplementation = {};
   const live = new LiveCalls(options.shutdownSignal);
   for (const method of service.methods) {
+    const decode =
+      handDecoderOf(method.input) ?? ((bytes: Uint8Array) => fromBinary(method.input, bytes));
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
       requestStream:
@@ -74,7 +77,7 @@ export function addService(
       // INVALID_ARGUMENT instead, as connect-node does for bad JSON.
       requestDeserialize: (bytes: Buffer) => {
         try {
-          return fromBinary(method.input, bytes);
+          return decode(bytes);
         } catch (e: unknown) {
           return new MalformedRequest(method, e);
         }

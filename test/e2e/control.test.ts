@@ -257,6 +257,58 @@ describe('tool-call and tool-result controls, decided by the sidecar process', (
     }
   }
 
+  it('delivers large arguments, decoded only when a hook reads them, intact to the receiver', async () => {
+    // Over 16 KiB the gRPC edge defers decoding the arguments (src/server/request-codec.ts).
+    const args = {
+      path: '/tmp/big.ts',
+      content: 'const ü = "x\\ty"; // ☃\n'.repeat(4000),
+      nested: { list: [1, 2.5, 'three', null, true, { deep: [] }] },
+    };
+    const operationId = `op-large-args-${++op}`;
+    for (const type of ['HOOK_TYPE_BEFORE_TOOL_CALL', 'HOOK_TYPE_AFTER_TOOL_CALL']) {
+      await unary(client, 'RegisterHooks', {
+        operationId,
+        hooks: [
+          {
+            id: `large-${type}`,
+            type,
+            webhook: { url: `${later.url}/large`, responseHandling: 'RESPONSE_HANDLING_TOOL_CALL' },
+          },
+        ],
+      });
+    }
+    const context = { ...CONTEXT, operationId, args };
+    const before = later.requests.length;
+    const call = await unary(
+      client,
+      'DecideToolCall',
+      toLoaderObject(
+        DecideToolCallRequestSchema,
+        create(DecideToolCallRequestSchema, { event: { context } }),
+      ),
+    );
+    expect(fromLoaderObject(DecideToolCallResponseSchema, call).decision?.outcome.case).toBe(
+      'allow',
+    );
+    const result = await unary(
+      client,
+      'DecideToolResult',
+      toLoaderObject(
+        DecideToolResultRequestSchema,
+        create(DecideToolResultRequestSchema, { event: { context, result: RESULT } }),
+      ),
+    );
+    expect(fromLoaderObject(DecideToolResultResponseSchema, result).decision?.outcome.case).toBe(
+      'allow',
+    );
+    const received = later.requests.slice(before);
+    expect(received).toHaveLength(2);
+    for (const request of received) {
+      // The tool-call payload spreads the context into the body.
+      expect((request.json as { args: unknown }).args).toEqual(args);
+    }
+  });
+
   it('never follows a redirect: the Location target gets no request', () => {
     expect(redirectTargetHits).toBe(0);
   });
