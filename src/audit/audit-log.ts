@@ -243,7 +243,7 @@ export class AuditLog {
       this.#sinks.push(
         new Sink(
           'stdout',
-          (batch) => writeAll(stdoutFd, Buffer.from(jsonLines(batch))),
+          async (batch) => writeAll(stdoutFd, Buffer.from(await jsonLines(batch))),
           Object.assign({ intervalMs: interval }, common),
         ),
       );
@@ -254,10 +254,11 @@ export class AuditLog {
       // destination policy (which guards against callers' URLs) does not apply.
       const agent = new Agent({ connections: 2 });
       this.#agent = agent;
+      const body = new BatchBodies();
       this.#sinks.push(
         new Sink(
           'http',
-          (batch) => postBatch(agent, httpUrl, batch, authorization()),
+          async (batch) => postBatch(agent, httpUrl, await body.of(batch), authorization()),
           Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
         ),
       );
@@ -330,16 +331,39 @@ function toRow(record: DecisionRecord): DecisionRow {
   };
 }
 
+/**
+ * Proto JSON of records, made once per record: the stdout and the HTTP sinks
+ * both write it, and a batch the HTTP sink could not send is sent again.
+ */
+const jsonOfRecord = new WeakMap<DecisionRecord, string>();
+
+/** Records encoded between two turns of the event loop, so that a large batch never holds it. */
+const ENCODE_SLICE = 100;
+
 /** A record as proto JSON, as both the stdout and the HTTP sink write it. */
 function recordJson(record: DecisionRecord): string {
-  return toJsonString(DecisionRecordSchema, record);
+  let json = jsonOfRecord.get(record);
+  if (json === undefined) {
+    json = toJsonString(DecisionRecordSchema, record);
+    jsonOfRecord.set(record, json);
+  }
+  return json;
+}
+
+/** The records of `batch` as proto JSON, a slice per turn of the event loop. */
+async function batchJson(batch: readonly DecisionRecord[]): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < batch.length; i++) {
+    if (i > 0 && i % ENCODE_SLICE === 0) await new Promise(setImmediate);
+    out.push(recordJson(batch[i] as DecisionRecord));
+  }
+  return out;
 }
 
 /** One proto JSON object per line. */
-function jsonLines(batch: readonly DecisionRecord[]): string {
-  let text = '';
-  for (const record of batch) text += `${recordJson(record)}\n`;
-  return text;
+async function jsonLines(batch: readonly DecisionRecord[]): Promise<string> {
+  const lines = await batchJson(batch);
+  return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 
 /** Writes all of `bytes` to `fd` through the thread pool. */
@@ -355,16 +379,39 @@ async function writeAll(fd: number, bytes: Buffer): Promise<void> {
 }
 
 /**
+ * The gzip JSON array of the HTTP sink's batches. A batch that failed goes
+ * back to the buffer's front and is sent again: while nothing was dropped
+ * from the front, the next batch starts with the same record and, of the
+ * same length, holds the same records (new ones join at the back), so the
+ * body made for it is sent again as it is.
+ */
+class BatchBodies {
+  #first: DecisionRecord | undefined;
+  #count = 0;
+  #body: Buffer | undefined;
+
+  async of(batch: readonly DecisionRecord[]): Promise<Buffer> {
+    if (this.#body !== undefined && batch[0] === this.#first && batch.length === this.#count) {
+      return this.#body;
+    }
+    const body = await gzip(`[${(await batchJson(batch)).join(',')}]`);
+    this.#first = batch[0];
+    this.#count = batch.length;
+    this.#body = body;
+    return body;
+  }
+}
+
+/**
  * POSTs one batch as a gzip JSON array (`Content-Encoding: gzip`, as OPA's
  * decision logs do); rejects unless the answer is 2xx.
  */
 async function postBatch(
   dispatcher: Dispatcher,
   url: string,
-  batch: readonly DecisionRecord[],
+  body: Buffer,
   authorization: string | undefined,
 ): Promise<void> {
-  const body = await gzip(`[${batch.map(recordJson).join(',')}]`);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'content-encoding': 'gzip',
