@@ -33,7 +33,7 @@ import type {
   Scenario,
   ScenarioResult,
 } from './scenarios.js';
-import { percentile } from './stats.js';
+import { median, percentile } from './stats.js';
 
 /** How a paired run sizes its loads; see {@link DEFAULT_PAIRED} and {@link QUICK_PAIRED}. */
 export interface PairedParams {
@@ -52,12 +52,12 @@ export interface PairedParams {
 }
 
 export const DEFAULT_PAIRED: PairedParams = {
-  closedCalls: 5000,
+  closedCalls: 3000,
   concurrency: 64,
-  c1Calls: 2000,
-  openSeconds: 6,
-  connectSeconds: 4,
-  streamEvents: 60_000,
+  c1Calls: 1200,
+  openSeconds: 3,
+  connectSeconds: 2,
+  streamEvents: 40_000,
 };
 
 export const QUICK_PAIRED: PairedParams = {
@@ -79,7 +79,7 @@ const STREAM_OPERATIONS = 16;
 /** Workers of an open-loop ghz run (each starts calls without waiting for answers). */
 const OPEN_WORKERS = 16;
 /** A warm-up is this fraction of the measured calls (JIT, connection pools, caches). */
-const WARMUP_FRACTION = 0.5;
+const WARMUP_FRACTION = 0.25;
 /** Calls in flight with large arguments. */
 const ARGS_CONCURRENCY = 8;
 /** Microseconds per millisecond. */
@@ -329,14 +329,16 @@ async function latencyC1(
   );
 }
 
-/** Alternating chunks of the two sides' c=1 calls. */
-const C1_CHUNKS = 4;
+/** Pairs of chunks of the two sides' c=1 calls. */
+const C1_PAIRS = 6;
 
 /**
- * The c=1 latency of both sides, measured in {@link C1_CHUNKS} alternating
- * chunks (floor, sidecar, floor, ...) so that a drift of the machine within
- * the round falls on both, as metrics: each side's p50 and p99 over all its
- * calls, and the sidecar's p50 over the floor's.
+ * The c=1 latency of both sides, measured in {@link C1_PAIRS} pairs of
+ * chunks back to back, the side that goes first alternating (floor then
+ * sidecar, then sidecar then floor: a steady drift of the machine falls on
+ * both alike). Each side's p50 and p99 are over all its calls; the
+ * sidecar's p50 over the floor's is the median of the pairs' differences,
+ * so that one pair a burst of other work fell on does not decide the round.
  */
 async function latencyPairC1(
   floor: Side,
@@ -344,21 +346,32 @@ async function latencyPairC1(
   calls: number,
   request?: { method: string; json: unknown },
 ): Promise<Record<string, number>> {
-  const chunk = Math.ceil(calls / C1_CHUNKS);
+  const chunk = Math.ceil(calls / C1_PAIRS);
   const floorMs: number[] = [];
   const sidecarMs: number[] = [];
-  for (let c = 0; c < C1_CHUNKS; c++) {
-    floorMs.push(...(await latencyC1(floor, chunk, request)).latenciesMs);
-    sidecarMs.push(...(await latencyC1(sidecar, chunk, request)).latenciesMs);
+  const differences: number[] = [];
+  const chunkOf = async (side: Side) =>
+    [...(await latencyC1(side, chunk, request)).latenciesMs].sort((a, b) => a - b);
+  for (let c = 0; c < C1_PAIRS; c++) {
+    let f: number[];
+    let s: number[];
+    if (c % 2 === 0) {
+      f = await chunkOf(floor);
+      s = await chunkOf(sidecar);
+    } else {
+      s = await chunkOf(sidecar);
+      f = await chunkOf(floor);
+    }
+    differences.push(percentile(s, 50) - percentile(f, 50));
+    floorMs.push(...f);
+    sidecarMs.push(...s);
   }
   floorMs.sort((a, b) => a - b);
   sidecarMs.sort((a, b) => a - b);
-  const p50 = percentile(sidecarMs, 50);
-  const floorP50 = percentile(floorMs, 50);
   return {
-    p50,
-    floorP50,
-    p50Over: p50 - floorP50,
+    p50: percentile(sidecarMs, 50),
+    floorP50: percentile(floorMs, 50),
+    p50Over: median(differences),
     p99: percentile(sidecarMs, 99),
     floorP99: percentile(floorMs, 99),
   };
@@ -627,7 +640,7 @@ function modifyScenario(hooks: number, historyKiB: number): Scenario {
         // budget is ten minutes, and the spread at these counts is within the margins.
         const share = historyKiB > 0 ? 5 : 2;
         const calls = Math.max(200, Math.round(ctx.paired.closedCalls / share));
-        const c1Calls = Math.max(100, Math.round(ctx.paired.c1Calls / share));
+        const c1Calls = Math.max(360, Math.round(ctx.paired.c1Calls / share));
         const f = await closedLoop(floor, calls, ctx.paired.concurrency, data);
         const s = await closedLoop(sidecar, calls, ctx.paired.concurrency, data);
         const latency = await latencyPairC1(floor, sidecar, c1Calls, data);
