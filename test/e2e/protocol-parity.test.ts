@@ -20,7 +20,11 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { HookService, ListHooksRequestSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  DecideToolCallRequestSchema,
+  HookService,
+  ListHooksRequestSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -317,11 +321,15 @@ function grpcWebStatus(response: {
 }
 
 /** Sends raw bytes as a ListHooks request over grpc-js and returns the status code. */
-function grpcRawStatus(address: string, bytes: Buffer): Promise<grpc.ServiceError> {
+function grpcRawStatus(
+  address: string,
+  bytes: Buffer,
+  path = LIST_HOOKS_PATH,
+): Promise<grpc.ServiceError> {
   const client = new grpc.Client(address, grpc.credentials.createInsecure());
   return new Promise((resolve, reject) => {
     client.makeUnaryRequest(
-      '/agenthooks.v1.HookService/ListHooks',
+      path,
       (b: Buffer) => b,
       (b: Buffer) => b,
       bytes,
@@ -388,6 +396,41 @@ describe('protocol parity', () => {
       envelope(MALFORMED),
     );
     expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it('refuses large arguments with invalid UTF-8 as MALFORMED_REQUEST, over gRPC as over Connect', async () => {
+    // Over 16 KiB, the gRPC edge checks the arguments on the wire instead of decoding them.
+    const content = 'x'.repeat(20_000);
+    const bytes = Buffer.from(
+      toBinary(
+        DecideToolCallRequestSchema,
+        create(DecideToolCallRequestSchema, {
+          event: {
+            context: {
+              toolCallId: 'call-1',
+              identifier: 'fs',
+              apiName: 'write',
+              operationId: 'op-malformed-args',
+              executor: Executor.SERVER,
+              args: { content },
+            },
+          },
+        }),
+      ),
+    );
+    bytes[bytes.indexOf('xxxx') + 10] = 0xff;
+    const path = '/agenthooks.v1.HookService/DecideToolCall';
+    const grpcErr = await grpcRawStatus(sidecar.grpc, bytes, path);
+    expect(grpcErr.code).toBe(grpc.status.INVALID_ARGUMENT);
+    const binary = await post(sidecar.http as string, path, 'application/proto', bytes);
+    expect(binary.status).toBe(400);
+    const binaryJson = JSON.parse(binary.body.toString('utf8')) as {
+      code: string;
+      message: string;
+    };
+    expect(binaryJson.code).toBe('invalid_argument');
+    expect(binaryJson.message).toBe(grpcErr.details);
+    expect(grpcErr.details).toContain('not a valid agenthooks.v1.DecideToolCallRequest');
   });
 
   it('answers bad JSON INVALID_ARGUMENT with MALFORMED_REQUEST over Connect and gRPC-Web', async () => {
