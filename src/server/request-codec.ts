@@ -9,13 +9,16 @@
  * So for `DecideToolCall` and `DecideToolResult`, large arguments are checked
  * on the wire (every tag, length and UTF-8 string, without allocating) and
  * left undecoded; the rest of the request is decoded as usual, and
- * `context.args` decodes them the first time it is read. A request whose
- * arguments the check cannot vouch for (malformed, nested very deep, or
- * framed in a way protobuf-es reads differently) goes to `fromBinary`
- * whole, so it is answered exactly as before.
+ * `context.args` decodes them the first time it is read. A request the
+ * check cannot vouch for goes to `fromBinary` whole, so it is answered
+ * exactly as before: malformed or very deep arguments, a tag protobuf-es
+ * refuses, a repeated field it would merge, a group, or, on the way to the
+ * arguments, a field it knows sent with another wire type (protobuf-es reads
+ * a known field by its declared type, so it would frame the bytes around it
+ * differently).
  */
 import { isUtf8 } from 'node:buffer';
-import { type DescMessage, fromBinary, type MessageShape } from '@bufbuild/protobuf';
+import { type DescMessage, fromBinary, type MessageShape, ScalarType } from '@bufbuild/protobuf';
 import { ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type DecideToolCallRequest,
@@ -43,7 +46,7 @@ const I32 = 5;
 const EVENT_FIELD = 1;
 const CONTEXT_FIELD = 1;
 const ARGS_FIELD = 5;
-const STRUCT_FIELDS = 1;
+const ITEMS_FIELD = 1;
 const ENTRY_KEY = 1;
 const ENTRY_VALUE = 2;
 const VALUE_NULL = 1;
@@ -52,7 +55,6 @@ const VALUE_STRING = 3;
 const VALUE_BOOL = 4;
 const VALUE_STRUCT = 5;
 const VALUE_LIST = 6;
-const LIST_VALUES = 1;
 
 /**
  * A read position in a message's bytes. Every method answers -1 or `false`
@@ -77,8 +79,10 @@ class Wire {
 
   /** A field's tag (field number and wire type), or -1 for none protobuf-es reads as such. */
   tag(end: number): number {
+    const start = this.pos;
     const tag = this.varint(end);
-    return tag < 8 || tag > 0xffffffff ? -1 : tag;
+    // protobuf-es refuses a tag of more than 5 bytes, or one past 32 bits.
+    return tag < 8 || tag > 0xffffffff || this.pos - start > 5 ? -1 : tag;
   }
 
   /** The end of a length-delimited payload that starts here, or -1 if it passes `end`. */
@@ -115,6 +119,71 @@ class Wire {
   }
 }
 
+/** The wire types protobuf-es reads each field of a message by, by field number. */
+type WireTypes = ReadonlyMap<number, readonly number[]>;
+
+/** The wire type of a scalar of type `scalar`. */
+function scalarWireType(scalar: ScalarType): number {
+  switch (scalar) {
+    case ScalarType.DOUBLE:
+    case ScalarType.FIXED64:
+    case ScalarType.SFIXED64:
+      return I64;
+    case ScalarType.FLOAT:
+    case ScalarType.FIXED32:
+    case ScalarType.SFIXED32:
+      return I32;
+    case ScalarType.STRING:
+    case ScalarType.BYTES:
+      return LEN;
+    default:
+      return VARINT;
+  }
+}
+
+/**
+ * The wire types a field of `desc` may arrive with and be read the same way
+ * by protobuf-es: its declared one, and for a repeated number also packed.
+ * A group-encoded field gets none, so it is always left to `fromBinary`.
+ */
+function wireTypesOf(desc: DescMessage): WireTypes {
+  const types = new Map<number, readonly number[]>();
+  for (const field of desc.fields) {
+    switch (field.fieldKind) {
+      case 'scalar':
+        types.set(field.number, [scalarWireType(field.scalar)]);
+        break;
+      case 'enum':
+        types.set(field.number, [VARINT]);
+        break;
+      case 'map':
+        types.set(field.number, [LEN]);
+        break;
+      case 'message':
+        types.set(field.number, field.delimitedEncoding ? [] : [LEN]);
+        break;
+      case 'list': {
+        if (field.listKind === 'message') {
+          types.set(field.number, field.delimitedEncoding ? [] : [LEN]);
+          break;
+        }
+        const one = field.listKind === 'enum' ? VARINT : scalarWireType(field.scalar);
+        types.set(field.number, one === LEN ? [LEN] : [one, LEN]);
+        break;
+      }
+    }
+  }
+  return types;
+}
+
+/** The message type of field `number` of `desc`. */
+function messageField(desc: DescMessage, number: number): DescMessage {
+  const field = desc.fields.find((f) => f.number === number);
+  if (field?.fieldKind !== 'message')
+    throw new Error(`${desc.typeName} has no message field ${number}`);
+  return field.message;
+}
+
 /** Where one length-delimited field sits: its tag, its length and its payload. */
 interface Field {
   readonly tagStart: number;
@@ -128,13 +197,23 @@ interface Field {
  * `undefined` when it is absent, repeated (protobuf-es would merge), of
  * another wire type, or when any field around it is malformed.
  */
-function findField(wire: Wire, start: number, end: number, number: number): Field | undefined {
+function findField(
+  wire: Wire,
+  start: number,
+  end: number,
+  number: number,
+  known: WireTypes,
+): Field | undefined {
   let found: Field | undefined;
   wire.pos = start;
   while (wire.pos < end) {
     const tagStart = wire.pos;
     const tag = wire.tag(end);
     if (tag < 0) return undefined;
+    const expected = known.get(tag >>> 3);
+    // protobuf-es reads a field it knows by its declared type, whatever the
+    // tag's wire type: one sent with another type would be framed differently.
+    if (expected !== undefined && !expected.includes(tag & 7)) return undefined;
     if (tag >>> 3 !== number) {
       if (!wire.skip(tag & 7, end)) return undefined;
       continue;
@@ -149,30 +228,56 @@ function findField(wire: Wire, start: number, end: number, number: number): Fiel
   return found;
 }
 
-/** Whether [start, end) is a `google.protobuf.Struct` protobuf-es decodes. */
-function checkStruct(wire: Wire, start: number, end: number, depth: number): boolean {
+/** Checks one item of a repeated field: its bytes are [start, end), at `depth`. */
+type ItemCheck = (wire: Wire, start: number, end: number, depth: number) => boolean;
+
+/**
+ * Whether [start, end), a message `depth` deep, holds well-formed fields and,
+ * in field 1 (a Struct's entries, a ListValue's values), length-delimited
+ * items that `item` accepts.
+ */
+function checkItems(
+  wire: Wire,
+  start: number,
+  end: number,
+  depth: number,
+  item: ItemCheck,
+): boolean {
   if (depth > MAX_NESTING) return false;
   wire.pos = start;
   while (wire.pos < end) {
     const tag = wire.tag(end);
     if (tag < 0) return false;
-    if (tag >>> 3 !== STRUCT_FIELDS) {
+    if (tag >>> 3 !== ITEMS_FIELD) {
       if (!wire.skip(tag & 7, end)) return false;
       continue;
     }
     if ((tag & 7) !== LEN) return false;
-    const entryEnd = wire.payloadEnd(end);
-    if (entryEnd < 0 || !checkEntry(wire, entryEnd, depth)) return false;
+    const itemEnd = wire.payloadEnd(end);
+    if (itemEnd < 0 || !item(wire, wire.pos, itemEnd, depth + 1)) return false;
+    wire.pos = itemEnd;
   }
   return true;
 }
 
+/** Whether [start, end) is a `google.protobuf.Struct` protobuf-es decodes. */
+function checkStruct(wire: Wire, start: number, end: number, depth: number): boolean {
+  return checkItems(wire, start, end, depth, checkEntry);
+}
+
+/** Whether [start, end) is a `google.protobuf.ListValue` protobuf-es decodes. */
+function checkList(wire: Wire, start: number, end: number, depth: number): boolean {
+  return checkItems(wire, start, end, depth, checkValue);
+}
+
 /**
- * Whether the map entry up to `end` is a key and a `Value`. protobuf-es reads
+ * Whether the map entry [start, end) is a key and a `Value` (`depth` deep:
+ * protobuf-es reads an entry inline, so it is no level of its own). It reads
  * an entry's fields without their wire types and does not skip others, so
  * only fields 1 and 2, length-delimited, are vouched for.
  */
-function checkEntry(wire: Wire, end: number, depth: number): boolean {
+function checkEntry(wire: Wire, start: number, end: number, depth: number): boolean {
+  wire.pos = start;
   while (wire.pos < end) {
     const tag = wire.tag(end);
     if (tag < 0 || (tag & 7) !== LEN) return false;
@@ -181,7 +286,7 @@ function checkEntry(wire: Wire, end: number, depth: number): boolean {
     const number = tag >>> 3;
     if (number === ENTRY_KEY) {
       if (!wire.utf8(wire.pos, fieldEnd)) return false;
-    } else if (number !== ENTRY_VALUE || !checkValue(wire, wire.pos, fieldEnd, depth + 1)) {
+    } else if (number !== ENTRY_VALUE || !checkValue(wire, wire.pos, fieldEnd, depth)) {
       return false;
     }
     wire.pos = fieldEnd;
@@ -227,25 +332,6 @@ function checkValue(wire: Wire, start: number, end: number, depth: number): bool
       default:
         if (!wire.skip(type, end)) return false;
     }
-  }
-  return true;
-}
-
-/** Whether [start, end) is a `google.protobuf.ListValue` protobuf-es decodes. */
-function checkList(wire: Wire, start: number, end: number, depth: number): boolean {
-  if (depth > MAX_NESTING) return false;
-  wire.pos = start;
-  while (wire.pos < end) {
-    const tag = wire.tag(end);
-    if (tag < 0) return false;
-    if (tag >>> 3 !== LIST_VALUES) {
-      if (!wire.skip(tag & 7, end)) return false;
-      continue;
-    }
-    if ((tag & 7) !== LEN) return false;
-    const valueEnd = wire.payloadEnd(end);
-    if (valueEnd < 0 || !checkValue(wire, wire.pos, valueEnd, depth + 1)) return false;
-    wire.pos = valueEnd;
   }
   return true;
 }
@@ -332,16 +418,27 @@ export function argsDeferred(context: object): boolean {
   return Object.getOwnPropertyDescriptor(context, 'args')?.get !== undefined;
 }
 
+/** The wire types of the three messages on the way to the arguments. */
+interface ArgsPath {
+  readonly request: WireTypes;
+  readonly event: WireTypes;
+  readonly context: WireTypes;
+}
+
 /**
  * Decodes a `DecideToolCall` or `DecideToolResult` request (both hold the
  * event in field 1 and its context in field 1), deferring large arguments.
  * Throws as `fromBinary` does on a malformed request.
  */
-function decodeDeferringArgs<D extends DescMessage>(schema: D, bytes: Uint8Array): MessageShape<D> {
+function decodeDeferringArgs<D extends DescMessage>(
+  schema: D,
+  path: ArgsPath,
+  bytes: Uint8Array,
+): MessageShape<D> {
   const wire = new Wire(bytes);
-  const event = findField(wire, 0, bytes.length, EVENT_FIELD);
-  const context = event && findField(wire, event.start, event.end, CONTEXT_FIELD);
-  const args = context && findField(wire, context.start, context.end, ARGS_FIELD);
+  const event = findField(wire, 0, bytes.length, EVENT_FIELD, path.request);
+  const context = event && findField(wire, event.start, event.end, CONTEXT_FIELD, path.event);
+  const args = context && findField(wire, context.start, context.end, ARGS_FIELD, path.context);
   if (
     event === undefined ||
     context === undefined ||
@@ -373,5 +470,11 @@ export function handDecoderOf<D extends DescMessage>(
   ) {
     return undefined;
   }
-  return (bytes) => decodeDeferringArgs(schema, bytes);
+  const eventDesc = messageField(schema, EVENT_FIELD);
+  const path: ArgsPath = {
+    request: wireTypesOf(schema),
+    event: wireTypesOf(eventDesc),
+    context: wireTypesOf(messageField(eventDesc, CONTEXT_FIELD)),
+  };
+  return (bytes) => decodeDeferringArgs(schema, path, bytes);
 }

@@ -16,7 +16,7 @@ import {
 } from '@bufbuild/protobuf';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Executor } from '../../gen/agenthooks/v1/events_pb.js';
+import { Executor, ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type DecideToolCallRequest,
   DecideToolCallRequestSchema,
@@ -101,6 +101,44 @@ function expectSame<D extends DescMessage>(
     Buffer.from(toBinary(schema, reference)),
   );
   expect(same).toBe(true);
+}
+
+/** Field numbers of ToolCallContext the hand-made framings use. */
+const ARGS = 5;
+const CALL_INDEX = 6;
+
+function varint(value: number): number[] {
+  const out: number[] = [];
+  let rest = value;
+  while (rest >= 0x80) {
+    out.push((rest & 0x7f) | 0x80);
+    rest = Math.floor(rest / 128);
+  }
+  out.push(rest);
+  return out;
+}
+
+/** A length-delimited field. */
+function field(number: number, payload: ArrayLike<number>): number[] {
+  return [...varint((number << 3) | 2), ...varint(payload.length), ...Array.from(payload)];
+}
+
+/** The bytes of a google.protobuf.Struct holding `args`. */
+function structOf(args: JsonObject): number[] {
+  const bytes = toBinary(ToolCallContextSchema, create(ToolCallContextSchema, { args }));
+  // The context holds only field 5: its tag (one byte), its length, then the Struct.
+  let at = 1;
+  while ((bytes[at] as number) & 0x80) at++;
+  return Array.from(bytes.subarray(at + 1));
+}
+
+/** A DecideToolCall request whose context is CONTEXT's fields followed by `extra`. */
+function request(extra: number[]): Uint8Array {
+  const context = [
+    ...toBinary(ToolCallContextSchema, create(ToolCallContextSchema, CONTEXT)),
+    ...extra,
+  ];
+  return Uint8Array.from(field(1, field(1, context)));
 }
 
 const json: fc.Arbitrary<JsonValue> = fc.letrec<{ value: JsonValue }>((tie) => ({
@@ -231,7 +269,40 @@ describe('handDecoderOf', () => {
     expect(() => decodeCall(changed)).toThrow();
   });
 
-  it('leaves repeated fields, groups and deep nesting to fromBinary', () => {
+  it('answers hand-made framings as fromBinary does: long tags, known fields of another wire type, groups', () => {
+    const big = content(DEFER_ARGS_MIN_BYTES + 100);
+    // A tag of six bytes (field 2, varint) inside the arguments: protobuf-es refuses it.
+    const longTag = [0x90, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01];
+    expectSame(
+      DecideToolCallRequestSchema,
+      decodeCall,
+      request(field(ARGS, [...structOf({ k: big }), ...longTag])),
+    );
+    // call_index (an int32) sent length-delimited, holding a second arguments field:
+    // protobuf-es reads call_index as a varint and then the hidden arguments, and merges them.
+    const hidden = field(ARGS, structOf({ path: '/etc/passwd' }));
+    expectSame(
+      DecideToolCallRequestSchema,
+      decodeCall,
+      request([...field(ARGS, structOf({ k: big })), ...field(CALL_INDEX, hidden)]),
+    );
+    // call_index length-delimited over the start of the arguments: protobuf-es reads a
+    // tool call id out of the arguments' bytes, which are not UTF-8, and refuses it.
+    expectSame(
+      DecideToolCallRequestSchema,
+      decodeCall,
+      request([0x32, 0x02, 0x0a, 0x05, ...field(ARGS, structOf({ k: big }))]),
+    );
+    // A group (field 3) inside the arguments: protobuf-es skips it as an unknown field.
+    const group = [0x1b, 0x08, 0x01, 0x1c];
+    expectSame(
+      DecideToolCallRequestSchema,
+      decodeCall,
+      request(field(ARGS, [...structOf({ k: big }), ...group])),
+    );
+  });
+
+  it('leaves repeated fields and deep nesting to fromBinary', () => {
     const big = content(DEFER_ARGS_MIN_BYTES + 10);
     const once = callBytes({ content: big });
     // The event twice: protobuf-es merges the two.
