@@ -254,11 +254,14 @@ export class AuditLog {
       // destination policy (which guards against callers' URLs) does not apply.
       const agent = new Agent({ connections: 2 });
       this.#agent = agent;
-      const body = new BatchBodies();
+      const bodies = new BatchBodies();
       this.#sinks.push(
         new Sink(
           'http',
-          async (batch) => postBatch(agent, httpUrl, await body.of(batch), authorization()),
+          async (batch) => {
+            await postBatch(agent, httpUrl, await bodies.of(batch), authorization());
+            bodies.forget();
+          },
           Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
         ),
       );
@@ -389,6 +392,13 @@ class BatchBodies {
   #first: DecisionRecord | undefined;
   #count = 0;
   #body: Buffer | undefined;
+
+  /** Drops the body kept for a resend, once its batch was sent. */
+  forget(): void {
+    this.#first = undefined;
+    this.#count = 0;
+    this.#body = undefined;
+  }
 
   async of(batch: readonly DecisionRecord[]): Promise<Buffer> {
     if (this.#body !== undefined && batch[0] === this.#first && batch.length === this.#count) {
