@@ -257,7 +257,7 @@ describe('tool-call and tool-result controls, decided by the sidecar process', (
     }
   }
 
-  it('delivers large arguments, decoded only when a hook reads them, intact to the receiver', async () => {
+  it('delivers large arguments intact to the receiver through the gRPC edge that defers their decode', async () => {
     // Over 16 KiB the gRPC edge defers decoding the arguments (src/server/request-codec.ts).
     const args = {
       path: '/tmp/big.ts',

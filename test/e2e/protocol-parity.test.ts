@@ -342,6 +342,20 @@ function grpcRawStatus(
   });
 }
 
+/** Posts `bytes` to `path` as Connect binary and expects the gRPC error's answer: 400, same message. */
+async function expectConnectBinaryAnswer(
+  sidecar: SidecarProcess,
+  path: string,
+  bytes: Uint8Array,
+  grpcErr: grpc.ServiceError,
+): Promise<void> {
+  const binary = await post(sidecar.http as string, path, 'application/proto', bytes);
+  expect(binary.status).toBe(400);
+  const binaryJson = JSON.parse(binary.body.toString('utf8')) as { code: string; message: string };
+  expect(binaryJson.code).toBe('invalid_argument');
+  expect(binaryJson.message).toBe(grpcErr.details);
+}
+
 /** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
@@ -375,19 +389,7 @@ describe('protocol parity', () => {
     const grpcErr = await grpcRawStatus(sidecar.grpc, Buffer.from(MALFORMED));
     expect(grpcErr.code).toBe(grpc.status.INVALID_ARGUMENT);
 
-    const binary = await post(
-      sidecar.http as string,
-      LIST_HOOKS_PATH,
-      'application/proto',
-      MALFORMED,
-    );
-    expect(binary.status).toBe(400);
-    const binaryJson = JSON.parse(binary.body.toString('utf8')) as {
-      code: string;
-      message: string;
-    };
-    expect(binaryJson.code).toBe('invalid_argument');
-    expect(binaryJson.message).toBe(grpcErr.details);
+    await expectConnectBinaryAnswer(sidecar, LIST_HOOKS_PATH, MALFORMED, grpcErr);
 
     const web = await post(
       sidecar.http as string,
@@ -422,14 +424,7 @@ describe('protocol parity', () => {
     const path = '/agenthooks.v1.HookService/DecideToolCall';
     const grpcErr = await grpcRawStatus(sidecar.grpc, bytes, path);
     expect(grpcErr.code).toBe(grpc.status.INVALID_ARGUMENT);
-    const binary = await post(sidecar.http as string, path, 'application/proto', bytes);
-    expect(binary.status).toBe(400);
-    const binaryJson = JSON.parse(binary.body.toString('utf8')) as {
-      code: string;
-      message: string;
-    };
-    expect(binaryJson.code).toBe('invalid_argument');
-    expect(binaryJson.message).toBe(grpcErr.details);
+    await expectConnectBinaryAnswer(sidecar, path, bytes, grpcErr);
     expect(grpcErr.details).toContain('not a valid agenthooks.v1.DecideToolCallRequest');
   });
 
