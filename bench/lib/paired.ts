@@ -55,7 +55,7 @@ export const DEFAULT_PAIRED: PairedParams = {
   closedCalls: 3000,
   concurrency: 64,
   c1Calls: 1200,
-  openSeconds: 3,
+  openSeconds: 6,
   connectSeconds: 2,
   streamEvents: 40_000,
 };
