@@ -435,6 +435,8 @@ function decodeDeferringArgs<D extends DescMessage>(
   path: ArgsPath,
   bytes: Uint8Array,
 ): MessageShape<D> {
+  // Arguments this large cannot fit in a smaller request: most decisions stop here.
+  if (bytes.length < DEFER_ARGS_MIN_BYTES) return fromBinary(schema, bytes);
   const wire = new Wire(bytes);
   const event = findField(wire, 0, bytes.length, EVENT_FIELD, path.request);
   const context = event && findField(wire, event.start, event.end, CONTEXT_FIELD, path.event);
