@@ -386,27 +386,22 @@ function withoutArgs(bytes: Uint8Array, event: Field, context: Field, args: Fiel
  * it replaces it, as for any field.
  */
 function deferArgs(context: object, field: Uint8Array): void {
+  const hold = (value: unknown) =>
+    Object.defineProperty(context, 'args', {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
   Object.defineProperty(context, 'args', {
     configurable: true,
     enumerable: true,
     get() {
       const args = fromBinary(ToolCallContextSchema, field).args;
-      Object.defineProperty(context, 'args', {
-        value: args,
-        writable: true,
-        enumerable: true,
-        configurable: true,
-      });
+      hold(args);
       return args;
     },
-    set(value: unknown) {
-      Object.defineProperty(context, 'args', {
-        value,
-        writable: true,
-        enumerable: true,
-        configurable: true,
-      });
-    },
+    set: hold,
   });
 }
 
