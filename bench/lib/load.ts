@@ -167,3 +167,22 @@ export function measureStream<Req, Res>(load: StreamLoad<Req, Res>): Promise<Thr
     pump();
   });
 }
+
+/**
+ * Runs chunk `c` of a comparison of two sides: `a` then `b` in even chunks,
+ * `b` then `a` in odd ones (ABBA), so that neither side always goes second
+ * and a steady drift of the machine falls on both alike.
+ */
+export async function inAbbaOrder(
+  c: number,
+  a: () => Promise<void>,
+  b: () => Promise<void>,
+): Promise<void> {
+  if (c % 2 === 0) {
+    await a();
+    await b();
+  } else {
+    await b();
+    await a();
+  }
+}

@@ -231,7 +231,7 @@ const SPECS: readonly TargetSpec[] = [
     2,
     '<=',
     AUDIT_STORE_CPU_RATIO,
-    `${AUDIT_STORE_CPU_RATIO} (same run, alternating chunks)`,
+    `${AUDIT_STORE_CPU_RATIO} (same run, chunks in ABBA order)`,
   ),
   fixed(
     'audit-http-down-p99',
@@ -242,7 +242,7 @@ const SPECS: readonly TargetSpec[] = [
     2,
     '<=',
     AUDIT_DOWN_P99_RATIO,
-    `${AUDIT_DOWN_P99_RATIO} (same run, alternating chunks)`,
+    `${AUDIT_DOWN_P99_RATIO} (same run, chunks in ABBA order)`,
   ),
   fixed(
     'tracing-cpu',

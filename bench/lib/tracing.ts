@@ -5,8 +5,8 @@
  * calls carry no `traceparent`, so every call is a sampled root) and
  * exported over OTLP/HTTP to a receiver the bench starts on 127.0.0.1,
  * against a sidecar with tracing off, both running in the same round and
- * measured in alternating chunks so that a drift of the machine falls on
- * both. The batch processor keeps its defaults (batches of 512 spans) with
+ * measured in chunks in ABBA order (see `inAbbaOrder`), so that a drift of
+ * the machine falls on both. The batch processor keeps its defaults (batches of 512 spans) with
  * room for every span (a queue of 65,536): a dropped span would cost less
  * than an exported one. The receiver counts the spans it got, decoded with the
  * protobufjs code generated from the opentelemetry-proto definitions.
@@ -17,7 +17,7 @@ import otlp from '@opentelemetry/otlp-proto-exporter-base/build/src/generated/ro
 import { startReceiver } from '../../test/support/receiver.js';
 import { type SidecarProcess, startSidecar } from '../../test/support/sidecar.js';
 import { createClient, waitForReady } from './grpc-codec.js';
-import { measureThroughput } from './load.js';
+import { inAbbaOrder, measureThroughput } from './load.js';
 import { controlHook, fixedId } from './messages.js';
 import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
@@ -127,11 +127,18 @@ export const tracingScenario: Scenario = {
       let offMs = 0;
       let onMs = 0;
       for (let c = 0; c < CHUNKS; c++) {
-        offMs += await cpuMsDuring(off.sidecar.pid, () =>
-          measureThroughput(decideUntraced, CONCURRENCY, 0, chunk),
-        );
-        onMs += await cpuMsDuring(on.sidecar.pid, () =>
-          measureThroughput(decideTraced, CONCURRENCY, 0, chunk),
+        await inAbbaOrder(
+          c,
+          async () => {
+            offMs += await cpuMsDuring(off.sidecar.pid, () =>
+              measureThroughput(decideUntraced, CONCURRENCY, 0, chunk),
+            );
+          },
+          async () => {
+            onMs += await cpuMsDuring(on.sidecar.pid, () =>
+              measureThroughput(decideTraced, CONCURRENCY, 0, chunk),
+            );
+          },
         );
       }
       const calls = CHUNKS * chunk;
