@@ -58,6 +58,11 @@ go -C examples/go build -o /dev/null .
 # runner to fill the build cache for test/integrations.
 go -C integrations/go mod download
 go -C integrations/go build -o /dev/null ./cmd/canonical
+# The README test runs `go mod tidy` offline in a new module that uses the
+# adapter. Tidy also reads the tests of the packages it imports (grpc's import
+# gonum, for one), whose modules `mod download` leaves out: a tidy check here
+# fetches them (and fails if the adapter's go.mod is not tidy).
+go -C integrations/go mod tidy -diff
 
 # The Python framework adapters and their pinned frameworks (integrations/python).
 scripts/install-python-integrations.sh
