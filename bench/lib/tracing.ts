@@ -25,7 +25,7 @@ import { cpuMsDuring, decideOn, registerNew } from './stores.js';
 
 /** Calls in flight. */
 const CONCURRENCY = 16;
-/** Alternating chunks of the two sidecars' measured calls. */
+/** Chunks of the two sidecars' measured calls, in ABBA order. */
 const CHUNKS = 10;
 /** How long a client may take to connect to a fresh sidecar. */
 const CONNECT_TIMEOUT_MS = 10_000;
