@@ -24,6 +24,7 @@ import {
 import type { SidecarProcess } from '../../test/support/sidecar.js';
 import { ghz, type LoadResult, requireClean, vegeta } from './generators.js';
 import { createClient, hookMethod, waitForReady } from './grpc-codec.js';
+import { inAbbaOrder } from './load.js';
 import { controlHook, decideRequest, fixedId, modifyHook, streamRequest } from './messages.js';
 import { type BenchChild, cpuMsOf, startBenchChild, startBenchSidecar } from './processes.js';
 import type {
@@ -353,15 +354,17 @@ async function latencyPairC1(
   const chunkOf = async (side: Side) =>
     [...(await latencyC1(side, chunk, request)).latenciesMs].sort((a, b) => a - b);
   for (let c = 0; c < C1_PAIRS; c++) {
-    let f: number[];
-    let s: number[];
-    if (c % 2 === 0) {
-      f = await chunkOf(floor);
-      s = await chunkOf(sidecar);
-    } else {
-      s = await chunkOf(sidecar);
-      f = await chunkOf(floor);
-    }
+    let f: number[] = [];
+    let s: number[] = [];
+    await inAbbaOrder(
+      c,
+      async () => {
+        f = await chunkOf(floor);
+      },
+      async () => {
+        s = await chunkOf(sidecar);
+      },
+    );
     differences.push(percentile(s, 50) - percentile(f, 50));
     floorMs.push(...f);
     sidecarMs.push(...s);

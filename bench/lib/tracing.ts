@@ -6,9 +6,9 @@
  * exported over OTLP/HTTP to a receiver the bench starts on 127.0.0.1,
  * against a sidecar with tracing off, both running in the same round and
  * measured in chunks in ABBA order (see `inAbbaOrder`), so that a drift of
- * the machine falls on both. The batch processor keeps its defaults (batches of 512 spans) with
- * room for every span (a queue of 65,536): a dropped span would cost less
- * than an exported one. The receiver counts the spans it got, decoded with the
+ * the machine falls on both. The batch processor keeps its defaults
+ * (batches of 512 spans) with room for every span (a queue of 65,536): a
+ * dropped span would cost less than an exported one. The receiver counts the spans it got, decoded with the
  * protobufjs code generated from the opentelemetry-proto definitions.
  */
 
