@@ -1,14 +1,24 @@
 /**
  * @module The tracing row of the bench: the server CPU per decision (one
- * control webhook that allows, c=16, the bench's Node client) of a sidecar
+ * control webhook that allows, c=16, the bench's Node client) of sidecars
  * with tracing on, every span sampled (`parentbased_always_on`, and the
  * calls carry no `traceparent`, so every call is a sampled root) and
  * exported over OTLP/HTTP to a receiver the bench starts on 127.0.0.1,
- * against a sidecar with tracing off, both running in the same round and
- * measured in chunks in ABBA order (see `inAbbaOrder`), so that a drift of
- * the machine falls on both. The batch processor keeps its defaults
- * (batches of 512 spans) with room for every span (a queue of 65,536): a
- * dropped span would cost less than an exported one. The receiver counts the spans it got, decoded with the
+ * against sidecars with tracing off. A round runs {@link PAIRS} pairs side
+ * by side, each pair measured in chunks in ABBA order (see `inAbbaOrder`),
+ * so that a drift of the machine falls on both sides.
+ *
+ * Each sidecar answers {@link WARMUP} decisions before the measured ones:
+ * the row compares steady states. A sidecar's first few thousand decisions
+ * cost more while V8 compiles its code, and a traced one has more code to
+ * compile (the SDK, and the exporter, which runs once per batch). After 600
+ * decisions the ratio was 1.21-1.25 in every full run; after 2,000 to
+ * 16,000 it was 0.98-1.08, and both sides' CPU per decision fell by a third
+ * (BENCHMARKS.md, "Tracing: the row measured V8's warm-up").
+ *
+ * The batch processor keeps its defaults (batches of 512 spans) with room
+ * for every span (a queue of 65,536): a dropped span would cost less than an
+ * exported one. The receiver counts the spans it got, decoded with the
  * protobufjs code generated from the opentelemetry-proto definitions.
  */
 
@@ -25,7 +35,16 @@ import { cpuMsDuring, decideOn, registerNew } from './stores.js';
 
 /** Calls in flight. */
 const CONCURRENCY = 16;
-/** Chunks of the two sidecars' measured calls, in ABBA order. */
+/** Decisions each sidecar answers before the measured ones (see the module comment). */
+const WARMUP = 4000;
+/**
+ * Sidecars per side (off, on) in a round. Two sidecars of the same build and
+ * settings, warm, differ in CPU per decision by up to a third from start to
+ * start (243-353 µs in ten starts, one at a time): with one per side that
+ * difference alone moved a round's ratio from 0.90 to 1.35.
+ */
+const PAIRS = 2;
+/** Chunks of each pair's measured calls, in ABBA order. */
 const CHUNKS = 10;
 /** How long a client may take to connect to a fresh sidecar. */
 const CONNECT_TIMEOUT_MS = 10_000;
@@ -83,7 +102,7 @@ function sizes(ctx: RunContext) {
   // A quick run (bench development) scales the loops down.
   return ctx.params.latencyCalls < 1000
     ? { warmup: 300, calls: 1200 }
-    : { warmup: 600, calls: 4000 };
+    : { warmup: WARMUP, calls: 4000 };
 }
 
 /** Decision CPU with tracing on (every span exported) against off, per round. */
@@ -103,58 +122,66 @@ export const tracingScenario: Scenario = {
       answer: { status: 200, headers: { 'content-type': 'application/x-protobuf' }, body: '' },
     });
     const sides: Side[] = [];
+    const traced = {
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${collector.url}/v1/traces`,
+      OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      // The batch processor's defaults (a batch of 512 spans, or every 5 s), with a queue
+      // that never drops: the graceful stop below flushes the rest, and every span is counted.
+      OTEL_BSP_MAX_QUEUE_SIZE: '65536',
+    };
     try {
-      const off = await startSide(ctx, {});
-      sides.push(off);
-      const on = await startSide(ctx, {
-        OTEL_TRACES_EXPORTER: 'otlp',
-        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${collector.url}/v1/traces`,
-        OTEL_TRACES_SAMPLER: 'parentbased_always_on',
-        // The batch processor's defaults (a batch of 512 spans, or every 5 s), with a queue
-        // that never drops: the graceful stop below flushes the rest, and every span is counted.
-        OTEL_BSP_MAX_QUEUE_SIZE: '65536',
-      });
-      sides.push(on);
       const hooks = [controlHook('policy', ctx.receiverUrl)];
-      const decideOf = (side: Side) => decideOn(side.client, () => fixedId(OPERATION, 0));
-      await registerNew(off.client, OPERATION, hooks)(0);
-      await registerNew(on.client, OPERATION, hooks)(0);
-      const decideUntraced = decideOf(off);
-      const decideTraced = decideOf(on);
-      await measureThroughput(decideUntraced, CONCURRENCY, p.warmup, 0);
-      await measureThroughput(decideTraced, CONCURRENCY, p.warmup, 0);
-      const chunk = Math.ceil(p.calls / CHUNKS);
-      let offMs = 0;
-      let onMs = 0;
-      for (let c = 0; c < CHUNKS; c++) {
-        await inAbbaOrder(
-          c,
-          async () => {
-            offMs += await cpuMsDuring(off.sidecar.pid, () =>
-              measureThroughput(decideUntraced, CONCURRENCY, 0, chunk),
-            );
-          },
-          async () => {
-            onMs += await cpuMsDuring(on.sidecar.pid, () =>
-              measureThroughput(decideTraced, CONCURRENCY, 0, chunk),
-            );
-          },
-        );
+      const pairs: { off: Side; on: Side; offMs: number; onMs: number }[] = [];
+      for (let k = 0; k < PAIRS; k++) {
+        const off = await startSide(ctx, {});
+        sides.push(off);
+        const on = await startSide(ctx, traced);
+        sides.push(on);
+        pairs.push({ off, on, offMs: 0, onMs: 0 });
       }
-      const calls = CHUNKS * chunk;
+      const decideOf = (side: Side) => decideOn(side.client, () => fixedId(OPERATION, 0));
+      for (const side of sides) {
+        await registerNew(side.client, OPERATION, hooks)(0);
+        await measureThroughput(decideOf(side), CONCURRENCY, p.warmup, 0);
+      }
+      const chunk = Math.ceil(p.calls / (CHUNKS * PAIRS));
+      const measured = (side: Side) =>
+        cpuMsDuring(side.sidecar.pid, () =>
+          measureThroughput(decideOf(side), CONCURRENCY, 0, chunk),
+        );
+      for (let c = 0; c < CHUNKS; c++) {
+        for (const pair of pairs) {
+          await inAbbaOrder(
+            c,
+            async () => {
+              pair.offMs += await measured(pair.off);
+            },
+            async () => {
+              pair.onMs += await measured(pair.on);
+            },
+          );
+        }
+      }
+      // Calls per side, over its sidecars.
+      const calls = CHUNKS * PAIRS * chunk;
       // A graceful stop flushes the spans still batched: then every span has been counted.
-      on.client.close();
-      await on.sidecar.stop();
+      for (const { on } of pairs) {
+        on.client.close();
+        await on.sidecar.stop();
+      }
       let spans = 0;
       for (const req of collector.requests) spans += spanCount(req.raw);
+      const offMs = pairs.reduce((sum, pair) => sum + pair.offMs, 0);
+      const onMs = pairs.reduce((sum, pair) => sum + pair.onMs, 0);
       // Register, warm-up and measured calls: one server span each, one control span per decision.
-      const decisions = p.warmup + calls;
+      const decisions = PAIRS * p.warmup + calls;
       return {
         metrics: {
           offCpu: (offMs * US_PER_MS) / calls,
           onCpu: (onMs * US_PER_MS) / calls,
           cpuRatio: onMs / offMs,
-          spansPerCall: (spans - 1) / decisions,
+          spansPerCall: (spans - PAIRS) / decisions,
         },
         ops: 2 * decisions,
         notes: [],
