@@ -1,21 +1,24 @@
 /**
  * @module The audit rows of the bench: what the decision audit log costs a
- * decision. Two sidecars on SQLite run side by side, one without audit
- * sinks and one with the store sink (`--audit-store`), and decide on one
- * control in chunks in ABBA order, so that a drift of the machine falls on
- * both; the row compares the server CPU per decision.
+ * decision. Sidecars on SQLite run side by side: {@link PAIRS} pairs of one
+ * without audit sinks and one with the store sink (`--audit-store`), each
+ * pair deciding on one control in chunks in ABBA order, so that a drift of
+ * the machine falls on both; the row compares the server CPU per decision,
+ * summed over the pairs. Every sidecar first answers {@link WARMUP}
+ * decisions, for the reasons the tracing row gives (`tracing.ts`).
  *
- * A third sidecar's HTTP sink (`--audit-http`, a small buffer) posts to a
- * receiver of the bench while it answers the same c=16 chunks, unmeasured.
- * Then the receiver closes, so the sink goes down as the c=1 part starts:
+ * One more sidecar's HTTP sink (`--audit-http`, a small buffer) posts to a
+ * receiver of the bench while it answers as many c=16 calls, unmeasured,
+ * after the CPU comparison (its batches, received by the bench, would fall
+ * on it). Then the receiver closes, so the sink goes down as the c=1 part starts:
  * its failed sends and the first, densest retries fall in the measurement.
  * Its decision p99 at c=1, over at least 10 s of its own calls, is compared
- * with the sidecar without sinks, chunks in ABBA order.
+ * with the first pair's sidecar without sinks, chunks in ABBA order.
  *
- * The equal warm-up and the ABBA order matter. Before, the third sidecar
- * sat idle while the others ran and went second in every c=1 pair: two
- * sidecars without sinks in the places of "none" and "down" gave a p99
- * ratio of 1.17-1.44 (p90 1.21-1.31); with both, 0.96-1.02.
+ * The equal warm-up and the ABBA order matter. Before, the sidecar whose
+ * sink goes down sat idle while the others ran and went second in every c=1
+ * pair: two sidecars without sinks in the places of "none" and "down" gave
+ * a p99 ratio of 1.17-1.44 (p90 1.21-1.31); with both, 0.96-1.02.
  */
 import { startReceiver } from '../../test/support/receiver.js';
 import { tempDbPath } from '../../test/support/sidecar.js';
@@ -28,6 +31,18 @@ import { cpuMsDuring, decideOn, registerNew, type StoreSide, startOn, stopSide }
 
 /** Calls in flight of the CPU comparison. */
 const CONCURRENCY = 16;
+/**
+ * Decisions each sidecar answers before the measured ones: a sidecar's CPU
+ * per decision falls for its first few thousand (V8 compiling; BENCHMARKS.md,
+ * "Tracing: the row measured V8's warm-up").
+ */
+const WARMUP = 4000;
+/**
+ * Pairs (no sink, store sink) of the CPU comparison in a round: two warm
+ * sidecars of one build differ by up to a third in CPU per decision from
+ * start to start, so each side is two.
+ */
+const PAIRS = 2;
 /** Chunks of the CPU comparison, and fewest chunks of the c=1 one. */
 const CHUNKS = 6;
 /** Most chunks of the c=1 comparison, however fast its calls. */
@@ -71,45 +86,68 @@ export const auditScenario: Scenario = {
   ],
   run: async (ctx) => {
     const quick = ctx.params.latencyCalls < 1000;
+    // Measured decisions per side of the CPU comparison, and each sidecar's warm-up.
     const calls = quick ? 600 : 3000;
+    const warmup = quick ? 150 : WARMUP;
     // Answers the sink's batches (204) until it closes; from then on the port refuses.
     const sink = await startReceiver({ record: false });
     let sinkOpen = true;
     const sides: StoreSide[] = [];
     try {
-      const off = await sideWith([], ctx);
-      sides.push(off);
-      const store = await sideWith(['--audit-store'], ctx);
-      sides.push(store);
+      const pairs: { off: StoreSide; store: StoreSide; offMs: number; storeMs: number }[] = [];
+      for (let k = 0; k < PAIRS; k++) {
+        const pairOff = await sideWith([], ctx);
+        sides.push(pairOff);
+        const pairStore = await sideWith(['--audit-store'], ctx);
+        sides.push(pairStore);
+        pairs.push({ off: pairOff, store: pairStore, offMs: 0, storeMs: 0 });
+      }
       const http = await sideWith(
         ['--audit-http', `${sink.url}/decisions`, '--audit-buffer', String(DOWN_BUFFER)],
         ctx,
       );
       sides.push(http);
       const decide = (side: StoreSide) => decideOn(side.client, () => fixedId('op_audit', 0));
-      const [offCall, storeCall, httpCall] = [decide(off), decide(store), decide(http)];
-      for (const call of [offCall, storeCall, httpCall]) {
-        await measureThroughput(call, CONCURRENCY, calls / 4, 0);
-      }
-      // CPU per decision, chunks in ABBA order. The sidecar whose sink is down
-      // answers the same chunks (unmeasured), so that it comes to the c=1 part
-      // as warm as the sidecar it is compared with.
-      const chunk = Math.ceil(calls / CHUNKS);
-      let offMs = 0;
-      let storeMs = 0;
+      for (const side of sides) await measureThroughput(decide(side), CONCURRENCY, warmup, 0);
+      // CPU per decision, each pair's chunks in ABBA order, while the sidecar
+      // whose sink goes down waits: its sink's batches, received by this process,
+      // cost the store-sink side of the comparison more than the other (1.08x and
+      // 1.09x against 0.99x and 1.00x without them, BENCHMARKS.md).
+      const chunk = Math.ceil(calls / (CHUNKS * PAIRS));
+      const measured = (side: StoreSide) =>
+        cpuMsDuring(side.sidecar.pid, () => measureThroughput(decide(side), CONCURRENCY, 0, chunk));
       for (let c = 0; c < CHUNKS; c++) {
-        const offCpu = async () => {
-          offMs += await cpuMsDuring(off.sidecar.pid, () =>
-            measureThroughput(offCall, CONCURRENCY, 0, chunk),
+        for (const pair of pairs) {
+          await inAbbaOrder(
+            c,
+            async () => {
+              pair.offMs += await measured(pair.off);
+            },
+            async () => {
+              pair.storeMs += await measured(pair.store);
+            },
           );
-        };
-        const storeCpu = async () => {
-          storeMs += await cpuMsDuring(store.sidecar.pid, () =>
-            measureThroughput(storeCall, CONCURRENCY, 0, chunk),
-          );
-        };
-        await inAbbaOrder(c, offCpu, storeCpu);
-        await measureThroughput(httpCall, CONCURRENCY, 0, chunk);
+        }
+      }
+      const offMs = pairs.reduce((sum, pair) => sum + pair.offMs, 0);
+      const storeMs = pairs.reduce((sum, pair) => sum + pair.storeMs, 0);
+      const [{ off }] = pairs as [(typeof pairs)[number]];
+      const [offCall, httpCall] = [decide(off), decide(http)];
+      const c1Chunk = Math.ceil(calls / CHUNKS);
+      // Then it catches up, unmeasured, on as many calls as the sidecar without
+      // sinks it is compared with answered, and both answer two more chunks in
+      // turn: they come to the c=1 part equally warm and equally recently busy.
+      await measureThroughput(httpCall, CONCURRENCY, 0, CHUNKS * chunk);
+      for (let c = 0; c < 2; c++) {
+        await inAbbaOrder(
+          c,
+          async () => {
+            await measureThroughput(offCall, CONCURRENCY, 0, chunk);
+          },
+          async () => {
+            await measureThroughput(httpCall, CONCURRENCY, 0, chunk);
+          },
+        );
       }
       // The sink goes down; c=1 latency until the sidecar whose sink is down has spent
       // at least DOWN_MS on measured calls, chunks in ABBA order (an even number of them).
@@ -122,16 +160,16 @@ export const auditScenario: Scenario = {
         await inAbbaOrder(
           c,
           async () => {
-            offSamples.push(...(await latencies(offCall, chunk)));
+            offSamples.push(...(await latencies(offCall, c1Chunk)));
           },
           async () => {
             const started = performance.now();
-            downSamples.push(...(await latencies(httpCall, chunk)));
+            downSamples.push(...(await latencies(httpCall, c1Chunk)));
             downMs += performance.now() - started;
           },
         );
       }
-      const totalCalls = CHUNKS * chunk;
+      const totalCalls = CHUNKS * PAIRS * chunk;
       const offP99 = percentile(
         offSamples.sort((a, b) => a - b),
         99,
@@ -149,7 +187,7 @@ export const auditScenario: Scenario = {
           downP99,
           downP99Ratio: downP99 / offP99,
         },
-        ops: 2 * totalCalls + offSamples.length + downSamples.length,
+        ops: 2 * totalCalls + offSamples.length + downSamples.length + sides.length * warmup,
         notes: [
           `HTTP sink down for ${(downMs / 1000).toFixed(1)} s of its sidecar's measured calls (${downSamples.length} of them); p99 over every call`,
         ],
@@ -157,8 +195,8 @@ export const auditScenario: Scenario = {
     } finally {
       // The sidecar whose sink is down would spend its shutdown's 5 s trying to
       // flush to it; what it loses is not measured, so it is killed.
-      const [off, store, http] = sides;
-      for (const side of [off, store]) if (side !== undefined) await stopSide(side);
+      const http = sides.length === 2 * PAIRS + 1 ? sides.pop() : undefined;
+      for (const side of sides) await stopSide(side);
       if (http !== undefined) {
         http.client.close();
         await http.sidecar.destroy();
