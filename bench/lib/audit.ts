@@ -27,7 +27,15 @@ import { controlHook, fixedId } from './messages.js';
 import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
 import { NS_PER_MS, percentile } from './stats.js';
-import { cpuMsDuring, decideOn, registerNew, type StoreSide, startOn, stopSide } from './stores.js';
+import {
+  type CpuPair,
+  decideOn,
+  pairedCpuMs,
+  registerNew,
+  type StoreSide,
+  startOn,
+  stopSide,
+} from './stores.js';
 
 /** Calls in flight of the CPU comparison. */
 const CONCURRENCY = 16;
@@ -94,13 +102,13 @@ export const auditScenario: Scenario = {
     let sinkOpen = true;
     const sides: StoreSide[] = [];
     try {
-      const pairs: { off: StoreSide; store: StoreSide; offMs: number; storeMs: number }[] = [];
+      const pairs: CpuPair<StoreSide>[] = [];
       for (let k = 0; k < PAIRS; k++) {
         const pairOff = await sideWith([], ctx);
         sides.push(pairOff);
         const pairStore = await sideWith(['--audit-store'], ctx);
         sides.push(pairStore);
-        pairs.push({ off: pairOff, store: pairStore, offMs: 0, storeMs: 0 });
+        pairs.push({ a: pairOff, b: pairStore });
       }
       const http = await sideWith(
         ['--audit-http', `${sink.url}/decisions`, '--audit-buffer', String(DOWN_BUFFER)],
@@ -109,29 +117,17 @@ export const auditScenario: Scenario = {
       sides.push(http);
       const decide = (side: StoreSide) => decideOn(side.client, () => fixedId('op_audit', 0));
       for (const side of sides) await measureThroughput(decide(side), CONCURRENCY, warmup, 0);
-      // CPU per decision, each pair's chunks in ABBA order, while the sidecar
-      // whose sink goes down waits: its sink's batches, received by this process,
-      // cost the store-sink side of the comparison more than the other (1.08x and
-      // 1.09x against 0.99x and 1.00x without them, BENCHMARKS.md).
-      const chunk = Math.ceil(calls / (CHUNKS * PAIRS));
-      const measured = (side: StoreSide) =>
-        cpuMsDuring(side.sidecar.pid, () => measureThroughput(decide(side), CONCURRENCY, 0, chunk));
-      for (let c = 0; c < CHUNKS; c++) {
-        for (const pair of pairs) {
-          await inAbbaOrder(
-            c,
-            async () => {
-              pair.offMs += await measured(pair.off);
-            },
-            async () => {
-              pair.storeMs += await measured(pair.store);
-            },
-          );
-        }
-      }
-      const offMs = pairs.reduce((sum, pair) => sum + pair.offMs, 0);
-      const storeMs = pairs.reduce((sum, pair) => sum + pair.storeMs, 0);
-      const [{ off }] = pairs as [(typeof pairs)[number]];
+      // CPU per decision, while the sidecar whose sink goes down waits: its sink's
+      // batches, received by this process, cost the store-sink side of the
+      // comparison more than the other (1.08x and 1.09x against 0.99x and 1.00x
+      // without them, BENCHMARKS.md).
+      const {
+        a: offMs,
+        b: storeMs,
+        calls: totalCalls,
+      } = await pairedCpuMs(pairs, decide, { calls, chunks: CHUNKS, concurrency: CONCURRENCY });
+      const chunk = totalCalls / (CHUNKS * PAIRS);
+      const [{ a: off }] = pairs as [CpuPair<StoreSide>];
       const [offCall, httpCall] = [decide(off), decide(http)];
       const c1Chunk = Math.ceil(calls / CHUNKS);
       // Then it catches up, unmeasured, on as many calls as the sidecar without
@@ -169,7 +165,6 @@ export const auditScenario: Scenario = {
           },
         );
       }
-      const totalCalls = CHUNKS * PAIRS * chunk;
       const offP99 = percentile(
         offSamples.sort((a, b) => a - b),
         99,

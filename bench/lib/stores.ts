@@ -36,7 +36,7 @@ import type { HookStore } from '../../src/store/store.js';
 import { type SidecarProcess, startSidecar, tempDbPath } from '../../test/support/sidecar.js';
 import { type PostgresCluster, startPostgresCluster } from '../../test/users/postgres-cluster.js';
 import { createClient, unaryMethod, waitForReady } from './grpc-codec.js';
-import { type Call, measureLatency, measureThroughput } from './load.js';
+import { type Call, inAbbaOrder, measureLatency, measureThroughput } from './load.js';
 import { controlHook, decideRequest, fixedId, ID_DIGITS, withToolCallId } from './messages.js';
 import { metric } from './paired.js';
 import { cpuMsOf } from './processes.js';
@@ -150,6 +150,46 @@ export async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Pr
   const before = cpuMsOf(pid);
   await loop();
   return cpuMsOf(pid) - before;
+}
+
+/** Two sidecars compared in {@link pairedCpuMs}: `a` is the baseline, `b` the one with the feature. */
+export interface CpuPair<S> {
+  readonly a: S;
+  readonly b: S;
+}
+
+/**
+ * The CPU milliseconds each side spends on `calls` calls (`call(side)`, c=`concurrency`),
+ * summed over `pairs`: each pair's sidecars answer `chunks` chunks in ABBA order (see
+ * `inAbbaOrder`), pair after pair, so that a drift of the machine falls on both sides.
+ * Answers the sums and the calls per side.
+ */
+export async function pairedCpuMs<S extends { readonly sidecar: { readonly pid: number } }>(
+  pairs: readonly CpuPair<S>[],
+  call: (side: S) => Call,
+  options: { readonly calls: number; readonly chunks: number; readonly concurrency: number },
+): Promise<{ a: number; b: number; calls: number }> {
+  const chunk = Math.ceil(options.calls / (options.chunks * pairs.length));
+  const measured = (side: S) =>
+    cpuMsDuring(side.sidecar.pid, () =>
+      measureThroughput(call(side), options.concurrency, 0, chunk),
+    );
+  let a = 0;
+  let b = 0;
+  for (let c = 0; c < options.chunks; c++) {
+    for (const pair of pairs) {
+      await inAbbaOrder(
+        c,
+        async () => {
+          a += await measured(pair.a);
+        },
+        async () => {
+          b += await measured(pair.b);
+        },
+      );
+    }
+  }
+  return { a, b, calls: options.chunks * pairs.length * chunk };
 }
 
 /** CPU per call of the sidecar over a timed loop, in microseconds. */

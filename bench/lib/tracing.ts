@@ -27,11 +27,11 @@ import otlp from '@opentelemetry/otlp-proto-exporter-base/build/src/generated/ro
 import { startReceiver } from '../../test/support/receiver.js';
 import { type SidecarProcess, startSidecar } from '../../test/support/sidecar.js';
 import { createClient, waitForReady } from './grpc-codec.js';
-import { inAbbaOrder, measureThroughput } from './load.js';
+import { measureThroughput } from './load.js';
 import { controlHook, fixedId } from './messages.js';
 import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
-import { cpuMsDuring, decideOn, registerNew } from './stores.js';
+import { type CpuPair, decideOn, pairedCpuMs, registerNew } from './stores.js';
 
 /** Calls in flight. */
 const CONCURRENCY = 16;
@@ -132,48 +132,36 @@ export const tracingScenario: Scenario = {
     };
     try {
       const hooks = [controlHook('policy', ctx.receiverUrl)];
-      const pairs: { off: Side; on: Side; offMs: number; onMs: number }[] = [];
+      const pairs: CpuPair<Side>[] = [];
       for (let k = 0; k < PAIRS; k++) {
         const off = await startSide(ctx, {});
         sides.push(off);
         const on = await startSide(ctx, traced);
         sides.push(on);
-        pairs.push({ off, on, offMs: 0, onMs: 0 });
+        pairs.push({ a: off, b: on });
       }
       const decideOf = (side: Side) => decideOn(side.client, () => fixedId(OPERATION, 0));
       for (const side of sides) {
         await registerNew(side.client, OPERATION, hooks)(0);
         await measureThroughput(decideOf(side), CONCURRENCY, p.warmup, 0);
       }
-      const chunk = Math.ceil(p.calls / (CHUNKS * PAIRS));
-      const measured = (side: Side) =>
-        cpuMsDuring(side.sidecar.pid, () =>
-          measureThroughput(decideOf(side), CONCURRENCY, 0, chunk),
-        );
-      for (let c = 0; c < CHUNKS; c++) {
-        for (const pair of pairs) {
-          await inAbbaOrder(
-            c,
-            async () => {
-              pair.offMs += await measured(pair.off);
-            },
-            async () => {
-              pair.onMs += await measured(pair.on);
-            },
-          );
-        }
-      }
       // Calls per side, over its sidecars.
-      const calls = CHUNKS * PAIRS * chunk;
+      const {
+        a: offMs,
+        b: onMs,
+        calls,
+      } = await pairedCpuMs(pairs, decideOf, {
+        calls: p.calls,
+        chunks: CHUNKS,
+        concurrency: CONCURRENCY,
+      });
       // A graceful stop flushes the spans still batched: then every span has been counted.
-      for (const { on } of pairs) {
+      for (const { b: on } of pairs) {
         on.client.close();
         await on.sidecar.stop();
       }
       let spans = 0;
       for (const req of collector.requests) spans += spanCount(req.raw);
-      const offMs = pairs.reduce((sum, pair) => sum + pair.offMs, 0);
-      const onMs = pairs.reduce((sum, pair) => sum + pair.onMs, 0);
       // Register, warm-up and measured calls: one server span each, one control span per decision.
       const decisions = PAIRS * p.warmup + calls;
       return {
