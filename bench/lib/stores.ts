@@ -158,38 +158,49 @@ export interface CpuPair<S> {
   readonly b: S;
 }
 
+/** How long the last chunk's deferred work (see {@link pairedCpuMs}) has to land in the window. */
+const SETTLE_MS = 200;
+
 /**
  * The CPU milliseconds each side spends on `calls` calls (`call(side)`, c=`concurrency`),
  * summed over `pairs`: each pair's sidecars answer `chunks` chunks in ABBA order (see
  * `inAbbaOrder`), pair after pair, so that a drift of the machine falls on both sides.
- * Answers the sums and the calls per side.
+ *
+ * Every sidecar's CPU is read at the same two moments: before the first chunk, and
+ * {@link SETTLE_MS} after the last. So what a sidecar does between its own chunks counts
+ * too (a sink's timed group commit, a batch of spans exported, V8's background work),
+ * work that falls mostly on the side with the feature; counted over its chunks alone,
+ * it would be left out. Answers the sums, the calls per side and the chunk size.
  */
 export async function pairedCpuMs<S extends { readonly sidecar: { readonly pid: number } }>(
   pairs: readonly CpuPair<S>[],
   call: (side: S) => Call,
   options: { readonly calls: number; readonly chunks: number; readonly concurrency: number },
-): Promise<{ a: number; b: number; calls: number }> {
+): Promise<{ a: number; b: number; calls: number; chunk: number }> {
   const chunk = Math.ceil(options.calls / (options.chunks * pairs.length));
-  const measured = (side: S) =>
-    cpuMsDuring(side.sidecar.pid, () =>
-      measureThroughput(call(side), options.concurrency, 0, chunk),
-    );
-  let a = 0;
-  let b = 0;
+  const run = async (side: S) => {
+    await measureThroughput(call(side), options.concurrency, 0, chunk);
+  };
+  const cpuOf = (side: S) => cpuMsOf(side.sidecar.pid);
+  const before = pairs.map((pair) => ({ a: cpuOf(pair.a), b: cpuOf(pair.b) }));
   for (let c = 0; c < options.chunks; c++) {
     for (const pair of pairs) {
       await inAbbaOrder(
         c,
-        async () => {
-          a += await measured(pair.a);
-        },
-        async () => {
-          b += await measured(pair.b);
-        },
+        () => run(pair.a),
+        () => run(pair.b),
       );
     }
   }
-  return { a, b, calls: options.chunks * pairs.length * chunk };
+  await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+  let a = 0;
+  let b = 0;
+  for (const [i, pair] of pairs.entries()) {
+    const start = before[i] as { a: number; b: number };
+    a += cpuOf(pair.a) - start.a;
+    b += cpuOf(pair.b) - start.b;
+  }
+  return { a, b, calls: options.chunks * pairs.length * chunk, chunk };
 }
 
 /** CPU per call of the sidecar over a timed loop, in microseconds. */

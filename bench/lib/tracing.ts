@@ -5,16 +5,19 @@
  * calls carry no `traceparent`, so every call is a sampled root) and
  * exported over OTLP/HTTP to a receiver the bench starts on 127.0.0.1,
  * against sidecars with tracing off. A round runs {@link PAIRS} pairs side
- * by side, each pair measured in chunks in ABBA order (see `inAbbaOrder`),
- * so that a drift of the machine falls on both sides.
+ * by side, each pair measured in chunks in ABBA order, and reads each
+ * sidecar's CPU over the whole measured part, so that a batch exported
+ * between a sidecar's chunks counts too (see `pairedCpuMs`).
  *
  * Each sidecar answers {@link WARMUP} decisions before the measured ones:
  * the row compares steady states. A sidecar's first few thousand decisions
  * cost more while V8 compiles its code, and a traced one has more code to
  * compile (the SDK, and the exporter, which runs once per batch). After 600
- * decisions the ratio was 1.21-1.25 in every full run; after 2,000 to
- * 16,000 it was 0.98-1.08, and both sides' CPU per decision fell by a third
- * (BENCHMARKS.md, "Tracing: the row measured V8's warm-up").
+ * decisions the row measured 1.18-1.25 in full runs; in a sweep of 2,000 to
+ * 16,000, two sidecars measured 0.96-1.13 (median 1.05), and both sides'
+ * CPU per decision fell by a third (BENCHMARKS.md, "Tracing: the row
+ * measured V8's warm-up"). The target is on steady-state CPU: the warm-up,
+ * paid once per start, is not in it.
  *
  * The batch processor keeps its defaults (batches of 512 spans) with room
  * for every span (a queue of 65,536): a dropped span would cost less than an
