@@ -1,18 +1,17 @@
 /**
  * @module The audit rows of the bench: what the decision audit log costs a
- * decision. Sidecars on SQLite run side by side: {@link PAIRS} pairs of one
+ * decision. Sidecars on SQLite run side by side: `CPU_PAIRS` pairs of one
  * without audit sinks and one with the store sink (`--audit-store`), each
  * pair deciding on one control in chunks in ABBA order, so that a drift of
  * the machine falls on both; the row compares the server CPU per decision,
  * summed over the pairs, each sidecar's read over the whole measured part
  * (the store sink's timed group commits between its chunks count too; see
- * `pairedCpuMs`). Every sidecar first answers {@link WARMUP}
+ * `pairedCpuMs`). Every sidecar first answers `STEADY_WARMUP`
  * decisions, for the reasons the tracing row gives (`tracing.ts`).
  *
  * One more sidecar's HTTP sink (`--audit-http`, a small buffer) posts to a
  * receiver of the bench while it answers as many c=16 calls, unmeasured,
- * after the CPU comparison (its batches, received by the bench, would fall
- * on it). Then the receiver closes, so the sink goes down as the c=1 part
+ * after the CPU comparison. Then the receiver closes, so the sink goes down as the c=1 part
  * starts: its failed sends (a batch a second) and the first retries fall in
  * the measurement.
  * Its decision p99 at c=1, over at least 10 s of its own calls, is compared
@@ -33,10 +32,12 @@ import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
 import { NS_PER_MS, percentile } from './stats.js';
 import {
+  CPU_PAIRS,
   type CpuPair,
   decideOn,
   pairedCpuMs,
   registerNew,
+  STEADY_WARMUP,
   type StoreSide,
   startOn,
   stopSide,
@@ -44,18 +45,6 @@ import {
 
 /** Calls in flight of the CPU comparison. */
 const CONCURRENCY = 16;
-/**
- * Decisions each sidecar answers before the measured ones: a sidecar's CPU
- * per decision falls for its first few thousand (V8 compiling; BENCHMARKS.md,
- * "Tracing: the row measured V8's warm-up").
- */
-const WARMUP = 4000;
-/**
- * Pairs (no sink, store sink) of the CPU comparison in a round: two warm
- * sidecars of one build differ by up to a third in CPU per decision from
- * start to start, so each side is two.
- */
-const PAIRS = 2;
 /** Chunks of the CPU comparison, and fewest chunks of the c=1 one. */
 const CHUNKS = 6;
 /** Most chunks of the c=1 comparison, however fast its calls. */
@@ -106,7 +95,7 @@ export const auditScenario: Scenario = {
     const quick = ctx.params.latencyCalls < 1000;
     // Measured decisions per side of the CPU comparison, and each sidecar's warm-up.
     const calls = quick ? 600 : 3000;
-    const warmup = quick ? 150 : WARMUP;
+    const warmup = quick ? 150 : STEADY_WARMUP;
     // Answers the sink's batches (204) until it closes; from then on the port refuses.
     const sink = await startReceiver({ record: false });
     let sinkOpen = true;
@@ -115,7 +104,7 @@ export const auditScenario: Scenario = {
     let http: StoreSide | undefined;
     try {
       const pairs: CpuPair<StoreSide>[] = [];
-      for (let k = 0; k < PAIRS; k++) {
+      for (let k = 0; k < CPU_PAIRS; k++) {
         const pairOff = await sideWith([], ctx);
         sides.push(pairOff);
         const pairStore = await sideWith(['--audit-store'], ctx);
@@ -130,10 +119,9 @@ export const auditScenario: Scenario = {
       for (const side of [...sides, http]) {
         await measureThroughput(decide(side), CONCURRENCY, warmup, 0);
       }
-      // CPU per decision, while the sidecar whose sink goes down waits: its sink's
-      // batches, received by this process, cost the store-sink side of the
-      // comparison more than the other (1.08x and 1.09x against 0.99-1.03x
-      // without them, BENCHMARKS.md).
+      // CPU per decision, while the sidecar whose sink goes down waits: answering
+      // chunks in between, it moved the store-sink ratio to 1.08x and 1.09x, against
+      // 0.99-1.03x without it (BENCHMARKS.md; why is an open question there).
       const {
         a: offMs,
         b: storeMs,

@@ -152,6 +152,22 @@ export async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Pr
   return cpuMsOf(pid) - before;
 }
 
+/**
+ * Decisions a sidecar answers before the CPU rows that compare two settings of
+ * it measure it (tracing, audit): its CPU per decision keeps falling for its
+ * first few thousand while V8 compiles, and more so for the side with more code
+ * (BENCHMARKS.md, "Tracing: the row measured V8's warm-up").
+ */
+export const STEADY_WARMUP = 4000;
+
+/**
+ * Pairs of sidecars a round of {@link pairedCpuMs} compares: two warm sidecars
+ * of one build differ by up to a third in CPU per decision from start to start
+ * (243-353 µs in ten starts, one at a time); with one per side that difference
+ * alone moved a round's ratio from 0.90 to 1.35.
+ */
+export const CPU_PAIRS = 2;
+
 /** Two sidecars compared in {@link pairedCpuMs}: `a` is the baseline, `b` the one with the feature. */
 export interface CpuPair<S> {
   readonly a: S;

@@ -4,12 +4,12 @@
  * with tracing on, every span sampled (`parentbased_always_on`, and the
  * calls carry no `traceparent`, so every call is a sampled root) and
  * exported over OTLP/HTTP to a receiver the bench starts on 127.0.0.1,
- * against sidecars with tracing off. A round runs {@link PAIRS} pairs side
+ * against sidecars with tracing off. A round runs `CPU_PAIRS` pairs side
  * by side, each pair measured in chunks in ABBA order, and reads each
  * sidecar's CPU over the whole measured part, so that a batch exported
  * between a sidecar's chunks counts too (see `pairedCpuMs`).
  *
- * Each sidecar answers {@link WARMUP} decisions before the measured ones:
+ * Each sidecar answers `STEADY_WARMUP` decisions before the measured ones:
  * the row compares steady states. A sidecar's first few thousand decisions
  * cost more while V8 compiles its code, and a traced one has more code to
  * compile (the SDK, and the exporter, which runs once per batch). After 600
@@ -34,19 +34,17 @@ import { measureThroughput } from './load.js';
 import { controlHook, fixedId } from './messages.js';
 import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
-import { type CpuPair, decideOn, pairedCpuMs, registerNew } from './stores.js';
+import {
+  CPU_PAIRS,
+  type CpuPair,
+  decideOn,
+  pairedCpuMs,
+  registerNew,
+  STEADY_WARMUP,
+} from './stores.js';
 
 /** Calls in flight. */
 const CONCURRENCY = 16;
-/** Decisions each sidecar answers before the measured ones (see the module comment). */
-const WARMUP = 4000;
-/**
- * Sidecars per side (off, on) in a round. Two sidecars of the same build and
- * settings, warm, differ in CPU per decision by up to a third from start to
- * start (243-353 µs in ten starts, one at a time): with one per side that
- * difference alone moved a round's ratio from 0.90 to 1.35.
- */
-const PAIRS = 2;
 /** Chunks of each pair's measured calls, in ABBA order. */
 const CHUNKS = 10;
 /** How long a client may take to connect to a fresh sidecar. */
@@ -105,7 +103,7 @@ function sizes(ctx: RunContext) {
   // A quick run (bench development) scales the loops down.
   return ctx.params.latencyCalls < 1000
     ? { warmup: 300, calls: 1200 }
-    : { warmup: WARMUP, calls: 4000 };
+    : { warmup: STEADY_WARMUP, calls: 4000 };
 }
 
 /** Decision CPU with tracing on (every span exported) against off, per round. */
@@ -136,7 +134,7 @@ export const tracingScenario: Scenario = {
     try {
       const hooks = [controlHook('policy', ctx.receiverUrl)];
       const pairs: CpuPair<Side>[] = [];
-      for (let k = 0; k < PAIRS; k++) {
+      for (let k = 0; k < CPU_PAIRS; k++) {
         const off = await startSide(ctx, {});
         sides.push(off);
         const on = await startSide(ctx, traced);
@@ -166,13 +164,13 @@ export const tracingScenario: Scenario = {
       let spans = 0;
       for (const req of collector.requests) spans += spanCount(req.raw);
       // Register, warm-up and measured calls: one server span each, one control span per decision.
-      const decisions = PAIRS * p.warmup + calls;
+      const decisions = CPU_PAIRS * p.warmup + calls;
       return {
         metrics: {
           offCpu: (offMs * US_PER_MS) / calls,
           onCpu: (onMs * US_PER_MS) / calls,
           cpuRatio: onMs / offMs,
-          spansPerCall: (spans - PAIRS) / decisions,
+          spansPerCall: (spans - CPU_PAIRS) / decisions,
         },
         ops: 2 * decisions,
         notes: [],
