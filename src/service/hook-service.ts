@@ -7,7 +7,7 @@
 import { setMaxListeners } from 'node:events';
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { DecisionKind } from '../../gen/agenthooks/v1/audit_pb.js';
 import { DecisionSchema, type HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
@@ -130,14 +130,25 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
 }
 
 /**
+ * Whether the call's deadline ended it. The deadline timer can fire a
+ * millisecond before the wall clock reaches the deadline, so the signal's
+ * reason (a DEADLINE_EXCEEDED ConnectError) decides first.
+ */
+function deadlinePassed(ctx: HandlerContext): boolean {
+  const reason: unknown = ctx.signal.reason;
+  if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
+  const left = ctx.timeoutMs();
+  return left !== undefined && left <= 0;
+}
+
+/**
  * Returns `e`, or DEADLINE_EXCEEDED in its place when it is the cancellation
  * of a call whose deadline has passed: the caller's deadline, not the
  * caller, ended it.
  */
 function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
   if (!(e instanceof AgentHooksError) || e.reason !== PUBLICATION_CANCELLED_REASON) return e;
-  const left = ctx.timeoutMs();
-  if (left === undefined || left > 0) return e;
+  if (!deadlinePassed(ctx)) return e;
   return new AgentHooksError(
     'deadline_exceeded',
     'DEADLINE_EXCEEDED',

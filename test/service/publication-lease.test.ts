@@ -262,9 +262,23 @@ describe('the publication lease across two apps on one store', () => {
       Promise.resolve(publish?.(request, context({ requestSignal: abort.signal }))),
     );
     abort.abort();
+    // Node's timer can fire a millisecond before the wall clock reaches the
+    // deadline: the deadline's own abort reason still makes it DEADLINE_EXCEEDED.
+    const early = new AbortController();
+    const timedOutEarly = domainFailure(
+      Promise.resolve(
+        publish?.(request, context({ timeoutMs: 60_000, requestSignal: early.signal })),
+      ),
+    );
+    early.abort(new ConnectError('the operation timed out', Code.DeadlineExceeded));
 
     expect([expired.kind, expired.reason]).toEqual(['deadline_exceeded', 'DEADLINE_EXCEEDED']);
     expect([(await cancelled).kind, (await cancelled).reason]).toEqual(['cancelled', 'CANCELLED']);
+    const beforeClock = await timedOutEarly;
+    expect([beforeClock.kind, beforeClock.reason]).toEqual([
+      'deadline_exceeded',
+      'DEADLINE_EXCEEDED',
+    ]);
     hold.release();
     expect(await first).toMatchObject({ published: true, finalResult: { content: 'first' } });
     const later = await b.client.publishDeferredResult({
