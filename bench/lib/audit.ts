@@ -41,6 +41,7 @@ import {
   type StoreSide,
   startOn,
   stopSide,
+  warmInTurn,
 } from './stores.js';
 
 /** Calls in flight of the CPU comparison. */
@@ -116,9 +117,7 @@ export const auditScenario: Scenario = {
         ctx,
       );
       const decide = (side: StoreSide) => decideOn(side.client, () => fixedId('op_audit', 0));
-      for (const side of [...sides, http]) {
-        await measureThroughput(decide(side), CONCURRENCY, warmup, 0);
-      }
+      await warmInTurn([...sides, http], decide, { warmup, concurrency: CONCURRENCY });
       // CPU per decision, while the sidecar whose sink goes down waits: answering
       // chunks in between, it moved the store-sink ratio to 1.08x and 1.09x, against
       // 0.99-1.03x without it (BENCHMARKS.md; why is an open question there).

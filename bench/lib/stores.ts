@@ -160,6 +160,31 @@ export async function cpuMsDuring(pid: number, loop: () => Promise<unknown>): Pr
  */
 export const STEADY_WARMUP = 4000;
 
+/** Turns of {@link warmInTurn}: each sidecar answers its warm-up in this many chunks. */
+const WARM_TURNS = 8;
+
+/**
+ * Warms `sides` in turns: each answers `warmup` calls (`call(side)`, c=`concurrency`) in
+ * {@link WARM_TURNS} chunks, the sides taking turns, in reverse order every other turn.
+ * So they finish their warm-ups together, and none sits idle for long before the measured
+ * part. Warmed one after another, the first ones warmed measured slower for the first few
+ * thousand calls that followed: four sidecars of one build differed by 1.13-1.36x (highest
+ * to lowest CPU per decision) warmed in sequence, 1.04-1.12x warmed in turns, the slow ones
+ * always those warmed first (BENCHMARKS.md, "Warm-ups in turns").
+ */
+export async function warmInTurn<S>(
+  sides: readonly S[],
+  call: (side: S) => Call,
+  options: { readonly warmup: number; readonly concurrency: number },
+): Promise<void> {
+  const chunk = Math.ceil(options.warmup / WARM_TURNS);
+  for (let turn = 0; turn < WARM_TURNS; turn++) {
+    for (const side of turn % 2 === 0 ? sides : [...sides].reverse()) {
+      await measureThroughput(call(side), options.concurrency, chunk, 0);
+    }
+  }
+}
+
 /**
  * Pairs of sidecars a round of {@link pairedCpuMs} compares: two warm sidecars
  * of one build differ by up to a third in CPU per decision from start to start

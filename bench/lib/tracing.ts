@@ -30,7 +30,6 @@ import otlp from '@opentelemetry/otlp-proto-exporter-base/build/src/generated/ro
 import { startReceiver } from '../../test/support/receiver.js';
 import { type SidecarProcess, startSidecar } from '../../test/support/sidecar.js';
 import { createClient, waitForReady } from './grpc-codec.js';
-import { measureThroughput } from './load.js';
 import { controlHook, fixedId } from './messages.js';
 import { metric } from './paired.js';
 import type { RunContext, Scenario, ScenarioResult } from './scenarios.js';
@@ -41,6 +40,7 @@ import {
   pairedCpuMs,
   registerNew,
   STEADY_WARMUP,
+  warmInTurn,
 } from './stores.js';
 
 /** Calls in flight. */
@@ -142,10 +142,8 @@ export const tracingScenario: Scenario = {
         pairs.push({ a: off, b: on });
       }
       const decideOf = (side: Side) => decideOn(side.client, () => fixedId(OPERATION, 0));
-      for (const side of sides) {
-        await registerNew(side.client, OPERATION, hooks)(0);
-        await measureThroughput(decideOf(side), CONCURRENCY, p.warmup, 0);
-      }
+      for (const side of sides) await registerNew(side.client, OPERATION, hooks)(0);
+      await warmInTurn(sides, decideOf, { warmup: p.warmup, concurrency: CONCURRENCY });
       // Calls per side, over its sidecars.
       const {
         a: offMs,
