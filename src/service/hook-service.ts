@@ -130,9 +130,10 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
 }
 
 /**
- * Whether the call's deadline ended it. The deadline timer can fire a
- * millisecond before the wall clock reaches the deadline, so the signal's
- * reason (a DEADLINE_EXCEEDED ConnectError) decides first.
+ * Whether the call's deadline ended it. A deadline timer can fire before the
+ * wall clock reaches the deadline, so the signal's reason decides first: both
+ * Connect's deadline and the gRPC adapter's (`server/grpc.ts`) abort with a
+ * DEADLINE_EXCEEDED ConnectError. Nothing else aborts a call with that code.
  */
 function deadlinePassed(ctx: HandlerContext): boolean {
   const reason: unknown = ctx.signal.reason;

@@ -265,12 +265,22 @@ describe('the publication lease across two apps on one store', () => {
     // Node's timer can fire a millisecond before the wall clock reaches the
     // deadline: the deadline's own abort reason still makes it DEADLINE_EXCEEDED.
     const early = new AbortController();
-    const timedOutEarly = domainFailure(
+    const earlyContext = context({ timeoutMs: 60_000, requestSignal: early.signal });
+    // Clears the context's own 60 s deadline timer.
+    cleanups.push(() => earlyContext.abort());
+    const timedOutEarly = domainFailure(Promise.resolve(publish?.(request, earlyContext)));
+    early.abort(new ConnectError('the operation timed out', Code.DeadlineExceeded));
+    // A transport that cancels without a reason at the deadline: the clock decides.
+    const atDeadline = new AbortController();
+    const noReason = domainFailure(
       Promise.resolve(
-        publish?.(request, context({ timeoutMs: 60_000, requestSignal: early.signal })),
+        publish?.(request, {
+          ...context({ requestSignal: atDeadline.signal }),
+          timeoutMs: () => 0,
+        }),
       ),
     );
-    early.abort(new ConnectError('the operation timed out', Code.DeadlineExceeded));
+    atDeadline.abort();
 
     expect([expired.kind, expired.reason]).toEqual(['deadline_exceeded', 'DEADLINE_EXCEEDED']);
     expect([(await cancelled).kind, (await cancelled).reason]).toEqual(['cancelled', 'CANCELLED']);
@@ -279,6 +289,8 @@ describe('the publication lease across two apps on one store', () => {
       'deadline_exceeded',
       'DEADLINE_EXCEEDED',
     ]);
+    const byClock = await noReason;
+    expect([byClock.kind, byClock.reason]).toEqual(['deadline_exceeded', 'DEADLINE_EXCEEDED']);
     hold.release();
     expect(await first).toMatchObject({ published: true, finalResult: { content: 'first' } });
     const later = await b.client.publishDeferredResult({
