@@ -144,10 +144,15 @@ const SCHEDSTAT_KEPT = ((): boolean => {
   }
 })();
 
-/** The summed run time of `pid`'s threads in nanoseconds, or undefined without schedstat. */
+/**
+ * The summed run time of `pid`'s threads in nanoseconds, or undefined without schedstat.
+ * Throws, as the `stat` reading does, when the process is gone: its main thread's file
+ * must have been read.
+ */
 function schedstatNsOf(pid: number): number | undefined {
   if (!SCHEDSTAT_KEPT) return undefined;
   let ns = 0;
+  let leaderRead = false;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     let line: string;
     try {
@@ -158,7 +163,11 @@ function schedstatNsOf(pid: number): number | undefined {
       if (code === 'ENOENT' || code === 'ESRCH') continue;
       throw e;
     }
-    ns += Number(line.slice(0, line.indexOf(' ')));
+    const runNs = Number(line.slice(0, line.indexOf(' ')));
+    if (!Number.isFinite(runNs)) throw new Error(`unreadable /proc/${pid}/task/${tid}/schedstat`);
+    ns += runNs;
+    if (tid === String(pid)) leaderRead = true;
   }
+  if (!leaderRead) throw new Error(`process ${pid} exited while its CPU time was read`);
   return ns;
 }

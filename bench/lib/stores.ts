@@ -164,7 +164,8 @@ export const STEADY_WARMUP = 4000;
 const WARM_TURNS = 8;
 
 /**
- * Warms `sides` in turns: each answers `warmup` calls (`call(side)`, c=`concurrency`) in
+ * Warms `sides` in turns: each answers `warmup` calls (`call(side)`, c=`concurrency`; each
+ * chunk numbers its calls from 0, so ids repeat across chunks) in
  * {@link WARM_TURNS} chunks, the sides taking turns, in reverse order every other turn.
  * So they finish their warm-ups together, and none sits idle for long before the measured
  * part. Warmed one after another, the first ones warmed measured slower for the first few
@@ -177,8 +178,11 @@ export async function warmInTurn<S>(
   call: (side: S) => Call,
   options: { readonly warmup: number; readonly concurrency: number },
 ): Promise<void> {
-  const chunk = Math.ceil(options.warmup / WARM_TURNS);
   for (let turn = 0; turn < WARM_TURNS; turn++) {
+    // Exactly `warmup` calls a side over the turns.
+    const chunk =
+      Math.floor(((turn + 1) * options.warmup) / WARM_TURNS) -
+      Math.floor((turn * options.warmup) / WARM_TURNS);
     for (const side of turn % 2 === 0 ? sides : [...sides].reverse()) {
       await measureThroughput(call(side), options.concurrency, chunk, 0);
     }
