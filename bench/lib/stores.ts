@@ -171,7 +171,8 @@ const WARM_TURNS = 8;
  * part. Warmed one after another, the first ones warmed measured slower for the first few
  * thousand calls that followed: four sidecars of one build differed by 1.13-1.36x (highest
  * to lowest CPU per decision) warmed in sequence, 1.04-1.12x warmed in turns, the slow ones
- * always those warmed first (BENCHMARKS.md, "Warm-ups in turns").
+ * always those warmed first: idle past the keep-alive, their webhook connections closed, and
+ * the code that made new ones deoptimized (BENCHMARKS.md, "Warm-ups in turns").
  */
 export async function warmInTurn<S>(
   sides: readonly S[],
