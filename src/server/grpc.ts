@@ -123,15 +123,6 @@ function responseSerializer(schema: DescMessage): (value: object) => Buffer {
  */
 const CALL_COMPLETED = new ConnectError('the call completed', Code.Canceled);
 const CLIENT_CANCELLED = new ConnectError('client cancelled the call', Code.Canceled);
-const DEADLINE_REACHED = new ConnectError('the call’s deadline passed', Code.DeadlineExceeded);
-
-/**
- * How near its deadline a cancelled call counts as ended by it. grpc-js ends
- * a call at its deadline itself (the client gets DEADLINE_EXCEEDED) and then
- * cancels it, with no reason given; its timer, armed with the libuv loop's
- * cached time, can fire before `Date.now()` reaches the deadline it computed.
- */
-const DEADLINE_SLACK_MS = 10;
 
 type GrpcCall =
   | grpc.ServerUnaryCall<object, object>
@@ -165,17 +156,9 @@ class GrpcHandlerContext implements HandlerContext, Slotted {
   readonly requestMethod = 'POST';
   /** A unary call's plain signal, or a stream's real one (see `call-signal.ts`). */
   readonly #controller: CallAborter;
-  /**
-   * Aborts the handler when the client cancels, or grpc-js ends the call at
-   * its deadline (then with a DEADLINE_EXCEEDED reason, as Connect's own
-   * deadline aborts a handler; see {@link DEADLINE_SLACK_MS}).
-   */
+  /** Aborts the handler when the client cancels (or grpc-js enforces the deadline). */
   readonly onCancelled = (): void => {
-    if (this.signal.aborted) return;
-    const left = this.timeoutMs();
-    this.#controller.abort(
-      left !== undefined && left <= DEADLINE_SLACK_MS ? DEADLINE_REACHED : CLIENT_CANCELLED,
-    );
+    if (!this.signal.aborted) this.#controller.abort(CLIENT_CANCELLED);
   };
   #requestHeader: Headers | undefined;
   #responseHeader: Headers | undefined;

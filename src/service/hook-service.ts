@@ -130,16 +130,25 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
 }
 
 /**
- * Whether the call's deadline ended it. A deadline timer can fire before the
- * wall clock reaches the deadline, so the signal's reason decides first: both
- * Connect's deadline and the gRPC adapter's (`server/grpc.ts`) abort with a
- * DEADLINE_EXCEEDED ConnectError. Nothing else aborts a call with that code.
+ * How near its deadline a cancelled call counts as ended by it. Deadline
+ * timers (Connect's, grpc-js's) are armed with the libuv loop's cached time
+ * and can fire before `Date.now()` reaches the deadline; grpc-js ends a call
+ * at its deadline itself and then cancels the handler without a reason; and a
+ * Connect client whose own deadline passes disconnects just before the
+ * server's does.
+ */
+const DEADLINE_SLACK_MS = 10;
+
+/**
+ * Whether the call's deadline ended it: Connect's deadline aborts with a
+ * DEADLINE_EXCEEDED reason; any other cancel counts when it came within
+ * {@link DEADLINE_SLACK_MS} of the deadline.
  */
 function deadlinePassed(ctx: HandlerContext): boolean {
   const reason: unknown = ctx.signal.reason;
   if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
   const left = ctx.timeoutMs();
-  return left !== undefined && left <= 0;
+  return left !== undefined && left <= DEADLINE_SLACK_MS;
 }
 
 /**

@@ -270,13 +270,14 @@ describe('the publication lease across two apps on one store', () => {
     cleanups.push(() => earlyContext.abort());
     const timedOutEarly = domainFailure(Promise.resolve(publish?.(request, earlyContext)));
     early.abort(new ConnectError('the operation timed out', Code.DeadlineExceeded));
-    // A transport that cancels without a reason at the deadline: the clock decides.
+    // A cancel without a reason 5 ms before the deadline (grpc-js's, or a Connect
+    // client's own deadline closing the request): the clock decides.
     const atDeadline = new AbortController();
     const noReason = domainFailure(
       Promise.resolve(
         publish?.(request, {
           ...context({ requestSignal: atDeadline.signal }),
-          timeoutMs: () => 0,
+          timeoutMs: () => 5,
         }),
       ),
     );
