@@ -5,8 +5,10 @@
  * same code, message, `ErrorInfo.reason` and `BadRequest` field path.
  * Undecodable bytes and bad JSON get INVALID_ARGUMENT (`MALFORMED_REQUEST`) everywhere; a store
  * fault answers UNAVAILABLE everywhere and is logged once per call, while
- * client errors leave no log line.
+ * client errors leave no log line; a call whose deadline passes answers, and
+ * is counted as, DEADLINE_EXCEEDED everywhere.
  */
+import type { ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
@@ -19,13 +21,15 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { ModifyPoint, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DecideToolCallRequestSchema,
   HookService,
   ListHooksRequestSchema,
+  ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
+import { startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 /** One protocol's answer, reduced to what must be equal. */
@@ -513,6 +517,85 @@ describe('protocol parity of a server-side fault', () => {
       lock.exec('ROLLBACK');
       lock.close();
       await killSidecar(sidecar);
+    }
+  });
+});
+
+/**
+ * The deadline each protocol carries, sent as a header so that the client does
+ * not enforce it itself: the server's deadline ends the call, and its answer
+ * reaches the client.
+ */
+const DEADLINE_HEADER: Record<Protocol, Record<string, string>> = {
+  grpc: { 'grpc-timeout': '300m' },
+  'connect-json': { 'connect-timeout-ms': '300' },
+  'connect-binary': { 'connect-timeout-ms': '300' },
+  'grpc-web': { 'grpc-timeout': '300m' },
+};
+
+describe('protocol parity of a deadline', () => {
+  it('answers a publication that waits past its deadline DEADLINE_EXCEEDED everywhere, and counts it so', async () => {
+    const held: ServerResponse[] = [];
+    const receiver = await startReceiver({ answer: (_req, res) => held.push(res) });
+    const sidecar = await startSidecar();
+    try {
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      await client.registerHooks({
+        operationId: 'deadline-op',
+        hooks: [
+          {
+            id: 'guard',
+            type: HookType.AFTER_TOOL_CALL,
+            webhook: {
+              url: `${receiver.url}/control`,
+              responseHandling: ResponseHandling.TOOL_CALL,
+            },
+          },
+        ],
+      });
+      const context = { ...toolContext(), operationId: 'deadline-op', toolCallId: 'call-wait' };
+      await client.parkToolCall({ context, kind: ParkKind.HUMAN_APPROVAL });
+      const request = { toolCallId: 'call-wait', result: { content: 'first' } };
+      // The first publication waits on its control, which the receiver holds.
+      const first = client.publishDeferredResult(request);
+      while (receiver.requests.length === 0) await new Promise(setImmediate);
+
+      const codes: Partial<Record<Protocol, string>> = {};
+      for (const protocol of PROTOCOLS) {
+        const duplicate = createClient(HookService, transportFor(protocol, sidecar));
+        try {
+          await duplicate.publishDeferredResult(request, { headers: DEADLINE_HEADER[protocol] });
+          codes[protocol] = 'OK';
+        } catch (e: unknown) {
+          codes[protocol] = Code[ConnectError.from(e).code];
+        }
+      }
+
+      expect(codes).toEqual({
+        grpc: 'DeadlineExceeded',
+        'connect-json': 'DeadlineExceeded',
+        'connect-binary': 'DeadlineExceeded',
+        'grpc-web': 'DeadlineExceeded',
+      });
+      // The server's own count: grpc-js answers the gRPC client itself, so only the
+      // metric shows how the sidecar classed that call.
+      const series = (code: string) =>
+        `agenthooks_rpc_calls_total{method="PublishDeferredResult",code="${code}"}`;
+      const metrics = await (await fetch(`http://${sidecar.http}/metrics`)).text();
+      const count = (code: string) =>
+        Number(
+          metrics
+            .split('\n')
+            .find((l) => l.startsWith(`${series(code)} `))
+            ?.split(' ')[1] ?? 0,
+        );
+      expect([count('DEADLINE_EXCEEDED'), count('CANCELLED')]).toEqual([PROTOCOLS.length, 0]);
+      for (const res of held.splice(0)) res.end(JSON.stringify({ decision: 'allow' }));
+      expect(await first).toMatchObject({ published: true });
+    } finally {
+      for (const res of held.splice(0)) res.destroy();
+      await killSidecar(sidecar);
+      await receiver.close();
     }
   });
 });
