@@ -9,15 +9,15 @@
  * sidecar's CPU over the whole measured part, so that a batch exported
  * between a sidecar's chunks counts too (see `pairedCpuMs`).
  *
- * Each sidecar answers `STEADY_WARMUP` decisions before the measured ones:
- * the row compares steady states. A sidecar's first few thousand decisions
- * cost more while V8 compiles its code, and a traced one has more code to
- * compile (the SDK, and the exporter, which runs once per batch). After 600
- * decisions the row measured 1.18-1.25 in full runs; in a sweep of 2,000 to
- * 16,000, two sidecars measured 0.96-1.13 (median 1.05), and both sides'
- * CPU per decision fell by a third (BENCHMARKS.md, "Tracing: the row
- * measured V8's warm-up"). The target is on steady-state CPU: the warm-up,
- * paid once per start, is not in it.
+ * Each sidecar answers `STEADY_WARMUP` decisions before the measured ones,
+ * the sidecars taking turns (`warmInTurn`): the row compares steady states.
+ * A sidecar's first few thousand decisions cost more while V8 compiles its
+ * code, and a traced one has more code to compile (the SDK, and the
+ * exporter, which runs once per batch); the target is on steady-state CPU,
+ * not on the warm-up paid once per start. Warmed in turns on a machine at
+ * rest, the row measures 1.18-1.46 (BENCHMARKS.md, "Tracing misses on a
+ * quiet machine"); the lower numbers of the warm-up sweep before it came
+ * from sequential warm-ups and a busy machine.
  *
  * The batch processor keeps its defaults (batches of 512 spans) with room
  * for every span (a queue of 65,536): a dropped span would cost less than an
