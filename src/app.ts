@@ -363,6 +363,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     httpUrl: config.audit.httpUrl,
     httpAuthorization: () => environment.current().env[AUDIT_HTTP_AUTHORIZATION_VAR],
     bufferEntries: config.audit.bufferEntries,
+    bufferBytes: config.audit.bufferBytes,
     metrics,
     logger,
   });

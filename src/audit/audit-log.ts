@@ -23,6 +23,26 @@ const gzip = promisify(gzipCallback);
 export const DEFAULT_AUDIT_BUFFER = 10_000;
 
 /**
+ * Default bound of the estimated bytes each sink buffers
+ * (`--audit-buffer-bytes`): 64 MiB. With recorded payloads an entry can
+ * weigh megabytes, and the entry count alone would let a sink that cannot
+ * write hold gigabytes before it dropped anything.
+ */
+export const DEFAULT_AUDIT_BUFFER_BYTES = 64 * 1024 * 1024;
+
+/** Estimated heap bytes of an entry without its payload (ids, hooks, times). */
+const ENTRY_OVERHEAD_BYTES = 1_024;
+
+/**
+ * Estimated heap bytes a buffered entry holds: its payload twice (the
+ * record's text, and the proto JSON the stdout and HTTP sinks make of it)
+ * at two bytes a character, the worst case of a V8 string, plus the rest.
+ */
+export function entryBytes(record: DecisionRecord): number {
+  return ENTRY_OVERHEAD_BYTES + 4 * record.payloadJson.length + 128 * record.outcomes.length;
+}
+
+/**
  * Longest time between a decision and the group commit that writes it to
  * the store, or the write that puts it on stdout: 40 ms, so that with the
  * commit's own time an entry is durable within 50 ms of its decision.
@@ -34,6 +54,12 @@ export const AUDIT_HTTP_INTERVAL_MS = 1_000;
 
 /** Most entries in one group commit, one stdout write or one HTTP batch. */
 const MAX_BATCH = 1_000;
+
+/**
+ * Most estimated bytes in one batch (a batch holds at least one entry): the
+ * stdout and HTTP sinks join a batch's JSON into one text.
+ */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
 /** First pause after a failed write; doubles up to {@link MAX_RETRY_PAUSE_MS}. */
 const FIRST_RETRY_PAUSE_MS = 100;
@@ -63,12 +89,15 @@ class Sink {
   readonly name: string;
   readonly #write: WriteBatch;
   readonly #bound: number;
+  readonly #boundBytes: number;
   readonly #intervalMs: number;
   readonly #metrics: AuditMetrics | undefined;
   readonly #logger: Logger;
   /** Entries not written yet, oldest first, from `#head` on. */
   #entries: DecisionRecord[] = [];
   #head = 0;
+  /** Estimated bytes of the entries from `#head` on ({@link entryBytes}). */
+  #bytes = 0;
   #timer: NodeJS.Timeout | undefined;
   #writing: Promise<void> | undefined;
   #pauseMs = 0;
@@ -77,11 +106,18 @@ class Sink {
   constructor(
     name: string,
     write: WriteBatch,
-    options: { bound: number; intervalMs: number; metrics?: AuditMetrics; logger: Logger },
+    options: {
+      bound: number;
+      boundBytes: number;
+      intervalMs: number;
+      metrics?: AuditMetrics;
+      logger: Logger;
+    },
   ) {
     this.name = name;
     this.#write = write;
     this.#bound = options.bound;
+    this.#boundBytes = options.boundBytes;
     this.#intervalMs = options.intervalMs;
     this.#metrics = options.metrics;
     this.#logger = options.logger;
@@ -94,6 +130,7 @@ class Sink {
 
   add(entry: DecisionRecord): void {
     this.#entries.push(entry);
+    this.#bytes += entryBytes(entry);
     this.#trim();
     this.#schedule(this.#intervalMs);
   }
@@ -116,12 +153,15 @@ class Sink {
     this.#timer = undefined;
   }
 
+  /** Drops the oldest entries past either bound, and counts them. */
   #trim(): void {
-    const over = this.buffered - this.#bound;
-    if (over > 0) {
-      this.#head += over;
-      this.#metrics?.auditDropped(this.name, over);
+    let dropped = 0;
+    while (this.buffered > 0 && (this.buffered > this.#bound || this.#bytes > this.#boundBytes)) {
+      this.#bytes -= entryBytes(this.#entries[this.#head] as DecisionRecord);
+      this.#head += 1;
+      dropped += 1;
     }
+    if (dropped > 0) this.#metrics?.auditDropped(this.name, dropped);
     if (this.#head > 1_024 && this.#head * 2 > this.#entries.length) {
       this.#entries = this.#entries.slice(this.#head);
       this.#head = 0;
@@ -143,9 +183,18 @@ class Sink {
   /** Writes one batch from the front; resolves true when it was written. */
   async #writeOnce(): Promise<boolean> {
     if (this.#writing !== undefined || this.buffered === 0) return true;
-    const end = Math.min(this.#entries.length, this.#head + MAX_BATCH);
+    const last = Math.min(this.#entries.length, this.#head + MAX_BATCH);
+    let end = this.#head;
+    let batchBytes = 0;
+    while (end < last) {
+      const bytes = entryBytes(this.#entries[end] as DecisionRecord);
+      if (end > this.#head && batchBytes + bytes > MAX_BATCH_BYTES) break;
+      batchBytes += bytes;
+      end += 1;
+    }
     const batch = this.#entries.slice(this.#head, end);
     this.#head = end;
+    this.#bytes -= batchBytes;
     let ok = true;
     const writing = this.#write(batch).then(
       () => {
@@ -168,6 +217,7 @@ class Sink {
         // Back to the front, older than anything that arrived meanwhile.
         this.#entries = batch.concat(this.#entries.slice(this.#head));
         this.#head = 0;
+        this.#bytes += batchBytes;
       },
     );
     this.#writing = writing;
@@ -196,6 +246,8 @@ export interface AuditLogOptions {
   readonly httpAuthorization?: () => string | undefined;
   /** Entries each sink buffers at most. Default {@link DEFAULT_AUDIT_BUFFER}. */
   readonly bufferEntries?: number;
+  /** Estimated bytes each sink buffers at most. Default {@link DEFAULT_AUDIT_BUFFER_BYTES}. */
+  readonly bufferBytes?: number;
   /** Interval of the store and stdout sinks. Default {@link AUDIT_FLUSH_INTERVAL_MS}. */
   readonly flushIntervalMs?: number;
   /** Interval of the HTTP sink. Default {@link AUDIT_HTTP_INTERVAL_MS}. */
@@ -225,8 +277,12 @@ export class AuditLog {
 
   constructor(options: AuditLogOptions) {
     this.#logger = options.logger;
-    const bound = options.bufferEntries ?? DEFAULT_AUDIT_BUFFER;
-    const common = { bound, metrics: options.metrics, logger: options.logger };
+    const common = {
+      bound: options.bufferEntries ?? DEFAULT_AUDIT_BUFFER,
+      boundBytes: options.bufferBytes ?? DEFAULT_AUDIT_BUFFER_BYTES,
+      metrics: options.metrics,
+      logger: options.logger,
+    };
     const interval = options.flushIntervalMs ?? AUDIT_FLUSH_INTERVAL_MS;
     const { store, stdoutFd, httpUrl } = options;
     this.keepsInStore = store !== undefined;

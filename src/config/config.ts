@@ -5,7 +5,7 @@
  * README's configuration table.
  */
 import { parseArgs } from 'node:util';
-import { DEFAULT_AUDIT_BUFFER } from '../audit/audit-log.js';
+import { DEFAULT_AUDIT_BUFFER, DEFAULT_AUDIT_BUFFER_BYTES } from '../audit/audit-log.js';
 import { type Pointer, parsePointer } from '../audit/masks.js';
 import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../background.js';
 import { DestinationPolicy } from '../delivery/destination.js';
@@ -413,7 +413,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_AUDIT_BUFFER',
     value: 'N',
     default: String(DEFAULT_AUDIT_BUFFER),
-    help: 'decision audit entries each sink holds while it cannot write; past it the oldest are dropped and counted',
+    help: 'decision audit entries each sink holds unwritten; past it the oldest are dropped and counted',
+  },
+  {
+    flag: 'audit-buffer-bytes',
+    env: 'AGENTHOOKS_AUDIT_BUFFER_BYTES',
+    value: 'BYTES',
+    default: String(DEFAULT_AUDIT_BUFFER_BYTES),
+    help: 'estimated heap bytes of the decision audit entries each sink holds (recorded payloads count twice); past it the oldest are dropped and counted',
   },
   {
     flag: 'audit-payloads',
@@ -537,6 +544,8 @@ export interface AuditConfig {
   readonly httpUrl?: string;
   /** Entries each sink buffers at most (`--audit-buffer`). */
   readonly bufferEntries: number;
+  /** Estimated bytes each sink buffers at most (`--audit-buffer-bytes`). */
+  readonly bufferBytes: number;
   /** Record payloads, with these masks (`--audit-payloads`, `--audit-mask`); absent: none. */
   readonly payloads?: { readonly masks: readonly Pointer[] };
 }
@@ -864,7 +873,7 @@ export function parseServeConfig(
     );
   }
   const security = parseSecurityOptions({ one, list, bool }, env);
-  const audit = parseAuditOptions({ one, get, bool });
+  const audit = parseAuditOptions({ one, list, bool });
   const metrics = one('metrics-listen');
   const admin = one('admin-listen');
   const connections = parseConnectionLimits(one);
@@ -915,11 +924,7 @@ export function parseServeConfig(
  * refused (it would mask nothing: no payload is recorded), and so is a
  * credential in the `--audit-http` URL (flags show in `ps`).
  */
-function parseAuditOptions(read: {
-  one: (flag: string) => string | undefined;
-  get: (flag: string) => string[];
-  bool: (flag: string) => boolean;
-}): AuditConfig {
+function parseAuditOptions(read: OptionReaders): AuditConfig {
   const httpUrl = read.one('audit-http');
   if (httpUrl !== undefined) {
     if (!hasProtocol(httpUrl, HTTP_PROTOCOLS)) {
@@ -939,7 +944,8 @@ function parseAuditOptions(read: {
     }
   }
   const bufferEntries = wholeNumber(read.one('audit-buffer'), 'audit-buffer');
-  const masks = read.get('audit-mask').map((m) => parsePointer(m.trim(), 'audit-mask'));
+  const bufferBytes = wholeNumber(read.one('audit-buffer-bytes'), 'audit-buffer-bytes');
+  const masks = read.list('audit-mask').map((m) => parsePointer(m, 'audit-mask'));
   const payloads = read.bool('audit-payloads');
   if (masks.length > 0 && !payloads) {
     throw new InvalidArgumentError(
@@ -953,6 +959,7 @@ function parseAuditOptions(read: {
     stdout: read.bool('audit-stdout'),
     httpUrl,
     bufferEntries,
+    bufferBytes,
     payloads: payloads ? Object.freeze({ masks: Object.freeze(masks) }) : undefined,
   });
 }

@@ -90,6 +90,7 @@ describe('audit configuration', () => {
       stdout: false,
       httpUrl: undefined,
       bufferEntries: 10_000,
+      bufferBytes: 64 * 1024 * 1024,
       payloads: undefined,
     });
   });
@@ -110,6 +111,24 @@ describe('audit configuration', () => {
         ],
       },
     });
+  });
+
+  it('splits a comma-separated --audit-mask as it splits the variable', () => {
+    const config = parseServeConfig(
+      [
+        '--audit-payloads',
+        '--audit-mask',
+        '/args/password, /result/content',
+        '--audit-mask',
+        '/args/token',
+      ],
+      {},
+    );
+    expect(config.audit.payloads?.masks).toEqual([
+      ['args', 'password'],
+      ['result', 'content'],
+      ['args', 'token'],
+    ]);
   });
 
   it('refuses a mask without payloads, a URL that is not http(s) or holds credentials, a bad buffer', () => {

@@ -598,6 +598,53 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
     }
   });
 
+  it('bounds the buffer by bytes too: large recorded payloads drop the oldest, and batches split by size', async () => {
+    const sink = await startReceiver({ answer: { status: 503 } });
+    // Each entry weighs about 1.6 MB by the estimate (four bytes a payload
+    // character): 5,000,000 bytes hold three, and a batch (4 MiB) two.
+    const sidecar = await startSidecar({
+      args: [
+        '--audit-http',
+        `${sink.url}/in`,
+        '--audit-payloads',
+        '--audit-buffer-bytes',
+        '5000000',
+        '--webhook-deny',
+        'loopback',
+      ],
+    });
+    const client = hookClient(sidecar.grpc);
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 8; i += 1) {
+        const args = { blob: `${i}`.repeat(400_000) };
+        ids.push((await decideToolCall(client, 'op-bytes', `bytes_${i}`, args)).decisionId);
+      }
+      expect(
+        await eventually(
+          () => metric(sidecar, 'agenthooks_audit_entries_dropped_total{sink="http"}'),
+          (v) => v >= 5,
+        ),
+      ).toBe(5);
+      const failed = sink.requests.length;
+      sink.respond({ status: 200 });
+      const delivered = await eventually(
+        () => httpEntries(sink, failed),
+        (e) => e.length >= 3,
+      );
+      expect(delivered.map((d) => d.decisionId)).toEqual(ids.slice(5));
+      const batches = sink.requests.slice(failed).filter((r) => r.method === 'POST');
+      expect(
+        batches.map((r) => (JSON.parse(gunzipSync(r.raw).toString('utf8')) as []).length),
+      ).toEqual([2, 1]);
+      expect(await metric(sidecar, 'agenthooks_audit_entries_written_total{sink="http"}')).toBe(3);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await sink.close();
+    }
+  });
+
   it('answers FAILED_PRECONDITION (AUDIT_STORE_DISABLED) when the store sink is off', async () => {
     const sidecar = await startSidecar();
     const client = hookClient(sidecar.grpc);
