@@ -112,16 +112,53 @@ const CODE_BY_KIND: Record<ErrorKind, Code> = {
 };
 
 /**
+ * Longest status message, `BadRequest` description, field path and
+ * `ErrorInfo.metadata` value an error carries, in UTF-16 code units: an
+ * error may quote what the client sent (a name, a header), and gRPC sends
+ * the message and the details in the trailers, whose size HTTP/2 bounds (a
+ * 40 KB name made the grpc-js client wait for trailers that never came).
+ */
+export const MAX_ERROR_TEXT = 512;
+
+/**
+ * `text` cut to {@link MAX_ERROR_TEXT} code units, with `…` to say so; a cut
+ * never splits a surrogate pair.
+ *
+ * @example
+ * clipErrorText('x'.repeat(1000)).length; // 513
+ */
+export function clipErrorText(text: string, max = MAX_ERROR_TEXT): string {
+  if (text.length <= max) return text;
+  let end = max;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  return `${text.slice(0, end)}…`;
+}
+
+function clipMetadata(metadata: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(metadata)) out[key] = clipErrorText(value);
+  return out;
+}
+
+/**
  * Returns the ConnectError to answer for `e`. A ConnectError passes through
  * (it already is a status); an AgentHooksError keeps its code, message and
  * ErrorInfo (an invalid argument's message is `<field>: <message>`, its
  * `BadRequest` description the message alone); anything else is INTERNAL.
+ * Texts are cut to {@link MAX_ERROR_TEXT}.
  */
 export function toConnectError(e: unknown): ConnectError {
-  if (e instanceof ConnectError) return e;
+  if (e instanceof ConnectError) {
+    if (e.rawMessage.length <= MAX_ERROR_TEXT) return e;
+    const clipped = new ConnectError(clipErrorText(e.rawMessage), e.code, e.metadata);
+    clipped.details.push(...e.details);
+    clipped.cause = e.cause;
+    return clipped;
+  }
   if (e instanceof AgentHooksError) {
     const details: ConstructorParameters<typeof ConnectError>[3] = [
-      errorInfo(e.reason, e.metadata),
+      errorInfo(e.reason, clipMetadata(e.metadata)),
     ];
     for (const detail of e.details) {
       details.push({ desc: detail.desc, value: detail.value as never });
@@ -130,13 +167,16 @@ export function toConnectError(e: unknown): ConnectError {
     if (e instanceof InvalidArgumentError) {
       // BadRequest keeps the upstream wording exactly; the status message leads
       // with the field, so a client that prints only the message still sees it.
+      const field = clipErrorText(e.field);
       details.push({
         desc: BadRequestSchema,
-        value: { fieldViolations: [{ field: e.field, description: e.message, reason: e.reason }] },
+        value: {
+          fieldViolations: [{ field, description: clipErrorText(e.message), reason: e.reason }],
+        },
       });
-      if (!message.includes(`${e.field}: `)) message = `${e.field}: ${message}`;
+      if (!message.includes(`${e.field}: `)) message = `${field}: ${message}`;
     }
-    return new ConnectError(message, CODE_BY_KIND[e.kind], undefined, details, e);
+    return new ConnectError(clipErrorText(message), CODE_BY_KIND[e.kind], undefined, details, e);
   }
   return new ConnectError(
     'internal error',

@@ -98,6 +98,18 @@ const INVALID_CALLS: readonly {
     call: (c) => c.registerHooks({ operationId: 'parity-op', hooks: [signedHook('NOPE')] }),
   },
   {
+    // The error quotes the name; unclipped, 40 KB of it overflowed gRPC's trailers
+    // and the grpc-js client waited for an answer that never came.
+    rpc: 'RegisterHooks (a 40 KB undeclared signing secret name, quoted in the error)',
+    field: 'hooks[0].webhook.signingSecret',
+    reason: 'UNDECLARED_SIGNING_SECRET',
+    call: (c) =>
+      c.registerHooks(
+        { operationId: 'parity-op', hooks: [signedHook('N'.repeat(40_000))] },
+        { timeoutMs: 5_000 },
+      ),
+  },
+  {
     rpc: 'RegisterHooks (signing secret not bound to the origin)',
     field: 'hooks[0].webhook.signingSecret',
     reason: 'SIGNING_SECRET_NOT_BOUND',
