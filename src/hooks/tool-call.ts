@@ -105,16 +105,40 @@ export function checkToolCallId(id: string, field: string): void {
 }
 
 /**
+ * Most operations a request's chain may name. Each is looked up for its hooks
+ * and kept in the audit record; an unbounded chain (300,000 entries fit in a
+ * message) held the event loop for seconds.
+ */
+export const MAX_OPERATION_CHAIN = 128;
+
+/**
+ * Refuses a chain longer than {@link MAX_OPERATION_CHAIN}.
+ *
+ * @throws InvalidArgumentError `OPERATION_CHAIN_INVALID` naming `path`.
+ */
+export function checkChainLength(chain: readonly string[], path = 'operationChain'): void {
+  if (chain.length > MAX_OPERATION_CHAIN) {
+    throw new InvalidArgumentError(
+      path,
+      OPERATION_CHAIN_INVALID,
+      `an operation chain names at most ${MAX_OPERATION_CHAIN} operations, not ${chain.length}`,
+    );
+  }
+}
+
+/**
  * Returns the operations whose caller hooks apply, oldest first: the
  * request's chain when it names one, else the call's own operation.
  *
- * @throws InvalidArgumentError for an empty entry, or one over 256 bytes.
+ * @throws InvalidArgumentError for more than {@link MAX_OPERATION_CHAIN}
+ *   entries, an empty entry, or one over 256 bytes.
  */
 export function resolveChain(
   requested: readonly string[],
   context: ToolCallContext,
   path = 'operationChain',
 ): string[] {
+  checkChainLength(requested, path);
   requested.forEach((id, i) => {
     if (id === '') {
       throw new InvalidArgumentError(

@@ -58,6 +58,7 @@ import {
   parkToolCall,
 } from '../hooks/parked.js';
 import {
+  checkChainLength,
   checkToolCallId,
   TOOL_RESULT_REQUIRED,
   validateToolCallContext,
@@ -517,6 +518,7 @@ export function createHookService(
           'the tool result is required',
         );
       }
+      checkChainLength(request.operationChain);
       request.operationChain.forEach((id, i) => {
         validateOperationId(id, `operationChain[${i}]`);
       });

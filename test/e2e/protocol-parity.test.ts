@@ -222,6 +222,27 @@ const INVALID_CALLS: readonly {
     rpc: 'DecideToolResult (no result)',
     call: (c) => c.decideToolResult({ event: { context: toolContext() } }),
   },
+  {
+    rpc: 'DecideToolCall (a chain of 129 operations)',
+    field: 'operationChain',
+    reason: 'OPERATION_CHAIN_INVALID',
+    call: (c) =>
+      c.decideToolCall({
+        event: { context: toolContext() },
+        operationChain: Array.from({ length: 129 }, (_, i) => `chain-${i}`),
+      }),
+  },
+  {
+    rpc: 'PublishDeferredResult (a chain of 129 operations)',
+    field: 'operationChain',
+    reason: 'OPERATION_CHAIN_INVALID',
+    call: (c) =>
+      c.publishDeferredResult({
+        toolCallId: 'tc-chain',
+        result: { content: 'ok' },
+        operationChain: Array.from({ length: 129 }, (_, i) => `chain-${i}`),
+      }),
+  },
   { rpc: 'ParkToolCall (no kind)', call: (c) => c.parkToolCall({ context: toolContext() }) },
   { rpc: 'PublishDeferredResult', call: (c) => c.publishDeferredResult({}) },
   { rpc: 'CompleteOperation', call: (c) => c.completeOperation({}) },

@@ -279,7 +279,8 @@ export enum ErrorReason {
   TOOL_CALL_CONTEXT_INVALID = 32,
 
   /**
-   * INVALID_ARGUMENT: an operation chain has an empty entry.
+   * INVALID_ARGUMENT: an operation chain has an empty entry, or more than 128
+   * entries.
    *
    * @generated from enum value: OPERATION_CHAIN_INVALID = 33;
    */

@@ -546,7 +546,7 @@ export type DecideToolCallRequest = Message<"agenthooks.v1.DecideToolCallRequest
    * Operations whose caller hooks apply, oldest first. Empty means the
    * parked record's chain followed by the event's operation when the call
    * was parked, else the event's operation alone.
-   * Each entry is at most 256 bytes (UTF-8).
+   * At most 128 entries, each at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -622,7 +622,7 @@ export type DecideToolResultRequest = Message<"agenthooks.v1.DecideToolResultReq
   /**
    * Operations whose caller hooks apply, oldest first; empty as in
    * `DecideToolCallRequest`.
-   * Each entry is at most 256 bytes (UTF-8).
+   * At most 128 entries, each at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -695,7 +695,7 @@ export type ParkedCall = Message<"agenthooks.v1.ParkedCall"> & {
   /**
    * Operations whose caller hooks apply, oldest first; the parked call's
    * operation comes first.
-   * Each entry is at most 256 bytes (UTF-8).
+   * At most 128 entries, each at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -746,7 +746,7 @@ export type ParkToolCallRequest = Message<"agenthooks.v1.ParkToolCallRequest"> &
   /**
    * Operations whose caller hooks apply, oldest first. Empty means the
    * context's operation alone.
-   * Each entry is at most 256 bytes (UTF-8).
+   * At most 128 entries, each at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 2;
    */
@@ -820,7 +820,7 @@ export type PublishDeferredResultRequest = Message<"agenthooks.v1.PublishDeferre
   /**
    * Operations whose caller hooks apply, oldest first; empty means the
    * parked record's chain.
-   * Each entry is at most 256 bytes (UTF-8).
+   * At most 128 entries, each at most 256 bytes (UTF-8).
    *
    * @generated from field: repeated string operation_chain = 3;
    */

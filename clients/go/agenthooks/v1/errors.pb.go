@@ -121,7 +121,8 @@ const (
 	// INVALID_ARGUMENT: a tool-call context is missing or lacks a required
 	// field (`toolCallId`, `operationId`, `identifier`, `apiName`, `executor`).
 	ErrorReason_TOOL_CALL_CONTEXT_INVALID ErrorReason = 32
-	// INVALID_ARGUMENT: an operation chain has an empty entry.
+	// INVALID_ARGUMENT: an operation chain has an empty entry, or more than 128
+	// entries.
 	ErrorReason_OPERATION_CHAIN_INVALID ErrorReason = 33
 	// INVALID_ARGUMENT: `ParkToolCall` has no known `kind`.
 	ErrorReason_PARK_KIND_REQUIRED ErrorReason = 34

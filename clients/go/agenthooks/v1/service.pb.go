@@ -1004,7 +1004,7 @@ type DecideToolCallRequest struct {
 	// Operations whose caller hooks apply, oldest first. Empty means the
 	// parked record's chain followed by the event's operation when the call
 	// was parked, else the event's operation alone.
-	// Each entry is at most 256 bytes (UTF-8).
+	// At most 128 entries, each at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1138,7 +1138,7 @@ type DecideToolResultRequest struct {
 	Event *AfterToolCallEvent `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
 	// Operations whose caller hooks apply, oldest first; empty as in
 	// `DecideToolCallRequest`.
-	// Each entry is at most 256 bytes (UTF-8).
+	// At most 128 entries, each at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -1269,7 +1269,7 @@ type ParkedCall struct {
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Operations whose caller hooks apply, oldest first; the parked call's
 	// operation comes first.
-	// Each entry is at most 256 bytes (UTF-8).
+	// At most 128 entries, each at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	// Why the call is parked.
 	Kind ParkKind `protobuf:"varint,3,opt,name=kind,proto3,enum=agenthooks.v1.ParkKind" json:"kind,omitempty"`
@@ -1353,7 +1353,7 @@ type ParkToolCallRequest struct {
 	Context *ToolCallContext `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
 	// Operations whose caller hooks apply, oldest first. Empty means the
 	// context's operation alone.
-	// Each entry is at most 256 bytes (UTF-8).
+	// At most 128 entries, each at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,2,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	// Why the call is parked. Required.
 	Kind          ParkKind `protobuf:"varint,3,opt,name=kind,proto3,enum=agenthooks.v1.ParkKind" json:"kind,omitempty"`
@@ -1478,7 +1478,7 @@ type PublishDeferredResultRequest struct {
 	Result *ToolResult `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
 	// Operations whose caller hooks apply, oldest first; empty means the
 	// parked record's chain.
-	// Each entry is at most 256 bytes (UTF-8).
+	// At most 128 entries, each at most 256 bytes (UTF-8).
 	OperationChain []string `protobuf:"bytes,3,rep,name=operation_chain,json=operationChain,proto3" json:"operation_chain,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
