@@ -154,6 +154,10 @@ const DIAGNOSTIC = {
 /** Schemes a webhook URL may use. */
 const HTTP_PROTOCOLS: ReadonlySet<string> = new Set(['http:', 'https:']);
 
+/** A C0 control character or DEL, which no webhook URL may hold. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point.
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
 /** Start of an application-relative URL. */
 const RELATIVE_PREFIX = '/';
 
@@ -200,7 +204,7 @@ const TEMPLATE_STAND_IN = '_';
 
 /**
  * Returns the first rule `url` breaks: it must be non-empty, without
- * backslashes, and either an application-relative path (`/` but not `//`)
+ * backslashes or control characters, and either an application-relative path (`/` but not `//`)
  * or an absolute `http:`/`https:` URL without username or password
  * (upstream `agentHook.ts`). Environment hooks use the same rule.
  *
@@ -211,6 +215,9 @@ const TEMPLATE_STAND_IN = '_';
 export function checkWebhookUrl(url: string): WebhookRuleViolation | undefined {
   if (url === '') return urlViolation(DIAGNOSTIC.URL_INVALID);
   if (url.includes('\\')) return urlViolation(DIAGNOSTIC.URL_BACKSLASH);
+  // The URL parser drops tabs and newlines anywhere and controls at the ends:
+  // `/\t/other.example/` would pass as relative and resolve to another host.
+  if (CONTROL_CHARACTER.test(url)) return urlViolation(DIAGNOSTIC.URL_INVALID);
   if (url.startsWith(RELATIVE_PREFIX)) {
     return url.startsWith(PROTOCOL_RELATIVE_PREFIX)
       ? urlViolation(DIAGNOSTIC.URL_PROTOCOL_RELATIVE)
