@@ -71,8 +71,14 @@ export interface HttpHandlerOptions {
 const PARSE_BINARY_PREFIX = 'parse binary:';
 /** The message prefix of protobuf-es's errors for JSON it cannot decode, which connect passes on. */
 const PARSE_JSON_PREFIX = 'cannot decode ';
-/** JSON decoding: unknown fields and enum names are refused, not dropped. */
-const JSON_OPTIONS = { ignoreUnknownFields: false } as const;
+/**
+ * JSON decoding: unknown fields and enum names are refused, not dropped.
+ * protobuf-es counts one level per `google.protobuf.Value` in JSON but two
+ * (the `Value` and its `Struct` or `ListValue`) in binary, where the limit
+ * is 100: at half that, nothing a JSON client sends is too deep for the
+ * binary the store keeps and every client reads back.
+ */
+const JSON_OPTIONS = { ignoreUnknownFields: false, recursionLimit: 50 } as const;
 /** The largest error body inspected for that error (connect's are a few hundred bytes). */
 const ERROR_BODY_MAX_BYTES = 64 * 1024;
 

@@ -10,7 +10,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
-import { create, toBinary } from '@bufbuild/protobuf';
+import { create, type JsonValue, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
@@ -482,6 +482,55 @@ describe('protocol parity', () => {
       envelope(bad),
     );
     expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {
+    const nested = (levels: number): JsonValue => {
+      let v: JsonValue = { leaf: 1 };
+      for (let i = 1; i < levels; i += 1) v = { a: v };
+      return v;
+    };
+    const park = (toolCallId: string, levels: number) =>
+      post(
+        sidecar.http as string,
+        '/agenthooks.v1.HookService/ParkToolCall',
+        'application/json',
+        new TextEncoder().encode(
+          JSON.stringify({
+            context: {
+              ...toolContext(),
+              executor: 'EXECUTOR_SERVER',
+              toolCallId,
+              args: nested(levels),
+            },
+            kind: 'PARK_KIND_HUMAN_APPROVAL',
+          }),
+        ),
+      );
+    // Binary refuses 60 levels. JSON took up to 97, and a call parked that
+    // deep could not be read back from the store: its repeat failed.
+    const deep = await park('deep-60', 60);
+    expect(deep.status).toBe(400);
+    const body = JSON.parse(deep.body.toString('utf8')) as {
+      code: string;
+      details?: { type: string; value: string }[];
+    };
+    expect(body.code).toBe('invalid_argument');
+    expect(connectErrorDetails(body.details).reason).toBe('MALFORMED_REQUEST');
+    const grpcAnswer = await answersOver(
+      sidecar,
+      (c) =>
+        c.parkToolCall({
+          context: { ...toolContext(), toolCallId: 'deep-60-grpc', args: nested(60) as never },
+          kind: ParkKind.HUMAN_APPROVAL,
+        }),
+      ['grpc'],
+    );
+    expect(grpcAnswer.grpc.reason).toBe('MALFORMED_REQUEST');
+    const first = await park('deep-45', 45);
+    expect(first.status, first.body.toString('utf8')).toBe(200);
+    const again = await park('deep-45', 45);
+    expect(again.status, again.body.toString('utf8')).toBe(200);
   });
 
   it('logged none of the client errors above', () => {
