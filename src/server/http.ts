@@ -47,6 +47,7 @@ import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import { MalformedRequest, toConnectError } from './errors.js';
 import { findJsonFieldProblem } from './json-field.js';
+import { clampTimeoutHeaders } from './timeout-header.js';
 
 /** A guarded method as a transport calls it. */
 // biome-ignore lint/suspicious/noExplicitAny: methods of every service go through one lookup.
@@ -100,6 +101,7 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       options.fallback(req, res);
       return;
     }
+    clampTimeoutHeaders(req.headers);
     const { uReq, body } = captureJson(
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,

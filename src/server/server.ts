@@ -8,9 +8,10 @@
  * the connection cap and timeouts of every listener. The servers are built
  * unbound and listen in {@link Server.listen}.
  */
-import { setMaxListeners } from 'node:events';
+import { EventEmitter, setMaxListeners } from 'node:events';
 import { existsSync, lstatSync, unlinkSync } from 'node:fs';
 import * as http from 'node:http';
+import type * as http2 from 'node:http2';
 import * as https from 'node:https';
 import * as net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
@@ -28,6 +29,7 @@ import { createEdge, type Edge, type EdgeApp } from './edge.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { LIVENESS_SERVICE, READINESS_SERVICE, ServingStatus } from './health.js';
 import { createHttpHandler } from './http.js';
+import { clampTimeoutHeaders } from './timeout-header.js';
 import {
   bindUnixSocket,
   grpcServerCredentials,
@@ -345,6 +347,7 @@ async function listenGrpc(
 ): Promise<GrpcListener> {
   const tls = address.kind === 'tcp' ? security.tls : undefined;
   const injector = server.createConnectionInjector(grpcServerCredentials(tls));
+  clampGrpcTimeouts(server, security.logger);
   const waiting = new Set<net.Socket>();
   const netServer = net.createServer(function acceptGrpcConnection(socket) {
     // Errors of a connection are its client's business; grpc-js adds its own handlers.
@@ -395,6 +398,31 @@ async function listenGrpc(
       waiting.clear();
     },
   };
+}
+
+/** The HTTP/2 servers a grpc-js server made for its listeners and injectors (a private field). */
+const clampedServers = new WeakSet<object>();
+
+/**
+ * Cuts each request's `grpc-timeout` before grpc-js reads it (see
+ * `timeout-header.ts`): a listener put first on the `stream` event of the
+ * HTTP/2 servers grpc-js made, which it keeps in a private map. Should a
+ * grpc-js version not have that map, long deadlines stay as grpc-js treats
+ * them, and that is logged.
+ */
+function clampGrpcTimeouts(server: grpc.Server, logger: Logger): void {
+  const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
+  if (!(servers instanceof Map)) {
+    logger.warn('cannot reach grpc-js HTTP/2 servers; deadlines over 24.8 days end at once');
+    return;
+  }
+  for (const candidate of servers.keys()) {
+    if (!(candidate instanceof EventEmitter) || clampedServers.has(candidate)) continue;
+    clampedServers.add(candidate);
+    candidate.prependListener('stream', (_stream: unknown, headers: http2.IncomingHttpHeaders) => {
+      clampTimeoutHeaders(headers);
+    });
+  }
 }
 
 /**

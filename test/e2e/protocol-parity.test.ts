@@ -616,6 +616,65 @@ const DEADLINE_HEADER: Record<Protocol, Record<string, string>> = {
 };
 
 describe('protocol parity of a deadline', () => {
+  // 30 days: past the 2^31 - 1 ms a Node timer holds. Uncut, the call ended
+  // after 1 ms: DEADLINE_EXCEEDED over gRPC, CANCELLED over Connect.
+  const LONG_DEADLINE: Record<Protocol, Record<string, string>> = {
+    grpc: { 'grpc-timeout': '720H' },
+    'connect-json': { 'connect-timeout-ms': '2592000000' },
+    'connect-binary': { 'connect-timeout-ms': '2592000000' },
+    'grpc-web': { 'grpc-timeout': '720H' },
+  };
+
+  it('lets a call with a deadline longer than a timer holds run to its answer everywhere', async () => {
+    const receiver = await startReceiver({
+      answer: { json: { decision: 'allow' }, delayMs: 100 },
+    });
+    const sidecar = await startSidecar();
+    try {
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      await client.registerHooks({
+        operationId: 'long-op',
+        hooks: [
+          {
+            id: 'slow',
+            type: HookType.BEFORE_TOOL_CALL,
+            webhook: {
+              url: `${receiver.url}/control`,
+              responseHandling: ResponseHandling.TOOL_CALL,
+            },
+          },
+        ],
+      });
+      const outcomes: Partial<Record<Protocol, string>> = {};
+      for (const protocol of PROTOCOLS) {
+        const caller = createClient(HookService, transportFor(protocol, sidecar));
+        const context = {
+          ...toolContext(),
+          operationId: 'long-op',
+          toolCallId: `long-${protocol}`,
+        };
+        try {
+          const res = await caller.decideToolCall(
+            { event: { context } },
+            { headers: LONG_DEADLINE[protocol] },
+          );
+          outcomes[protocol] = res.decision?.outcome.case ?? 'none';
+        } catch (e: unknown) {
+          outcomes[protocol] = Code[ConnectError.from(e).code] ?? 'unknown';
+        }
+      }
+      expect(outcomes).toEqual({
+        grpc: 'allow',
+        'connect-json': 'allow',
+        'connect-binary': 'allow',
+        'grpc-web': 'allow',
+      });
+    } finally {
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  });
+
   it('answers a publication that waits past its deadline DEADLINE_EXCEEDED everywhere, and counts it so', async () => {
     const held: ServerResponse[] = [];
     const receiver = await startReceiver({ answer: (_req, res) => held.push(res) });
