@@ -118,7 +118,12 @@ export function openConnection(path: string, settings: ConnectionSettings): Sqli
     db = new Database(path, { fileMustExist: !settings.create });
     const pageSize = configure(db, settings);
     migrate(db);
-    return new SqliteConnection(db, pageSize, commitProbePages(pageSize, settings));
+    return new SqliteConnection(
+      db,
+      pageSize,
+      commitProbePages(pageSize, settings),
+      settings.busyTimeoutMs,
+    );
   } catch (e: unknown) {
     db?.close();
     throw e;
@@ -323,6 +328,7 @@ export class SqliteConnection {
   readonly #states: Database.Statement<[string], { id: string; status: OperationStatus }>;
   readonly #appendDecisions: Database.Transaction<(rows: readonly DecisionRow[]) => void>;
   /** `listDecisions` statements, one per combination of filters, prepared on first use. */
+  readonly #busyTimeoutMs: number;
   readonly #listDecisions = new Map<string, Database.Statement<[object], DecisionTableRow>>();
   readonly #expire: Database.Transaction<
     (batch: RetentionBatch, tombstones: RetentionBatch | undefined, now: number) => ExpiredRows
@@ -330,11 +336,19 @@ export class SqliteConnection {
 
   /**
    * @param commitProbePages Pages that {@link SqliteConnection.commitProbe} writes.
+   * @param busyTimeoutMs The connection's `busy_timeout`, which
+   *   {@link SqliteConnection.appendDecisions} sets aside while it writes.
    */
-  constructor(db: Database.Database, pageSize: number, commitProbePages: number) {
+  constructor(
+    db: Database.Database,
+    pageSize: number,
+    commitProbePages: number,
+    busyTimeoutMs: number,
+  ) {
     this.db = db;
     this.#pageSize = pageSize;
     this.#commitProbePages = commitProbePages;
+    this.#busyTimeoutMs = busyTimeoutMs;
 
     // Every statement is prepared once, here, for the life of the connection.
     const selectStatus = db.prepare<[string], { status: OperationStatus }>(
@@ -785,9 +799,20 @@ export class SqliteConnection {
     return this.#expire.immediate({ cutoff, limit }, tombstones, now);
   }
 
-  /** Inserts audit entries in one write transaction, skipping ids already stored. */
+  /**
+   * Inserts audit entries in one write transaction, skipping ids already
+   * stored. It does not wait for another connection's write lock: the wait
+   * would hold the event loop, and every decision with it, for up to the
+   * busy timeout per try, where the audit sink can keep its entries and try
+   * again later. A held lock fails at once with `STORE_LOCKED`.
+   */
   appendDecisions(rows: readonly DecisionRow[]): void {
-    this.#appendDecisions.immediate(rows);
+    this.db.pragma('busy_timeout = 0');
+    try {
+      this.#appendDecisions.immediate(rows);
+    } finally {
+      this.db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
+    }
   }
 
   /** Audit entries matching `query`, newest first. */

@@ -558,6 +558,43 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
     }
   });
 
+  it('keeps deciding while another process holds the SQLite write lock, and writes the entries once it is free', async () => {
+    // A busy timeout longer than the test: had the store sink waited for the
+    // lock, it would have held the event loop, and every decision, that long.
+    const sidecar = await startSidecar({
+      args: ['--audit-store', '--db-busy-timeout', '60', '--store-check-interval', '3600'],
+    });
+    const client = hookClient(sidecar.grpc);
+    const lock = new Database(sidecar.db);
+    try {
+      const ids = [(await decideToolCall(client, 'op-lock', 'lock_warm')).decisionId];
+      lock.exec('BEGIN IMMEDIATE');
+      for (let i = 0; i < 20; i += 1) {
+        ids.push((await decideToolCall(client, 'op-lock', `lock_${i}`)).decisionId);
+      }
+      expect(
+        await eventually(
+          () => metric(sidecar, 'agenthooks_audit_write_failures_total{sink="store"}'),
+          (v) => v > 0,
+        ),
+      ).toBeGreaterThan(0);
+      // Still deciding while the lock is held.
+      ids.push((await decideToolCall(client, 'op-lock', 'lock_after')).decisionId);
+      lock.exec('COMMIT');
+      const kept = await eventually(
+        async () =>
+          (await listAll(client, { operationId: 'op-lock' }, 100)).map((d) => d.decisionId),
+        (k) => k.length >= ids.length,
+      );
+      expect(kept.toSorted()).toEqual(ids.toSorted());
+    } finally {
+      if (lock.inTransaction) lock.exec('ROLLBACK');
+      lock.close();
+      client.close();
+      await killSidecar(sidecar);
+    }
+  });
+
   it('drops the oldest past --audit-buffer while the HTTP sink is down, counts them, and sends the rest', async () => {
     const sink = await startReceiver({ answer: { status: 503 } });
     const sidecar = await startSidecar({
