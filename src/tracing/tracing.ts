@@ -153,7 +153,9 @@ export class TracingConfigError extends Error {
  * - Unset `OTEL_TRACES_EXPORTER`: on when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
  *   or `OTEL_EXPORTER_OTLP_ENDPOINT` is set, else off.
  * - With tracing on, `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (else
- *   `OTEL_EXPORTER_OTLP_PROTOCOL`) may only be `http/protobuf`.
+ *   `OTEL_EXPORTER_OTLP_PROTOCOL`) may only be `http/protobuf`, and the
+ *   endpoint the exporter uses must be an http(s) URL. Values are
+ *   case-insensitive.
  *
  * @throws TracingConfigError for an exporter or protocol the sidecar does not ship.
  * @example
@@ -164,11 +166,12 @@ export function tracingSettings(
   env: Readonly<Record<string, string | undefined>>,
 ): TracingSettings | undefined {
   if (trimmed(env[OTEL_SDK_DISABLED])?.toLowerCase() === 'true') return undefined;
-  const exporter = trimmed(env[OTEL_TRACES_EXPORTER]);
+  // Enum values are case-insensitive (OpenTelemetry's environment specification).
+  const exporter = trimmed(env[OTEL_TRACES_EXPORTER])?.toLowerCase();
+  const tracesEndpoint = trimmed(env[OTEL_EXPORTER_OTLP_TRACES_ENDPOINT]);
+  const baseEndpoint = trimmed(env[OTEL_EXPORTER_OTLP_ENDPOINT]);
   if (exporter === undefined) {
-    const endpoint =
-      trimmed(env[OTEL_EXPORTER_OTLP_TRACES_ENDPOINT]) ?? trimmed(env[OTEL_EXPORTER_OTLP_ENDPOINT]);
-    if (endpoint === undefined) return undefined;
+    if (tracesEndpoint === undefined && baseEndpoint === undefined) return undefined;
   } else if (exporter === 'none') {
     return undefined;
   } else if (exporter !== OTLP_EXPORTER) {
@@ -181,10 +184,16 @@ export function tracingSettings(
       ? OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
       : OTEL_EXPORTER_OTLP_PROTOCOL;
   const protocol = trimmed(env[protocolVar]);
-  if (protocol !== undefined && protocol !== OTLP_PROTOCOL) {
+  if (protocol !== undefined && protocol.toLowerCase() !== OTLP_PROTOCOL) {
     throw new TracingConfigError(
       `${protocolVar}: only '${OTLP_PROTOCOL}' is supported, not '${protocol}'`,
     );
+  }
+  // The one the exporter uses: the traces endpoint, else the base one.
+  if (tracesEndpoint !== undefined) {
+    checkEndpoint(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, tracesEndpoint);
+  } else if (baseEndpoint !== undefined) {
+    checkEndpoint(OTEL_EXPORTER_OTLP_ENDPOINT, baseEndpoint);
   }
   return { serviceName: trimmed(env[OTEL_SERVICE_NAME]) ?? DEFAULT_SERVICE_NAME };
 }
@@ -205,6 +214,22 @@ export async function startTracing(
   if (settings === undefined) return undefined;
   const { createOtelTracing } = await import('./otel.js');
   return createOtelTracing(settings, logger);
+}
+
+/**
+ * Refuses an endpoint that is not an absolute http(s) URL: the exporter
+ * would fall back to its default (`localhost:4318`) or fail only at export.
+ */
+function checkEndpoint(variable: string, value: string): void {
+  let url: URL | undefined;
+  try {
+    url = new URL(value);
+  } catch {
+    url = undefined;
+  }
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    throw new TracingConfigError(`${variable}: must be an http(s) URL`);
+  }
 }
 
 function trimmed(value: string | undefined): string | undefined {

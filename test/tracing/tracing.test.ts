@@ -41,6 +41,18 @@ describe('tracingSettings', () => {
     ).toBeUndefined();
   });
 
+  it('reads the exporter and protocol names case-insensitively, as OpenTelemetry does', () => {
+    expect(
+      tracingSettings({
+        OTEL_TRACES_EXPORTER: 'OTLP',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'HTTP/Protobuf',
+      }),
+    ).toEqual({ serviceName: 'agenthooks' });
+    expect(
+      tracingSettings({ OTEL_TRACES_EXPORTER: 'None', OTEL_EXPORTER_OTLP_ENDPOINT: 'http://x' }),
+    ).toBeUndefined();
+  });
+
   it('refuses an exporter or a protocol the sidecar does not ship, naming the variable', () => {
     for (const [env, variable] of [
       [{ OTEL_TRACES_EXPORTER: 'console' }, 'OTEL_TRACES_EXPORTER'],
@@ -56,6 +68,11 @@ describe('tracingSettings', () => {
           OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
         },
         'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL',
+      ],
+      [{ OTEL_EXPORTER_OTLP_ENDPOINT: 'not-a-url' }, 'OTEL_EXPORTER_OTLP_ENDPOINT'],
+      [
+        { OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'ftp://x/v1/traces' },
+        'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
       ],
     ] as const) {
       let thrown: unknown;
