@@ -117,6 +117,16 @@ export function validateEventFields(event: HookEvent | undefined, field = 'event
       validateOperationId(set.value.operationId, `${path}.operationId`);
   }
   const values = set.value as unknown as Readonly<Record<string, unknown>>;
+  const parent = values.parentOperationId;
+  if (typeof parent === 'string') {
+    checkIdLength(
+      parent,
+      `${path}.parentOperationId`,
+      REASON.OPERATION_ID_TOO_LONG,
+      MAX_OPERATION_ID_BYTES,
+      'An operation id',
+    );
+  }
   for (const name of REQUIRED_IDS[set.case]) {
     if (values[name] === '') {
       throw new InvalidArgumentError(

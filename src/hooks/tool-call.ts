@@ -93,6 +93,15 @@ export function validateToolCallContext(
     MAX_OPERATION_ID_BYTES,
     'An operation id',
   );
+  if (context.parentOperationId !== undefined) {
+    checkIdLength(
+      context.parentOperationId,
+      `${path}.parentOperationId`,
+      REASON.OPERATION_ID_TOO_LONG,
+      MAX_OPERATION_ID_BYTES,
+      'An operation id',
+    );
+  }
 }
 
 /**

@@ -47,7 +47,7 @@ import {
   routeOf,
   runToolCallObservers,
 } from '../hooks/dispatch.js';
-import { validateEventFields } from '../hooks/event-fields.js';
+import { EVENT_FIELD_REQUIRED, validateEventFields } from '../hooks/event-fields.js';
 import type { HandlerConnection } from '../hooks/handlers.js';
 import {
   DeferredPublisher,
@@ -298,6 +298,9 @@ export function createHookService(
       const tails = new Map<string, StreamTail>();
       const ackOf = async (request: DispatchStreamRequest): Promise<DispatchStreamResponse> => {
         try {
+          if (request.eventId === '') {
+            throw new InvalidArgumentError('eventId', EVENT_FIELD_REQUIRED, 'eventId is required');
+          }
           const outcomes = await dispatchOne(request.event, ctx.signal);
           return create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes });
         } catch (e: unknown) {
@@ -341,7 +344,8 @@ export function createHookService(
           deps.metrics?.streamEvents(1);
           let route: EventRoute | undefined;
           try {
-            route = routeOf(request.event);
+            // An event without its id is acked with the error, through `ackOf`.
+            route = request.eventId === '' ? undefined : routeOf(request.event);
           } catch {
             route = undefined;
           }
@@ -650,6 +654,10 @@ export function createHookService(
               break;
             }
             case 'detach':
+              // The rule of attach: every id a request names is one an operation may have.
+              m.value.operationIds.forEach((id, i) => {
+                validateOperationId(id, `detach.operationIds[${i}]`);
+              });
               deps.handlers.detach(connection, m.value.operationIds);
               break;
             case 'reply':

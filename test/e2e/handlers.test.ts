@@ -276,6 +276,22 @@ describe('local handlers over the Handle stream', () => {
     runtime.end();
   });
 
+  it('refuses a detach of an empty or over-long operation id as attach does, naming it', async () => {
+    for (const [id, reason] of [
+      ['', 'OPERATION_ID_REQUIRED'],
+      ['o'.repeat(257), 'OPERATION_ID_TOO_LONG'],
+    ] as const) {
+      const call = client.Handle() as grpc.ClientDuplexStream<unknown, unknown>;
+      call.on('data', () => {});
+      const failed = new Promise<grpc.ServiceError>((resolve) => call.on('error', resolve));
+      call.write({ detach: { operationIds: ['op-ok', id] } });
+      const err = await failed;
+      expect(err.code).toBe(3);
+      expect(errorInfoOf(err)?.reason).toBe(reason);
+      expect(errorInfoOf(err)?.metadata.field).toBe('detach.operationIds[1]');
+    }
+  });
+
   it('refuses Dispatch of beforeToolCall, pointing to DecideToolCall', async () => {
     const event = create(HookEventSchema, {
       event: {

@@ -223,6 +223,15 @@ const INVALID_CALLS: readonly {
     call: (c) => c.decideToolResult({ event: { context: toolContext() } }),
   },
   {
+    rpc: 'DecideToolCall (a parent operation id over 256 bytes)',
+    field: 'event.context.parentOperationId',
+    reason: 'OPERATION_ID_TOO_LONG',
+    call: (c) =>
+      c.decideToolCall({
+        event: { context: { ...toolContext(), parentOperationId: 'p'.repeat(257) } },
+      }),
+  },
+  {
     rpc: 'DecideToolCall (a chain of 129 operations)',
     field: 'operationChain',
     reason: 'OPERATION_CHAIN_INVALID',

@@ -430,4 +430,28 @@ describe('Dispatch validates the fields each event kind requires', () => {
     // The valid event's ack came after its delivery; nothing else was delivered.
     expect(receiver.requests.slice(before).map((r) => r.path)).toEqual(['/afterStep']);
   });
+
+  it('acks an event without its required eventId with EVENT_FIELD_REQUIRED and delivers nothing', async () => {
+    const before = receiver.requests.length;
+    const requests = createWritableIterable<DispatchStreamRequest>();
+    const acks: DispatchStreamResponse[] = [];
+    const reading = (async () => {
+      for await (const ack of client.dispatchStream(requests)) acks.push(ack);
+    })();
+    await requests.write(
+      create(DispatchStreamRequestSchema, {
+        eventId: '',
+        event: fromJson(HookEventSchema, { afterStep: validOf('afterStep') }),
+      }),
+    );
+    requests.close();
+    await reading;
+    expect(acks).toHaveLength(1);
+    expect(acks[0]?.error).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: 'EVENT_FIELD_REQUIRED',
+      message: 'eventId: eventId is required',
+    });
+    expect(receiver.requests.length).toBe(before);
+  });
 });
