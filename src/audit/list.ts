@@ -86,7 +86,13 @@ function checkedQuery(request: ListDecisionsRequest): DecisionQuery {
   }
   const from = timeMs(request.startTime, 'startTime');
   const to = timeMs(request.endTime, 'endTime');
-  if (from !== undefined && to !== undefined && to <= from) {
+  const { startTime, endTime } = request;
+  if (
+    startTime !== undefined &&
+    endTime !== undefined &&
+    (endTime.seconds < startTime.seconds ||
+      (endTime.seconds === startTime.seconds && endTime.nanos <= startTime.nanos))
+  ) {
     throw new InvalidArgumentError(
       'endTime',
       'INVALID_TIME_RANGE',
@@ -111,7 +117,12 @@ function checkedQuery(request: ListDecisionsRequest): DecisionQuery {
   return query;
 }
 
-/** A Timestamp in epoch milliseconds (rounded down), or undefined when unset. */
+/**
+ * A Timestamp in epoch milliseconds, rounded up, or undefined when unset.
+ * Records carry whole milliseconds, so rounding up keeps both bounds exact:
+ * a record is at or after a start, and before an end, exactly when its
+ * millisecond is at or after the start's, and before the end's, rounded up.
+ */
 function timeMs(t: Timestamp | undefined, field: string): number | undefined {
   if (t === undefined) return undefined;
   if (
@@ -126,7 +137,7 @@ function timeMs(t: Timestamp | undefined, field: string): number | undefined {
       `${field} is not a valid timestamp (years 1 to 9999, nanos 0 to 999999999)`,
     );
   }
-  return Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6);
+  return Number(t.seconds) * 1000 + Math.ceil(t.nanos / 1e6);
 }
 
 /** Identifies the filters a token belongs to. */

@@ -485,6 +485,25 @@ describe('the decision audit log, in every sink', () => {
     expect(none).toEqual([]);
     const upToNewest = await listAll(client, { endTime: timestampFromMs(newestMs + 1) });
     expect(upToNewest).toHaveLength(20);
+    // Half a millisecond after the newest record: a start there leaves it
+    // out, an end there keeps it, and the range between is valid (and empty).
+    const half = (ms: number) => {
+      const t = timestampFromMs(ms);
+      t.nanos += 500_000;
+      return t;
+    };
+    expect(await listAll(client, { startTime: half(newestMs) })).toEqual([]);
+    expect(await listAll(client, { endTime: half(newestMs) })).toHaveLength(20);
+    const inMs = await listAll(client, {
+      startTime: timestampFromMs(newestMs),
+      endTime: half(newestMs),
+    });
+    expect(inMs.map((d) => d.decisionId)).toContain(newest?.decisionId);
+    for (const d of inMs) {
+      expect(Number(d.time?.seconds) * 1000 + Math.floor((d.time?.nanos ?? 0) / 1e6)).toBe(
+        newestMs,
+      );
+    }
   });
 
   it('refuses a bad page size, page token or time range, naming the field', async () => {
