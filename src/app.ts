@@ -241,11 +241,23 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     allow: config.webhookAllow,
     deny: config.webhookDeny,
   });
+  /** True while SIGHUP reloads both files: the plugins then reload once, for the signal. */
+  let reloadingBoth = false;
   const environment = new EffectiveEnvironment({
     processEnv: options.processEnv ?? process.env,
     envFile: config.envFile,
     logger,
-    onReload: (snapshot) => metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok),
+    onReload: (snapshot) => {
+      metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok);
+      // The plugins' signing secrets are checked against the environment:
+      // a secret declared or removed there changes whether they are valid.
+      // (The first load happens before the plugins exist; they load after it.)
+      // Queued: the new snapshot becomes the environment's current one once
+      // this callback returns.
+      if (snapshot.generation > 1 && !reloadingBoth) {
+        queueMicrotask(() => plugins.reload('environment'));
+      }
+    },
   });
   // Operator plugins follow the registration rules; their templates may name any variable.
   const plugins = new OperatorPlugins({
@@ -437,7 +449,12 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       if (e instanceof StoreUnavailableError) void storeHealth.check();
     },
     reloadConfiguration() {
-      environment.reload('signal');
+      reloadingBoth = true;
+      try {
+        environment.reload('signal');
+      } finally {
+        reloadingBoth = false;
+      }
       plugins.reload('signal');
     },
     close(deadlineMs = Date.now()) {

@@ -190,8 +190,12 @@ function sameRead(a: FileRead, b: FileRead): boolean {
   return a.kind === b.kind;
 }
 
-/** Why a snapshot was computed. */
-export type ReloadCause = 'start' | 'file' | 'signal' | 'manual';
+/**
+ * Why a snapshot was computed: `environment` when the effective environment
+ * changed and the plugins, whose signing secrets it declares, were checked
+ * against it again.
+ */
+export type ReloadCause = 'start' | 'file' | 'signal' | 'manual' | 'environment';
 
 /**
  * Computes a snapshot from one read of the file (`undefined` when no file is

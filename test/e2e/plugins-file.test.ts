@@ -247,3 +247,63 @@ describe('the operator plugins file', () => {
     expect(e?.findDetails(ErrorInfoSchema)[0]?.reason).toBe('INVALID_PLUGINS');
   });
 });
+
+describe('the operator plugins file and the signing secrets of the environment file', () => {
+  const SECRET = 'whsec_yWlUhzLwPm3so5jT3GCimELRfDLXNer2Qsyrrgg8doI=';
+
+  it('checks the plugins again when the environment declares or removes their secret', async () => {
+    const signedDir = mkdtempSync(join(tmpdir(), 'agenthooks-plugins-env-'));
+    const envFile = join(signedDir, 'agenthooks.env');
+    const signedPlugins = join(signedDir, 'plugins.json');
+    writeFileSync(envFile, '');
+    const plugin = redactor('/signed');
+    const hook = plugin.plugins[0]?.hooks[0] as { webhook: Record<string, unknown> };
+    hook.webhook.signingSecret = 'PLUG';
+    writeFileSync(signedPlugins, JSON.stringify(plugin));
+    const signed = await startSidecar({
+      args: ['--plugins-file', signedPlugins, '--env-file', envFile],
+    });
+    const replaceEnv = (text: string) => {
+      writeFileSync(`${envFile}.tmp`, text);
+      renameSync(`${envFile}.tmp`, envFile);
+    };
+    const modify = () =>
+      createClient(HookService, createGrpcTransport({ baseUrl: `http://${signed.grpc}` }))
+        .modify({
+          operationId: 'op-signed',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          contextJson: JSON.stringify({ messages: [msg('pin 123456')], iteration: 1 }),
+        })
+        .then(
+          (answer) => answer.outcomes.map((o) => o.hookId),
+          (err: unknown) => ConnectError.from(err).findDetails(ErrorInfoSchema)[0]?.reason,
+        );
+    try {
+      const first = await signed.waitForLog((l) => l.msg === 'plugins reloaded');
+      expect(first).toMatchObject({ valid: false, reason: 'INVALID_PLUGINS' });
+      expect(await modify()).toBe('INVALID_PLUGINS');
+
+      replaceEnv(
+        `AGENTHOOKS_SIGNING_SECRET_PLUG=${SECRET}\nAGENTHOOKS_SIGNING_ORIGINS_PLUG=${receiver.url}\n`,
+      );
+      const declared = await signed.waitForLog(
+        (l) => l.msg === 'plugins reloaded' && l.cause === 'environment' && l.valid === true,
+      );
+      expect(declared).toMatchObject({ plugins: 1, hooks: 1 });
+      const start = receiver.requests.length;
+      expect(await modify()).toEqual(['redact']);
+      const sent = receiver.requests.slice(start);
+      expect(sent.map((r) => r.path)).toEqual(['/signed']);
+      expect(sent[0]?.headers['webhook-signature']).toMatch(/^v1,/);
+
+      replaceEnv('');
+      await signed.waitForLog(
+        (l) => l.msg === 'plugins reloaded' && l.cause === 'environment' && l.valid === false,
+      );
+      expect(await modify()).toBe('INVALID_PLUGINS');
+    } finally {
+      await killSidecar(signed);
+      rmSync(signedDir, { recursive: true, force: true });
+    }
+  });
+});
