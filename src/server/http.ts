@@ -15,6 +15,7 @@
  * INVALID_ARGUMENT (`MALFORMED_REQUEST`) as over grpc-js; for JSON the
  * message keeps protobuf-es's text, which names the field.
  */
+import { isUtf8 } from 'node:buffer';
 import type * as http from 'node:http';
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
@@ -105,6 +106,7 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
     const { uReq, body } = captureJson(
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
+      handler.method,
     );
     handler(uReq)
       .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
@@ -175,10 +177,12 @@ const JSON_CONTENT_TYPE = /^application\/(?:json|connect\+json|grpc-web\+json)\b
 function captureJson(
   uReq: UniversalServerRequest,
   maxBytes: number,
+  method: DescMethod,
 ): { uReq: UniversalServerRequest; body: () => Uint8Array | undefined } {
   const source = uReq.body;
+  const contentType = uReq.header.get('content-type') ?? '';
   if (
-    !JSON_CONTENT_TYPE.test(uReq.header.get('content-type') ?? '') ||
+    !JSON_CONTENT_TYPE.test(contentType) ||
     typeof source !== 'object' ||
     source === null ||
     !(Symbol.asyncIterator in source)
@@ -188,12 +192,34 @@ function captureJson(
   const chunks: Uint8Array[] = [];
   let size = 0;
   let complete = true;
+  // connect decodes JSON text leniently, each invalid byte becoming U+FFFD:
+  // two different ids would land on one. Binary strings are refused when
+  // they are not UTF-8, and so is a JSON body, here, unless it is
+  // compressed (then connect's own decompression comes first).
+  const grpcWeb = contentType.toLowerCase().startsWith('application/grpc-web');
+  const identity = (name: string) => {
+    const value = uReq.header.get(name);
+    return value === null || value === '' || value === 'identity';
+  };
+  const checkUtf8 =
+    identity('content-encoding') &&
+    identity(grpcWeb ? 'grpc-encoding' : 'connect-content-encoding');
   async function* recorded(): AsyncIterable<Uint8Array> {
     for await (const chunk of source as AsyncIterable<Uint8Array>) {
       size += chunk.byteLength;
       if (size <= maxBytes) chunks.push(chunk);
       else complete = false;
       yield chunk;
+    }
+    if (checkUtf8 && complete) {
+      const all = Buffer.concat(chunks);
+      // gRPC-Web: the message after its 5-byte frame header.
+      const text = grpcWeb ? all.subarray(5, 5 + (all.length >= 5 ? all.readUInt32BE(1) : 0)) : all;
+      if (!isUtf8(text)) {
+        throw toConnectError(
+          new MalformedRequest(method, undefined, 'the JSON is not valid UTF-8').error,
+        );
+      }
     }
   }
   return {

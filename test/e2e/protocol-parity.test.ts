@@ -493,6 +493,36 @@ describe('protocol parity', () => {
     expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
   });
 
+  it('refuses JSON that is not UTF-8 with MALFORMED_REQUEST over Connect and gRPC-Web, storing nothing', async () => {
+    // {"operationId":"utf-\xff"}: decoded leniently, the byte became U+FFFD.
+    const bad = Buffer.concat([
+      Buffer.from('{"operationId":"utf-'),
+      Buffer.from([0xff]),
+      Buffer.from(
+        '","hooks":[{"id":"h1","type":"HOOK_TYPE_ON_COMPLETE","webhook":{"url":"https://hooks.example.com/x"}}]}',
+      ),
+    ]);
+    const path = '/agenthooks.v1.HookService/RegisterHooks';
+    const connect = await post(sidecar.http as string, path, 'application/json', bad);
+    expect(connect.status).toBe(400);
+    const body = JSON.parse(connect.body.toString('utf8')) as {
+      code: string;
+      details?: { type: string; value: string }[];
+    };
+    expect(body.code).toBe('invalid_argument');
+    expect(connectErrorDetails(body.details).reason).toBe('MALFORMED_REQUEST');
+    const web = await post(
+      sidecar.http as string,
+      path,
+      'application/grpc-web+json',
+      envelope(bad),
+    );
+    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+    const client = createClient(HookService, transportFor('grpc', sidecar));
+    const listed = await client.listHooks({ operationId: 'utf-\ufffd' });
+    expect(listed.hooks).toEqual([]);
+  });
+
   it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {
     const nested = (levels: number): JsonValue => {
       let v: JsonValue = { leaf: 1 };
