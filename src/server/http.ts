@@ -87,6 +87,10 @@ const ERROR_BODY_MAX_BYTES = 64 * 1024;
 /** Creates the HTTP listener's request handler. */
 export function createHttpHandler(options: HttpHandlerOptions): http.RequestListener {
   const router = createConnectRouter({
+    // Connect and gRPC-Web only: native gRPC has its own HTTP/2 listener, and
+    // over this one its decode errors would reach the client unguarded
+    // (INTERNAL "parse binary: ..."). A gRPC request here answers 415.
+    grpc: false,
     readMaxBytes: options.readMaxBytes,
     shutdownSignal: options.shutdownSignal,
     acceptCompression: [compressionGzip, compressionBrotli],
