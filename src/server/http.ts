@@ -17,6 +17,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import type * as http from 'node:http';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
   type ConnectError,
@@ -146,7 +147,10 @@ async function replaceParseError(
   const found =
     parseError.problem === undefined
       ? undefined
-      : jsonFieldProblem(handler, requestBody(), grpcWeb);
+      : jsonFieldProblem(handler, requestBody(), grpcWeb, {
+          encoding: uReq.header.get(grpcWeb ? 'grpc-encoding' : 'content-encoding'),
+          maxBytes: options.readMaxBytes,
+        });
   const err = await guardAnswer(
     uReq,
     handler,
@@ -237,16 +241,25 @@ function jsonFieldProblem(
   handler: UniversalHandler,
   body: Uint8Array | undefined,
   grpcWeb: boolean,
+  compression: { readonly encoding: string | null; readonly maxBytes: number },
 ): { field: string; problem: string } | undefined {
   if (body === undefined) return undefined;
   let data = body;
+  let compressed = !grpcWeb && compression.encoding !== null && compression.encoding !== 'identity';
   if (grpcWeb) {
-    // One uncompressed message frame: flag byte 0, 4-byte length, then the JSON.
-    if (body.byteLength < 5 || body[0] !== 0) return undefined;
+    // One message frame: flag byte (bit 0: compressed), 4-byte length, then the JSON.
+    if (body.byteLength < 5 || (body[0] as number) > 1) return undefined;
+    compressed = body[0] === 1;
     data = body.subarray(5, 5 + new DataView(body.buffer, body.byteOffset).getUint32(1));
   }
   let json: unknown;
   try {
+    // Decompressed as connect did, within the same bound, to find the field it could not read.
+    const options = { maxOutputLength: compression.maxBytes };
+    if (compressed && compression.encoding === 'gzip') data = gunzipSync(data, options);
+    else if (compressed && compression.encoding === 'br')
+      data = brotliDecompressSync(data, options);
+    else if (compressed) return undefined;
     json = JSON.parse(new TextDecoder().decode(data));
   } catch {
     return undefined;

@@ -5,6 +5,7 @@
  * field is still accepted (forward compatibility), but an enum number the
  * sidecar does not know is refused at validation on every transport.
  */
+import { gzipSync } from 'node:zlib';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { Code, createClient, type Transport } from '@connectrpc/connect';
 import {
@@ -58,11 +59,17 @@ interface ConnectAnswer {
   readonly fields: string[];
 }
 
-async function postConnectJson(sidecar: SidecarProcess, body: string): Promise<ConnectAnswer> {
+async function postConnectJson(
+  sidecar: SidecarProcess,
+  body: string,
+  gzip = false,
+): Promise<ConnectAnswer> {
   const res = await fetch(`http://${sidecar.http}${REGISTER_PATH}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body,
+    headers: gzip
+      ? { 'content-type': 'application/json', 'content-encoding': 'gzip' }
+      : { 'content-type': 'application/json' },
+    body: gzip ? gzipSync(body) : body,
   });
   const json = (await res.json()) as {
     code: string;
@@ -174,6 +181,15 @@ describe('strict input', () => {
     );
     expect(answer.fields).toEqual(['hooks[0].webhook.onError']);
     expect((await hookClient().listHooks({ operationId: 'op-typo' })).hooks).toEqual([]);
+  });
+
+  it('names the field of a misspelt enum in gzip-compressed JSON as in plain JSON', async () => {
+    const body = registerJson('op-gzip', control('ON_ERROR_BLOKC'));
+    const plain = await postConnectJson(sidecar, body);
+    const gzipped = await postConnectJson(sidecar, body, true);
+    expect(gzipped).toEqual(plain);
+    expect(gzipped.fields).toEqual(['hooks[0].webhook.onError']);
+    expect((await hookClient().listHooks({ operationId: 'op-gzip' })).hooks).toEqual([]);
   });
 
   it('refuses an unknown field over Connect JSON, naming it, and stores nothing', async () => {
