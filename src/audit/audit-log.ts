@@ -93,8 +93,12 @@ class Sink {
   readonly #intervalMs: number;
   readonly #metrics: AuditMetrics | undefined;
   readonly #logger: Logger;
-  /** Entries not written yet, oldest first, from `#head` on. */
-  #entries: DecisionRecord[] = [];
+  /**
+   * Entries not written yet, oldest first, from `#head` on; the slots before
+   * `#head` are emptied as it passes them, so an entry written or dropped is
+   * not held (with its payload) until the array is compacted.
+   */
+  #entries: (DecisionRecord | undefined)[] = [];
   #head = 0;
   /** Estimated bytes of the entries from `#head` on ({@link entryBytes}). */
   #bytes = 0;
@@ -158,6 +162,7 @@ class Sink {
     let dropped = 0;
     while (this.buffered > 0 && (this.buffered > this.#bound || this.#bytes > this.#boundBytes)) {
       this.#bytes -= entryBytes(this.#entries[this.#head] as DecisionRecord);
+      this.#entries[this.#head] = undefined;
       this.#head += 1;
       dropped += 1;
     }
@@ -192,7 +197,8 @@ class Sink {
       batchBytes += bytes;
       end += 1;
     }
-    const batch = this.#entries.slice(this.#head, end);
+    const batch = this.#entries.slice(this.#head, end) as DecisionRecord[];
+    this.#entries.fill(undefined, this.#head, end);
     this.#head = end;
     this.#bytes -= batchBytes;
     let ok = true;
@@ -215,7 +221,7 @@ class Sink {
           err: e,
         });
         // Back to the front, older than anything that arrived meanwhile.
-        this.#entries = batch.concat(this.#entries.slice(this.#head));
+        this.#entries = [...batch, ...this.#entries.slice(this.#head)];
         this.#head = 0;
         this.#bytes += batchBytes;
       },
