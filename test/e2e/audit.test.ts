@@ -163,6 +163,23 @@ function httpEntries(receiver: Receiver, from = 0): DecisionRecord[] {
     .map((o) => fromJsonString(DecisionRecordSchema, JSON.stringify(o)));
 }
 
+/**
+ * Answers the HTTP sink's requests 200 from now on (the earlier ones failed)
+ * and waits until `entries` arrived; answers them and the requests before.
+ */
+async function recover(
+  sink: Receiver,
+  entries: number,
+): Promise<{ failed: number; delivered: DecisionRecord[] }> {
+  const failed = sink.requests.length;
+  sink.respond({ status: 200 });
+  const delivered = await eventually(
+    () => httpEntries(sink, failed),
+    (e) => e.length >= entries,
+  );
+  return { failed, delivered };
+}
+
 /** The decisions written on stdout, one proto JSON object per line. */
 function stdoutEntries(sidecar: SidecarProcess): DecisionRecord[] {
   return sidecar.output
@@ -638,13 +655,7 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
           (v) => v > 0,
         ),
       ).toBeGreaterThan(0);
-      // Requests from here on are answered 200; the earlier ones failed.
-      const failed = sink.requests.length;
-      sink.respond({ status: 200 });
-      const delivered = await eventually(
-        () => httpEntries(sink, failed),
-        (e) => e.length >= 5,
-      );
+      const { delivered } = await recover(sink, 5);
       expect(delivered.map((d) => d.decisionId)).toEqual(ids.slice(7));
       expect(await metric(sidecar, 'agenthooks_audit_entries_written_total{sink="http"}')).toBe(5);
     } finally {
@@ -682,12 +693,7 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
           (v) => v >= 5,
         ),
       ).toBe(5);
-      const failed = sink.requests.length;
-      sink.respond({ status: 200 });
-      const delivered = await eventually(
-        () => httpEntries(sink, failed),
-        (e) => e.length >= 3,
-      );
+      const { failed, delivered } = await recover(sink, 3);
       expect(delivered.map((d) => d.decisionId)).toEqual(ids.slice(5));
       const batches = sink.requests.slice(failed).filter((r) => r.method === 'POST');
       expect(

@@ -402,6 +402,44 @@ async function expectConnectBinaryAnswer(
   expect(binaryJson.message).toBe(grpcErr.details);
 }
 
+/** Posts `bytes` as Connect JSON; answers the HTTP status, Connect code and ErrorInfo reason. */
+async function connectJsonError(
+  sidecar: SidecarProcess,
+  path: string,
+  bytes: Uint8Array,
+): Promise<{ status: number; code: string; reason: string | undefined }> {
+  const answer = await post(sidecar.http as string, path, 'application/json', bytes);
+  const body = JSON.parse(answer.body.toString('utf8')) as {
+    code: string;
+    details?: { type: string; value: string }[];
+  };
+  return {
+    status: answer.status,
+    code: body.code,
+    reason: connectErrorDetails(body.details).reason,
+  };
+}
+
+/** Expects JSON `bytes` refused as MALFORMED_REQUEST over Connect, and INVALID_ARGUMENT over gRPC-Web. */
+async function expectMalformedJson(
+  sidecar: SidecarProcess,
+  path: string,
+  bytes: Uint8Array,
+): Promise<void> {
+  expect(await connectJsonError(sidecar, path, bytes)).toEqual({
+    status: 400,
+    code: 'invalid_argument',
+    reason: 'MALFORMED_REQUEST',
+  });
+  const web = await post(
+    sidecar.http as string,
+    path,
+    'application/grpc-web+json',
+    envelope(bytes),
+  );
+  expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+}
+
 /** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
@@ -476,21 +514,7 @@ describe('protocol parity', () => {
 
   it('answers bad JSON INVALID_ARGUMENT with MALFORMED_REQUEST over Connect and gRPC-Web', async () => {
     const bad = new TextEncoder().encode('{"operationId": ');
-    const connect = await post(sidecar.http as string, LIST_HOOKS_PATH, 'application/json', bad);
-    expect(connect.status).toBe(400);
-    const connectJson = JSON.parse(connect.body.toString('utf8')) as {
-      code: string;
-      details?: { type: string; value: string }[];
-    };
-    expect(connectJson.code).toBe('invalid_argument');
-    expect(connectErrorDetails(connectJson.details).reason).toBe('MALFORMED_REQUEST');
-    const web = await post(
-      sidecar.http as string,
-      LIST_HOOKS_PATH,
-      'application/grpc-web+json',
-      envelope(bad),
-    );
-    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+    await expectMalformedJson(sidecar, LIST_HOOKS_PATH, bad);
   });
 
   it('refuses JSON that is not UTF-8 with MALFORMED_REQUEST over Connect and gRPC-Web, storing nothing', async () => {
@@ -502,22 +526,7 @@ describe('protocol parity', () => {
         '","hooks":[{"id":"h1","type":"HOOK_TYPE_ON_COMPLETE","webhook":{"url":"https://hooks.example.com/x"}}]}',
       ),
     ]);
-    const path = '/agenthooks.v1.HookService/RegisterHooks';
-    const connect = await post(sidecar.http as string, path, 'application/json', bad);
-    expect(connect.status).toBe(400);
-    const body = JSON.parse(connect.body.toString('utf8')) as {
-      code: string;
-      details?: { type: string; value: string }[];
-    };
-    expect(body.code).toBe('invalid_argument');
-    expect(connectErrorDetails(body.details).reason).toBe('MALFORMED_REQUEST');
-    const web = await post(
-      sidecar.http as string,
-      path,
-      'application/grpc-web+json',
-      envelope(bad),
-    );
-    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+    await expectMalformedJson(sidecar, '/agenthooks.v1.HookService/RegisterHooks', bad);
     const client = createClient(HookService, transportFor('grpc', sidecar));
     const listed = await client.listHooks({ operationId: 'utf-\ufffd' });
     expect(listed.hooks).toEqual([]);
@@ -529,33 +538,34 @@ describe('protocol parity', () => {
       for (let i = 1; i < levels; i += 1) v = { a: v };
       return v;
     };
+    const parkBody = (toolCallId: string, levels: number) =>
+      new TextEncoder().encode(
+        JSON.stringify({
+          context: {
+            ...toolContext(),
+            executor: 'EXECUTOR_SERVER',
+            toolCallId,
+            args: nested(levels),
+          },
+          kind: 'PARK_KIND_HUMAN_APPROVAL',
+        }),
+      );
     const park = (toolCallId: string, levels: number) =>
       post(
         sidecar.http as string,
         '/agenthooks.v1.HookService/ParkToolCall',
         'application/json',
-        new TextEncoder().encode(
-          JSON.stringify({
-            context: {
-              ...toolContext(),
-              executor: 'EXECUTOR_SERVER',
-              toolCallId,
-              args: nested(levels),
-            },
-            kind: 'PARK_KIND_HUMAN_APPROVAL',
-          }),
-        ),
+        parkBody(toolCallId, levels),
       );
     // Binary refuses 60 levels. JSON took up to 97, and a call parked that
     // deep could not be read back from the store: its repeat failed.
-    const deep = await park('deep-60', 60);
-    expect(deep.status).toBe(400);
-    const body = JSON.parse(deep.body.toString('utf8')) as {
-      code: string;
-      details?: { type: string; value: string }[];
-    };
-    expect(body.code).toBe('invalid_argument');
-    expect(connectErrorDetails(body.details).reason).toBe('MALFORMED_REQUEST');
+    expect(
+      await connectJsonError(
+        sidecar,
+        '/agenthooks.v1.HookService/ParkToolCall',
+        parkBody('deep-60', 60),
+      ),
+    ).toEqual({ status: 400, code: 'invalid_argument', reason: 'MALFORMED_REQUEST' });
     const grpcAnswer = await answersOver(
       sidecar,
       (c) =>

@@ -382,29 +382,33 @@ describe('Dispatch validates the fields each event kind requires', () => {
     },
   );
 
-  it('answers each invalid event of a DispatchStream in its ack and delivers only the valid ones', async () => {
-    const before = receiver.requests.length;
+  /** Sends `events` on one DispatchStream, closes it, and answers every ack. */
+  async function streamAcks(events: DispatchStreamRequest[]): Promise<DispatchStreamResponse[]> {
     const requests = createWritableIterable<DispatchStreamRequest>();
     const acks: DispatchStreamResponse[] = [];
     const reading = (async () => {
       for await (const ack of client.dispatchStream(requests)) acks.push(ack);
     })();
-    for (const c of MISSING) {
-      await requests.write(
+    for (const event of events) await requests.write(event);
+    requests.close();
+    await reading;
+    return acks;
+  }
+
+  it('answers each invalid event of a DispatchStream in its ack and delivers only the valid ones', async () => {
+    const before = receiver.requests.length;
+    const acks = await streamAcks([
+      ...MISSING.map((c) =>
         create(DispatchStreamRequestSchema, {
           eventId: fieldPath(c),
           event: fromJson(HookEventSchema, eventWithout(c.kind, c.remove)),
         }),
-      );
-    }
-    await requests.write(
+      ),
       create(DispatchStreamRequestSchema, {
         eventId: 'valid',
         event: fromJson(HookEventSchema, { afterStep: validOf('afterStep') }),
       }),
-    );
-    requests.close();
-    await reading;
+    ]);
 
     expect(acks.map((a) => a.eventId).sort()).toEqual([...MISSING.map(fieldPath), 'valid'].sort());
     const byId = new Map(acks.map((a) => [a.eventId, a]));
@@ -433,19 +437,12 @@ describe('Dispatch validates the fields each event kind requires', () => {
 
   it('acks an event without its required eventId with EVENT_FIELD_REQUIRED and delivers nothing', async () => {
     const before = receiver.requests.length;
-    const requests = createWritableIterable<DispatchStreamRequest>();
-    const acks: DispatchStreamResponse[] = [];
-    const reading = (async () => {
-      for await (const ack of client.dispatchStream(requests)) acks.push(ack);
-    })();
-    await requests.write(
+    const acks = await streamAcks([
       create(DispatchStreamRequestSchema, {
         eventId: '',
         event: fromJson(HookEventSchema, { afterStep: validOf('afterStep') }),
       }),
-    );
-    requests.close();
-    await reading;
+    ]);
     expect(acks).toHaveLength(1);
     expect(acks[0]?.error).toMatchObject({
       code: Code.InvalidArgument,
