@@ -664,6 +664,26 @@ const DEADLINE_HEADER: Record<Protocol, Record<string, string>> = {
   'grpc-web': { 'grpc-timeout': '300m' },
 };
 
+/** Registers one control webhook of `type` for `operationId`, posting to `receiverUrl`/control. */
+async function registerControl(
+  client: HookClient,
+  operationId: string,
+  id: string,
+  type: HookType,
+  receiverUrl: string,
+): Promise<void> {
+  await client.registerHooks({
+    operationId,
+    hooks: [
+      {
+        id,
+        type,
+        webhook: { url: `${receiverUrl}/control`, responseHandling: ResponseHandling.TOOL_CALL },
+      },
+    ],
+  });
+}
+
 describe('protocol parity of a deadline', () => {
   // 30 days: past the 2^31 - 1 ms a Node timer holds. Uncut, the call ended
   // after 1 ms: DEADLINE_EXCEEDED over gRPC, CANCELLED over Connect.
@@ -681,19 +701,7 @@ describe('protocol parity of a deadline', () => {
     const sidecar = await startSidecar();
     try {
       const client = createClient(HookService, transportFor('grpc', sidecar));
-      await client.registerHooks({
-        operationId: 'long-op',
-        hooks: [
-          {
-            id: 'slow',
-            type: HookType.BEFORE_TOOL_CALL,
-            webhook: {
-              url: `${receiver.url}/control`,
-              responseHandling: ResponseHandling.TOOL_CALL,
-            },
-          },
-        ],
-      });
+      await registerControl(client, 'long-op', 'slow', HookType.BEFORE_TOOL_CALL, receiver.url);
       const outcomes: Partial<Record<Protocol, string>> = {};
       for (const protocol of PROTOCOLS) {
         const caller = createClient(HookService, transportFor(protocol, sidecar));
@@ -730,19 +738,7 @@ describe('protocol parity of a deadline', () => {
     const sidecar = await startSidecar();
     try {
       const client = createClient(HookService, transportFor('grpc', sidecar));
-      await client.registerHooks({
-        operationId: 'deadline-op',
-        hooks: [
-          {
-            id: 'guard',
-            type: HookType.AFTER_TOOL_CALL,
-            webhook: {
-              url: `${receiver.url}/control`,
-              responseHandling: ResponseHandling.TOOL_CALL,
-            },
-          },
-        ],
-      });
+      await registerControl(client, 'deadline-op', 'guard', HookType.AFTER_TOOL_CALL, receiver.url);
       const context = { ...toolContext(), operationId: 'deadline-op', toolCallId: 'call-wait' };
       await client.parkToolCall({ context, kind: ParkKind.HUMAN_APPROVAL });
       const request = { toolCallId: 'call-wait', result: { content: 'first' } };
