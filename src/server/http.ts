@@ -20,7 +20,8 @@ import type * as http from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
-  type ConnectError,
+  Code,
+  ConnectError,
   type ConnectRouter,
   createConnectRouter,
   createHandlerContext,
@@ -108,13 +109,14 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       return;
     }
     clampTimeoutHeaders(req.headers);
-    const { uReq, body } = captureJson(
+    const captured = captureJson(
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
       handler.method,
     );
+    const uReq = captured.uReq;
     handler(uReq)
-      .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
+      .then((uRes) => replaceParseError(uReq, uRes, handler, options, captured))
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) => {
         // A client that hung up is not a failure of ours.
@@ -136,7 +138,7 @@ async function replaceParseError(
   uRes: UniversalServerResponse,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
-  requestBody: () => Uint8Array | undefined,
+  captured: CapturedJson,
 ): Promise<UniversalServerResponse> {
   const contentType = uReq.header.get('content-type') ?? '';
   const grpcWeb = contentType.startsWith('application/grpc-web');
@@ -144,20 +146,20 @@ async function replaceParseError(
   const chunks = await firstChunks(uRes);
   const parseError = grpcWeb ? grpcWebParseError(chunks.head) : connectParseError(chunks.head);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
+  const notUtf8 = captured.notUtf8();
   const found =
-    parseError.problem === undefined
+    parseError.problem === undefined || notUtf8
       ? undefined
-      : jsonFieldProblem(handler, requestBody(), grpcWeb, {
+      : jsonFieldProblem(handler, captured.body(), grpcWeb, {
           encoding: uReq.header.get(grpcWeb ? 'grpc-encoding' : 'content-encoding'),
           maxBytes: options.readMaxBytes,
         });
-  const err = await guardAnswer(
-    uReq,
-    handler,
-    options,
-    found === undefined ? parseError.problem : `${found.field}: ${found.problem}`,
-    found?.field,
-  );
+  const problem = notUtf8
+    ? NOT_UTF8
+    : found === undefined
+      ? parseError.problem
+      : `${found.field}: ${found.problem}`;
+  const err = await guardAnswer(uReq, handler, options, problem, found?.field);
   if (grpcWeb) {
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
@@ -176,17 +178,42 @@ async function replaceParseError(
 
 /** Content types whose body is JSON (Connect unary and streaming, gRPC-Web). */
 const JSON_CONTENT_TYPE = /^application\/(?:json|connect\+json|grpc-web\+json)\b/i;
+/** Content types whose body is a series of enveloped messages (Connect streaming, gRPC-Web). */
+const ENVELOPED_CONTENT_TYPE = /^application\/(?:connect|grpc-web)\+/i;
+/** The problem a {@link MalformedRequest} names for a JSON body that is not UTF-8. */
+const NOT_UTF8 = 'the JSON is not valid UTF-8';
+
+/** A JSON request body as connect read it. */
+interface CapturedJson {
+  /** The request whose body is recorded (and checked, see {@link captureJson}). */
+  readonly uReq: UniversalServerRequest;
+  /** The body's bytes, or `undefined` past `maxBytes` or for a body that is not JSON. */
+  readonly body: () => Uint8Array | undefined;
+  /** Whether the body was refused for bytes that are not UTF-8. */
+  readonly notUtf8: () => boolean;
+}
 
 /**
  * Returns the request with its body recorded as connect reads it, for a
  * JSON request: when decoding fails, the body tells which field is at
  * fault. At most `maxBytes` are kept (connect refuses more anyway).
+ *
+ * connect decodes JSON text leniently, each invalid byte becoming U+FFFD:
+ * two different ids would land on one. Binary strings are refused when
+ * they are not UTF-8, and so is JSON here, unless it is compressed (then
+ * connect's own decompression comes first): a unary body once it has all
+ * arrived (connect reads all of it before decoding), each message of an
+ * enveloped body as its last byte arrives, before connect sees that byte.
+ * A unary method's refusal reads as connect's own JSON decoding error, so
+ * {@link replaceParseError} has the guard answer it (credentials first);
+ * a stream's is the {@link MalformedRequest} itself: the guard, which a
+ * stream's handler runs before reading, has admitted the call already.
  */
 function captureJson(
   uReq: UniversalServerRequest,
   maxBytes: number,
   method: DescMethod,
-): { uReq: UniversalServerRequest; body: () => Uint8Array | undefined } {
+): CapturedJson {
   const source = uReq.body;
   const contentType = uReq.header.get('content-type') ?? '';
   if (
@@ -195,15 +222,12 @@ function captureJson(
     source === null ||
     !(Symbol.asyncIterator in source)
   ) {
-    return { uReq, body: () => undefined };
+    return { uReq, body: () => undefined, notUtf8: () => false };
   }
   const chunks: Uint8Array[] = [];
   let size = 0;
   let complete = true;
-  // connect decodes JSON text leniently, each invalid byte becoming U+FFFD:
-  // two different ids would land on one. Binary strings are refused when
-  // they are not UTF-8, and so is a JSON body, here, unless it is
-  // compressed (then connect's own decompression comes first).
+  let refused = false;
   const grpcWeb = contentType.toLowerCase().startsWith('application/grpc-web');
   const identity = (name: string) => {
     const value = uReq.header.get(name);
@@ -212,28 +236,72 @@ function captureJson(
   const checkUtf8 =
     identity('content-encoding') &&
     identity(grpcWeb ? 'grpc-encoding' : 'connect-content-encoding');
+  const envelopes = ENVELOPED_CONTENT_TYPE.test(contentType) ? new EnvelopeText() : undefined;
+  const refuse = (): never => {
+    refused = true;
+    throw method.methodKind === 'unary'
+      ? new ConnectError(
+          `${PARSE_JSON_PREFIX}${method.input.typeName} from JSON: ${NOT_UTF8}`,
+          Code.InvalidArgument,
+        )
+      : toConnectError(new MalformedRequest(method, undefined, NOT_UTF8).error);
+  };
   async function* recorded(): AsyncIterable<Uint8Array> {
     for await (const chunk of source as AsyncIterable<Uint8Array>) {
       size += chunk.byteLength;
       if (size <= maxBytes) chunks.push(chunk);
       else complete = false;
+      if (checkUtf8 && envelopes !== undefined && !envelopes.push(chunk)) refuse();
       yield chunk;
     }
-    if (checkUtf8 && complete) {
-      const all = Buffer.concat(chunks);
-      // gRPC-Web: the message after its 5-byte frame header.
-      const text = grpcWeb ? all.subarray(5, 5 + (all.length >= 5 ? all.readUInt32BE(1) : 0)) : all;
-      if (!isUtf8(text)) {
-        throw toConnectError(
-          new MalformedRequest(method, undefined, 'the JSON is not valid UTF-8').error,
-        );
-      }
+    if (checkUtf8 && envelopes === undefined && complete && !isUtf8(Buffer.concat(chunks))) {
+      refuse();
     }
   }
   return {
     uReq: extend(uReq, { body: recorded() }),
     body: () => (complete ? Buffer.concat(chunks) : undefined),
+    notUtf8: () => refused,
   };
+}
+
+/**
+ * Checks the messages of an enveloped body (each a flag byte, a 4-byte
+ * length and the message) as their bytes arrive: an uncompressed message
+ * must be UTF-8. Holds the bytes of one unfinished message at most.
+ */
+export class EnvelopeText {
+  #chunks: Buffer[] = [];
+  #length = 0;
+  /** Flag byte and total length (header included) of the message being read. */
+  #flags = 0;
+  #need: number | undefined;
+
+  /** Takes the next bytes; returns false when a message they complete is not UTF-8. */
+  push(chunk: Uint8Array): boolean {
+    this.#chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+    this.#length += chunk.byteLength;
+    for (;;) {
+      if (this.#need === undefined) {
+        if (this.#length < 5) return true;
+        if (this.#chunks.length > 1) this.#chunks = [Buffer.concat(this.#chunks, this.#length)];
+        const head = this.#chunks[0] as Buffer;
+        this.#flags = head[0] as number;
+        this.#need = 5 + head.readUInt32BE(1);
+      }
+      if (this.#length < this.#need) return true;
+      const all =
+        this.#chunks.length === 1
+          ? (this.#chunks[0] as Buffer)
+          : Buffer.concat(this.#chunks, this.#length);
+      // Bit 0: compressed (decompressed by connect first); bit 1: end of stream.
+      if ((this.#flags & 0b11) === 0 && !isUtf8(all.subarray(5, this.#need))) return false;
+      const rest = all.subarray(this.#need);
+      this.#chunks = rest.length === 0 ? [] : [rest];
+      this.#length = rest.length;
+      this.#need = undefined;
+    }
+  }
 }
 
 /** The unknown field or enum name of a JSON body connect could not decode, if that is its fault. */

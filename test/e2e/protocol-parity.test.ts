@@ -440,6 +440,35 @@ async function expectMalformedJson(
   expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
 }
 
+/**
+ * Opens `grpc.health.v1.Health/Watch` as a Connect JSON stream with
+ * `request` (an object, or raw JSON bytes) as its one message; answers the
+ * HTTP status and the first response frame's JSON, then hangs up.
+ */
+async function firstStreamFrame(
+  sidecar: SidecarProcess,
+  request: object | Buffer,
+): Promise<{ status: number; message: unknown }> {
+  const json = Buffer.isBuffer(request) ? request : Buffer.from(JSON.stringify(request));
+  const controller = new AbortController();
+  const res = await fetch(`http://${sidecar.http}/grpc.health.v1.Health/Watch`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1' },
+    body: envelope(json),
+    signal: controller.signal,
+  });
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  let bytes = Buffer.alloc(0);
+  while (bytes.length < 5 || bytes.length < 5 + bytes.readUInt32BE(1)) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended after ${bytes.length} bytes`);
+    bytes = Buffer.concat([bytes, value]);
+  }
+  controller.abort();
+  const message: unknown = JSON.parse(bytes.subarray(5, 5 + bytes.readUInt32BE(1)).toString());
+  return { status: res.status, message };
+}
+
 /** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
@@ -527,9 +556,34 @@ describe('protocol parity', () => {
       ),
     ]);
     await expectMalformedJson(sidecar, '/agenthooks.v1.HookService/RegisterHooks', bad);
+    const answer = await post(
+      sidecar.http as string,
+      '/agenthooks.v1.HookService/RegisterHooks',
+      'application/json',
+      bad,
+    );
+    expect(JSON.parse(answer.body.toString('utf8'))).toMatchObject({
+      message:
+        'the request is not a valid agenthooks.v1.RegisterHooksRequest message: the JSON is not valid UTF-8',
+    });
     const client = createClient(HookService, transportFor('grpc', sidecar));
     const listed = await client.listHooks({ operationId: 'utf-\ufffd' });
     expect(listed.hooks).toEqual([]);
+  });
+
+  it('checks each message of a Connect JSON stream, not its frame header, for UTF-8', async () => {
+    // 130 characters of service name: the frame's length byte, 0x8f, is not UTF-8 on its own.
+    const long = await firstStreamFrame(sidecar, { service: 'x'.repeat(130) });
+    expect(long).toEqual({ status: 200, message: { status: 'SERVICE_UNKNOWN' } });
+    const bad = await firstStreamFrame(
+      sidecar,
+      Buffer.concat([Buffer.from('{"service":"utf-'), Buffer.from([0xff]), Buffer.from('"}')]),
+    );
+    expect(bad.status).toBe(200);
+    const end = bad.message as { error?: { code: string; message: string; details?: never } };
+    expect(end.error?.code).toBe('invalid_argument');
+    expect(end.error?.message).toContain('the JSON is not valid UTF-8');
+    expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
   });
 
   it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {

@@ -179,6 +179,35 @@ describe('bearer token', () => {
     expect(await health.json()).toEqual({ status: 'SERVING' });
   });
 
+  it('checks the token before the body: undecodable JSON without it is UNAUTHENTICATED too', async () => {
+    const notUtf8 = Buffer.concat([
+      Buffer.from('{"operationId":"op-'),
+      Buffer.from([0xff]),
+      Buffer.from('"}'),
+    ]);
+    const bodies = [notUtf8, Buffer.from('{"operationId": '), Buffer.from('{"nope": 1}')];
+    for (const body of bodies) {
+      const connect = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body,
+      });
+      expect(connect.status, body.toString('latin1')).toBe(401);
+      expect(((await connect.json()) as { code: string }).code).toBe('unauthenticated');
+      const frame = Buffer.alloc(5);
+      frame.writeUInt32BE(body.length, 1);
+      const web = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/grpc-web+json' },
+        body: Buffer.concat([frame, body]),
+      });
+      const trailer = Buffer.from(await web.arrayBuffer()).toString('latin1');
+      expect(web.headers.get('grpc-status') ?? /grpc-status:\s*(\d+)/.exec(trailer)?.[1]).toBe(
+        String(UNAUTHENTICATED),
+      );
+    }
+  });
+
   it('takes the token from AGENTHOOKS_AUTH_TOKEN, and serves reflection openly with --reflection-public', async () => {
     const open = await startSidecar({
       http: false,
