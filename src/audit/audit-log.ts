@@ -33,13 +33,38 @@ export const DEFAULT_AUDIT_BUFFER_BYTES = 64 * 1024 * 1024;
 /** Estimated heap bytes of an entry without its payload (ids, hooks, times). */
 const ENTRY_OVERHEAD_BYTES = 1_024;
 
+/** Estimated heap bytes of a hook outcome or a chain entry, beside its strings. */
+const OUTCOME_OVERHEAD_BYTES = 128;
+const CHAIN_ENTRY_OVERHEAD_BYTES = 16;
+
 /**
- * Estimated heap bytes a buffered entry holds: its payload twice (the
- * record's text, and the proto JSON the stdout and HTTP sinks make of it)
- * at two bytes a character, the worst case of a V8 string, plus the rest.
+ * Estimated heap bytes a buffered entry holds: each of its strings twice
+ * (the record's text, and the proto JSON the stdout and HTTP sinks make of
+ * it) at two bytes a character, the worst case of a V8 string, plus the
+ * rest. The payload is most of it when payloads are recorded; without
+ * them, a chain (128 ids of 256 bytes) or a receiver's deny reason can
+ * still outweigh the fixed part many times over.
  */
 export function entryBytes(record: DecisionRecord): number {
-  return ENTRY_OVERHEAD_BYTES + 4 * record.payloadJson.length + 128 * record.outcomes.length;
+  let chars =
+    record.payloadJson.length +
+    record.decisionId.length +
+    record.operationId.length +
+    record.toolCallId.length +
+    record.identifier.length +
+    record.apiName.length +
+    record.reason.length +
+    record.hookId.length;
+  for (const id of record.operationChain) chars += id.length;
+  for (const o of record.outcomes) {
+    chars += o.hookId.length + o.operationId.length + o.errorCode.length + o.message.length;
+  }
+  return (
+    ENTRY_OVERHEAD_BYTES +
+    4 * chars +
+    OUTCOME_OVERHEAD_BYTES * record.outcomes.length +
+    CHAIN_ENTRY_OVERHEAD_BYTES * record.operationChain.length
+  );
 }
 
 /**

@@ -707,6 +707,47 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
     }
   });
 
+  it('counts an operation chain toward the byte bound, payloads off', async () => {
+    const sink = await startReceiver({ answer: { status: 503 } });
+    // A chain of 128 ids of 256 characters: about 130 KB an entry by the
+    // estimate, so 300,000 bytes hold two of five.
+    const sidecar = await startSidecar({
+      args: ['--audit-http', `${sink.url}/in`, '--audit-buffer-bytes', '300000'],
+    });
+    const client = hookClient(sidecar.grpc);
+    try {
+      const chain = Array.from({ length: 128 }, (_, i) => `${i}`.padStart(256, 'c'));
+      const ids: string[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        const req = create(DecideToolCallRequestSchema, {
+          operationChain: chain,
+          event: {
+            context: extend(CONTEXT, { operationId: 'op-chain', toolCallId: `chain_${i}` }),
+          },
+        });
+        const res = await unary(
+          client,
+          'DecideToolCall',
+          toLoaderObject(DecideToolCallRequestSchema, req),
+        );
+        ids.push(fromLoaderObject(DecideToolCallResponseSchema, res).decisionId);
+      }
+      expect(
+        await eventually(
+          () => metric(sidecar, 'agenthooks_audit_entries_dropped_total{sink="http"}'),
+          (v) => v >= 3,
+        ),
+      ).toBe(3);
+      const { delivered } = await recover(sink, 2);
+      expect(delivered.map((d) => d.decisionId)).toEqual(ids.slice(3));
+      expect(delivered[0]?.operationChain).toEqual(chain);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await sink.close();
+    }
+  });
+
   it('answers FAILED_PRECONDITION (AUDIT_STORE_DISABLED) when the store sink is off', async () => {
     const sidecar = await startSidecar();
     const client = hookClient(sidecar.grpc);
