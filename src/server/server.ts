@@ -420,7 +420,7 @@ function clampGrpcTimeouts(server: grpc.Server, logger: Logger): void {
     if (!(candidate instanceof EventEmitter) || clampedServers.has(candidate)) continue;
     clampedServers.add(candidate);
     candidate.prependListener('stream', (_stream: unknown, headers: http2.IncomingHttpHeaders) => {
-      clampTimeoutHeaders(headers);
+      clampTimeoutHeaders(headers, 'grpc-js');
     });
   }
 }

@@ -780,6 +780,12 @@ describe('protocol parity of a deadline', () => {
         'connect-binary': 'allow',
         'grpc-web': 'allow',
       });
+      // grpc-js also reads a space before the unit.
+      const spaced = await createClient(HookService, transportFor('grpc', sidecar)).decideToolCall(
+        { event: { context: { ...toolContext(), operationId: 'long-op', toolCallId: 'long-sp' } } },
+        { headers: { 'grpc-timeout': '720 H' } },
+      );
+      expect(spaced.decision?.outcome.case).toBe('allow');
     } finally {
       await killSidecar(sidecar);
       await receiver.close();

@@ -21,6 +21,18 @@ describe('clampTimeoutHeaders', () => {
     expect(clamped({ 'grpc-timeout': 'abc' })['grpc-timeout']).toBe('abc');
   });
 
+  it('reads grpc-timeout as grpc-js does for the gRPC listener: spaces before the unit, a run inside the value', () => {
+    const asGrpcJs = (value: string) => {
+      const headers: Record<string, string | string[] | undefined> = { 'grpc-timeout': value };
+      clampTimeoutHeaders(headers, 'grpc-js');
+      return headers['grpc-timeout'];
+    };
+    expect(asGrpcJs('720 H')).toBe('596H');
+    expect(asGrpcJs(' 99999999\tS ')).toBe('596H');
+    expect(asGrpcJs('596 H')).toBe('596 H');
+    expect(clamped({ 'grpc-timeout': '720 H' })['grpc-timeout']).toBe('720 H');
+  });
+
   it('cuts a connect-timeout-ms past a timer to the longest a timer holds', () => {
     expect(clamped({ 'connect-timeout-ms': '2592000000' })['connect-timeout-ms']).toBe(
       String(MAX_TIMER_MS),
