@@ -420,7 +420,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_AUDIT_BUFFER_BYTES',
     value: 'BYTES',
     default: String(DEFAULT_AUDIT_BUFFER_BYTES),
-    help: 'estimated heap bytes of the decision audit entries each sink holds (a recorded payload counts four bytes a character); past it the oldest are dropped and counted',
+    help: 'estimated heap bytes of the decision audit entries each sink holds (each string counts four bytes a character); past it the oldest are dropped and counted',
   },
   {
     flag: 'audit-payloads',
