@@ -5,23 +5,24 @@
  *
  * JSON is decoded strictly: an unknown field or enum name is an error, not
  * dropped (connect-node's default, `ignoreUnknownFields: true`, would store
- * a misspelt `"onError": "ON_ERROR_BLOKC"` as unset, that is fail-open).
+ * a misspelt `"onError": "ON_ERROR_BLOKC"` as unset, that is fail-open), and
+ * so are bytes that are not UTF-8 (connect's default decoder reads them as
+ * U+FFFD).
  *
  * connect-node answers a binary request body it cannot decode with
  * INTERNAL (`parse binary: ...`), and JSON it cannot decode with
- * INVALID_ARGUMENT (`cannot decode ...`) but no `ErrorInfo`. Such an answer
- * is replaced by the guard's own: the guarded method is called with a
+ * INVALID_ARGUMENT (`cannot decode ...`) but no `ErrorInfo`, in a Connect
+ * unary error, a gRPC-Web trailer or a Connect stream's end-stream message.
+ * Such an answer is replaced by the guard's own: the guarded method is called with a
  * {@link MalformedRequest}, so the call is admitted, counted and answered
  * INVALID_ARGUMENT (`MALFORMED_REQUEST`) as over grpc-js; for JSON the
  * message keeps protobuf-es's text, which names the field.
  */
-import { isUtf8 } from 'node:buffer';
 import type * as http from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
-  Code,
-  ConnectError,
+  type ConnectError,
   type ConnectRouter,
   createConnectRouter,
   createHandlerContext,
@@ -34,7 +35,12 @@ import {
   type UniversalServerRequest,
   type UniversalServerResponse,
 } from '@connectrpc/connect/protocol';
-import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
+import {
+  codeToHttpStatus,
+  createEndStreamSerialization,
+  endStreamFlag,
+  errorToJsonBytes,
+} from '@connectrpc/connect/protocol-connect';
 import {
   createTrailerSerialization,
   setTrailerStatus,
@@ -82,7 +88,32 @@ const PARSE_JSON_PREFIX = 'cannot decode ';
  * is 100: at half that, nothing a JSON client sends is too deep for the
  * binary the store keeps and every client reads back.
  */
-const JSON_OPTIONS = { ignoreUnknownFields: false, recursionLimit: 50 } as const;
+const JSON_OPTIONS = {
+  ignoreUnknownFields: false,
+  recursionLimit: 50,
+  textDecoder: { decode: decodeUtf8 },
+} as const;
+/** The problem a {@link MalformedRequest} names for a JSON body that is not UTF-8. */
+const NOT_UTF8 = 'the JSON is not valid UTF-8';
+/** connect's decoding error for a JSON message that is not UTF-8 (thrown by {@link decodeUtf8}). */
+const NOT_UTF8_MESSAGE = `${PARSE_JSON_PREFIX}the request: ${NOT_UTF8}`;
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Decodes a JSON message's text for connect, refusing bytes that are not
+ * UTF-8: connect's own decoder turns each into U+FFFD, and two different
+ * ids would land on one. It runs on every message connect parses, after
+ * its decompression, whatever the protocol, the encoding headers or the
+ * envelope's flags; binary strings are checked alike by protobuf-es.
+ */
+function decodeUtf8(bytes?: Uint8Array): string {
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    throw new Error(NOT_UTF8_MESSAGE);
+  }
+}
+
 /** The largest error body inspected for that error (connect's are a few hundred bytes). */
 const ERROR_BODY_MAX_BYTES = 64 * 1024;
 
@@ -109,14 +140,12 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       return;
     }
     clampTimeoutHeaders(req.headers);
-    const captured = captureJson(
+    const { uReq, body } = captureJson(
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
-      handler.method,
     );
-    const uReq = captured.uReq;
     handler(uReq)
-      .then((uRes) => replaceParseError(uReq, uRes, handler, options, captured))
+      .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) => {
         // A client that hung up is not a failure of ours.
@@ -129,29 +158,53 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
   };
 }
 
+/** How a request's messages are framed, by its content type. */
+type Framing = 'unary' | 'connect-stream' | 'grpc-web';
+
+function framingOf(uReq: UniversalServerRequest): Framing {
+  const contentType = (uReq.header.get('content-type') ?? '').toLowerCase();
+  if (contentType.startsWith('application/grpc-web')) return 'grpc-web';
+  if (contentType.startsWith('application/connect+')) return 'connect-stream';
+  return 'unary';
+}
+
+/** The header naming the compression of a request's messages, by framing. */
+const ENCODING_HEADER: Readonly<Record<Framing, string>> = {
+  unary: 'content-encoding',
+  'connect-stream': 'connect-content-encoding',
+  'grpc-web': 'grpc-encoding',
+};
+
 /**
  * Returns `uRes`, or the guard's answer when `uRes` is connect's answer to
- * a body it could not decode (binary or JSON).
+ * a body it could not decode (binary or JSON): a Connect unary error, a
+ * gRPC-Web trailer, or a Connect stream's end-stream message that comes
+ * before any other.
  */
 async function replaceParseError(
   uReq: UniversalServerRequest,
   uRes: UniversalServerResponse,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
-  captured: CapturedJson,
+  requestBody: () => Uint8Array | undefined,
 ): Promise<UniversalServerResponse> {
-  const contentType = uReq.header.get('content-type') ?? '';
-  const grpcWeb = contentType.startsWith('application/grpc-web');
-  if (!grpcWeb && uRes.status !== 500 && uRes.status !== 400) return uRes;
+  const framing = framingOf(uReq);
+  if (framing === 'unary' && uRes.status !== 500 && uRes.status !== 400) return uRes;
+  if (framing === 'connect-stream' && uRes.status !== 200) return uRes;
   const chunks = await firstChunks(uRes);
-  const parseError = grpcWeb ? grpcWebParseError(chunks.head) : connectParseError(chunks.head);
+  const parseError =
+    framing === 'grpc-web'
+      ? grpcWebParseError(chunks.head)
+      : framing === 'connect-stream'
+        ? connectEndStreamParseError(chunks.head)
+        : connectParseError(chunks.head);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
-  const notUtf8 = captured.notUtf8();
+  const notUtf8 = parseError.problem === NOT_UTF8_MESSAGE;
   const found =
     parseError.problem === undefined || notUtf8
       ? undefined
-      : jsonFieldProblem(handler, captured.body(), grpcWeb, {
-          encoding: uReq.header.get(grpcWeb ? 'grpc-encoding' : 'content-encoding'),
+      : jsonFieldProblem(handler, requestBody(), framing !== 'unary', {
+          encoding: uReq.header.get(ENCODING_HEADER[framing]),
           maxBytes: options.readMaxBytes,
         });
   const problem = notUtf8
@@ -160,11 +213,18 @@ async function replaceParseError(
       ? parseError.problem
       : `${found.field}: ${found.problem}`;
   const err = await guardAnswer(uReq, handler, options, problem, found?.field);
-  if (grpcWeb) {
+  if (framing === 'grpc-web') {
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
     const data = createTrailerSerialization().serialize(trailer);
     return extend(uRes, { body: createAsyncIterable([encodeEnvelope(trailerFlag, data)]) });
+  }
+  if (framing === 'connect-stream') {
+    const data = createEndStreamSerialization({}).serialize({
+      metadata: new Headers(),
+      error: err,
+    });
+    return extend(uRes, { body: createAsyncIterable([encodeEnvelope(endStreamFlag, data)]) });
   }
   const header = new Headers(uRes.header);
   const body = errorToJsonBytes(err, {});
@@ -178,143 +238,54 @@ async function replaceParseError(
 
 /** Content types whose body is JSON (Connect unary and streaming, gRPC-Web). */
 const JSON_CONTENT_TYPE = /^application\/(?:json|connect\+json|grpc-web\+json)\b/i;
-/** Content types whose body is a series of enveloped messages (Connect streaming, gRPC-Web). */
-const ENVELOPED_CONTENT_TYPE = /^application\/(?:connect|grpc-web)\+/i;
-/** The problem a {@link MalformedRequest} names for a JSON body that is not UTF-8. */
-const NOT_UTF8 = 'the JSON is not valid UTF-8';
-
-/** A JSON request body as connect read it. */
-interface CapturedJson {
-  /** The request whose body is recorded (and checked, see {@link captureJson}). */
-  readonly uReq: UniversalServerRequest;
-  /** The body's bytes, or `undefined` past `maxBytes` or for a body that is not JSON. */
-  readonly body: () => Uint8Array | undefined;
-  /** Whether the body was refused for bytes that are not UTF-8. */
-  readonly notUtf8: () => boolean;
-}
 
 /**
  * Returns the request with its body recorded as connect reads it, for a
  * JSON request: when decoding fails, the body tells which field is at
  * fault. At most `maxBytes` are kept (connect refuses more anyway).
- *
- * connect decodes JSON text leniently, each invalid byte becoming U+FFFD:
- * two different ids would land on one. Binary strings are refused when
- * they are not UTF-8, and so is JSON here, unless it is compressed (then
- * connect's own decompression comes first): a unary body once it has all
- * arrived (connect reads all of it before decoding), each message of an
- * enveloped body as its last byte arrives, before connect sees that byte.
- * A unary method's refusal reads as connect's own JSON decoding error, so
- * {@link replaceParseError} has the guard answer it (credentials first);
- * a stream's is the {@link MalformedRequest} itself: the guard, which a
- * stream's handler runs before reading, has admitted the call already.
  */
 function captureJson(
   uReq: UniversalServerRequest,
   maxBytes: number,
-  method: DescMethod,
-): CapturedJson {
+): { uReq: UniversalServerRequest; body: () => Uint8Array | undefined } {
   const source = uReq.body;
-  const contentType = uReq.header.get('content-type') ?? '';
   if (
-    !JSON_CONTENT_TYPE.test(contentType) ||
+    !JSON_CONTENT_TYPE.test(uReq.header.get('content-type') ?? '') ||
     typeof source !== 'object' ||
     source === null ||
     !(Symbol.asyncIterator in source)
   ) {
-    return { uReq, body: () => undefined, notUtf8: () => false };
+    return { uReq, body: () => undefined };
   }
   const chunks: Uint8Array[] = [];
   let size = 0;
   let complete = true;
-  let refused = false;
-  const grpcWeb = contentType.toLowerCase().startsWith('application/grpc-web');
-  const identity = (name: string) => {
-    const value = uReq.header.get(name);
-    return value === null || value === '' || value === 'identity';
-  };
-  const checkUtf8 =
-    identity('content-encoding') &&
-    identity(grpcWeb ? 'grpc-encoding' : 'connect-content-encoding');
-  const envelopes = ENVELOPED_CONTENT_TYPE.test(contentType) ? new EnvelopeText() : undefined;
-  const refuse = (): never => {
-    refused = true;
-    throw method.methodKind === 'unary'
-      ? new ConnectError(
-          `${PARSE_JSON_PREFIX}${method.input.typeName} from JSON: ${NOT_UTF8}`,
-          Code.InvalidArgument,
-        )
-      : toConnectError(new MalformedRequest(method, undefined, NOT_UTF8).error);
-  };
   async function* recorded(): AsyncIterable<Uint8Array> {
     for await (const chunk of source as AsyncIterable<Uint8Array>) {
       size += chunk.byteLength;
       if (size <= maxBytes) chunks.push(chunk);
       else complete = false;
-      if (checkUtf8 && envelopes !== undefined && !envelopes.push(chunk)) refuse();
       yield chunk;
-    }
-    if (checkUtf8 && envelopes === undefined && complete && !isUtf8(Buffer.concat(chunks))) {
-      refuse();
     }
   }
   return {
     uReq: extend(uReq, { body: recorded() }),
     body: () => (complete ? Buffer.concat(chunks) : undefined),
-    notUtf8: () => refused,
   };
-}
-
-/**
- * Checks the messages of an enveloped body (each a flag byte, a 4-byte
- * length and the message) as their bytes arrive: an uncompressed message
- * must be UTF-8. Holds the bytes of one unfinished message at most.
- */
-export class EnvelopeText {
-  #chunks: Buffer[] = [];
-  #length = 0;
-  /** Flag byte and total length (header included) of the message being read. */
-  #flags = 0;
-  #need: number | undefined;
-
-  /** Takes the next bytes; returns false when a message they complete is not UTF-8. */
-  push(chunk: Uint8Array): boolean {
-    this.#chunks.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-    this.#length += chunk.byteLength;
-    for (;;) {
-      if (this.#need === undefined) {
-        if (this.#length < 5) return true;
-        if (this.#chunks.length > 1) this.#chunks = [Buffer.concat(this.#chunks, this.#length)];
-        const head = this.#chunks[0] as Buffer;
-        this.#flags = head[0] as number;
-        this.#need = 5 + head.readUInt32BE(1);
-      }
-      if (this.#length < this.#need) return true;
-      const all =
-        this.#chunks.length === 1
-          ? (this.#chunks[0] as Buffer)
-          : Buffer.concat(this.#chunks, this.#length);
-      // Bit 0: compressed (decompressed by connect first); bit 1: end of stream.
-      if ((this.#flags & 0b11) === 0 && !isUtf8(all.subarray(5, this.#need))) return false;
-      const rest = all.subarray(this.#need);
-      this.#chunks = rest.length === 0 ? [] : [rest];
-      this.#length = rest.length;
-      this.#need = undefined;
-    }
-  }
 }
 
 /** The unknown field or enum name of a JSON body connect could not decode, if that is its fault. */
 function jsonFieldProblem(
   handler: UniversalHandler,
   body: Uint8Array | undefined,
-  grpcWeb: boolean,
+  enveloped: boolean,
   compression: { readonly encoding: string | null; readonly maxBytes: number },
 ): { field: string; problem: string } | undefined {
   if (body === undefined) return undefined;
   let data = body;
-  let compressed = !grpcWeb && compression.encoding !== null && compression.encoding !== 'identity';
-  if (grpcWeb) {
+  let compressed =
+    !enveloped && compression.encoding !== null && compression.encoding !== 'identity';
+  if (enveloped) {
     // One message frame: flag byte (bit 0: compressed), 4-byte length, then the JSON.
     if (body.byteLength < 5 || (body[0] as number) > 1) return undefined;
     compressed = body[0] === 1;
@@ -350,9 +321,7 @@ async function guardAnswer(
   const ctx = createHandlerContext({
     service: method.parent,
     method,
-    protocolName: uReq.header.get('content-type')?.startsWith('application/grpc-web')
-      ? 'grpc-web'
-      : 'connect',
+    protocolName: framingOf(uReq) === 'grpc-web' ? 'grpc-web' : 'connect',
     requestMethod: uReq.method,
     url: uReq.url,
     requestHeader: uReq.header,
@@ -429,6 +398,25 @@ function connectParseError(head: Uint8Array | undefined): ParseError | undefined
       details?: unknown;
     };
     return parseErrorOf(json.code, json.message, json.details !== undefined);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Returns connect's decoding failure when a Connect stream's first chunk is
+ * an end-stream message (uncompressed: connect compresses none this small)
+ * holding one.
+ */
+function connectEndStreamParseError(head: Uint8Array | undefined): ParseError | undefined {
+  if (head === undefined || head.byteLength < 5 || head[0] !== endStreamFlag) return undefined;
+  const length = new DataView(head.buffer, head.byteOffset).getUint32(1);
+  try {
+    const json = JSON.parse(new TextDecoder().decode(head.subarray(5, 5 + length))) as {
+      error?: { code?: unknown; message?: unknown; details?: unknown };
+    };
+    if (json.error === undefined) return undefined;
+    return parseErrorOf(json.error.code, json.error.message, json.error.details !== undefined);
   } catch {
     return undefined;
   }

@@ -10,6 +10,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { create, type JsonValue, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
@@ -311,6 +312,7 @@ function post(
   path: string,
   contentType: string,
   body: Uint8Array,
+  headers: Record<string, string> = {},
 ): Promise<{
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -319,7 +321,13 @@ function post(
   const [host, port] = address.split(':') as [string, string];
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host, port: Number(port), method: 'POST', path, headers: { 'content-type': contentType } },
+      {
+        host,
+        port: Number(port),
+        method: 'POST',
+        path,
+        headers: { 'content-type': contentType, ...headers },
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -339,8 +347,9 @@ function post(
 }
 
 /** Wraps a message in a gRPC(-Web) envelope: flag byte, 4-byte big-endian length. */
-function envelope(data: Uint8Array): Buffer {
+function envelope(data: Uint8Array, flags = 0): Buffer {
   const head = Buffer.alloc(5);
+  head[0] = flags;
   head.writeUInt32BE(data.byteLength, 1);
   return Buffer.concat([head, data]);
 }
@@ -350,20 +359,28 @@ function grpcWebStatus(response: {
   headers: Record<string, string | string[] | undefined>;
   body: Buffer;
 }): number {
-  const inHeader = response.headers['grpc-status'];
-  if (typeof inHeader === 'string') return Number(inHeader);
+  return Number(grpcWebField(response, 'grpc-status'));
+}
+
+/** A trailer of a gRPC-Web response (in the body's trailer frame, or in the headers). */
+function grpcWebField(
+  response: { headers: Record<string, string | string[] | undefined>; body: Buffer },
+  name: string,
+): string {
+  const inHeader = response.headers[name];
+  if (typeof inHeader === 'string') return inHeader;
   let at = 0;
   while (at + 5 <= response.body.length) {
     const flags = response.body[at] as number;
     const length = response.body.readUInt32BE(at + 1);
     const data = response.body.subarray(at + 5, at + 5 + length);
     if ((flags & 0x80) !== 0) {
-      const match = /grpc-status:\s*(\d+)/i.exec(data.toString('utf8'));
-      if (match?.[1] !== undefined) return Number(match[1]);
+      const match = new RegExp(`^${name}:\\s*(.*?)\\s*$`, 'im').exec(data.toString('utf8'));
+      if (match?.[1] !== undefined) return match[1];
     }
     at += 5 + length;
   }
-  throw new Error('no grpc-status in the gRPC-Web response');
+  throw new Error(`no ${name} in the gRPC-Web response`);
 }
 
 /** Sends raw bytes as a ListHooks request over grpc-js and returns the status code. */
@@ -441,20 +458,24 @@ async function expectMalformedJson(
 }
 
 /**
- * Opens `grpc.health.v1.Health/Watch` as a Connect JSON stream with
- * `request` (an object, or raw JSON bytes) as its one message; answers the
- * HTTP status and the first response frame's JSON, then hangs up.
+ * Opens `grpc.health.v1.Health/Watch` as a Connect JSON stream with `body`
+ * (its enveloped request); answers the HTTP status and the first response
+ * frame's JSON, then hangs up.
  */
 async function firstStreamFrame(
   sidecar: SidecarProcess,
-  request: object | Buffer,
+  body: Buffer,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; message: unknown }> {
-  const json = Buffer.isBuffer(request) ? request : Buffer.from(JSON.stringify(request));
   const controller = new AbortController();
   const res = await fetch(`http://${sidecar.http}/grpc.health.v1.Health/Watch`, {
     method: 'POST',
-    headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1' },
-    body: envelope(json),
+    headers: {
+      'content-type': 'application/connect+json',
+      'connect-protocol-version': '1',
+      ...headers,
+    },
+    body,
     signal: controller.signal,
   });
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
@@ -571,19 +592,91 @@ describe('protocol parity', () => {
     expect(listed.hooks).toEqual([]);
   });
 
-  it('checks each message of a Connect JSON stream, not its frame header, for UTF-8', async () => {
+  it('reads a Connect JSON stream whose frame length is not UTF-8, and refuses its messages as unary ones', async () => {
     // 130 characters of service name: the frame's length byte, 0x8f, is not UTF-8 on its own.
-    const long = await firstStreamFrame(sidecar, { service: 'x'.repeat(130) });
-    expect(long).toEqual({ status: 200, message: { status: 'SERVICE_UNKNOWN' } });
-    const bad = await firstStreamFrame(
+    const long = await firstStreamFrame(
       sidecar,
-      Buffer.concat([Buffer.from('{"service":"utf-'), Buffer.from([0xff]), Buffer.from('"}')]),
+      envelope(Buffer.from(`{"service":"${'x'.repeat(130)}"}`)),
     );
-    expect(bad.status).toBe(200);
-    const end = bad.message as { error?: { code: string; message: string; details?: never } };
-    expect(end.error?.code).toBe('invalid_argument');
-    expect(end.error?.message).toContain('the JSON is not valid UTF-8');
-    expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
+    expect(long).toEqual({ status: 200, message: { status: 'SERVICE_UNKNOWN' } });
+    const notUtf8 = Buffer.concat([
+      Buffer.from('{"service":"utf-'),
+      Buffer.from([0xff]),
+      Buffer.from('"}'),
+    ]);
+    const refusals = [
+      { body: envelope(notUtf8), problem: 'the JSON is not valid UTF-8' },
+      // The same bytes compressed: checked after connect decompresses them.
+      {
+        body: envelope(gzipSync(notUtf8), 1),
+        headers: { 'connect-content-encoding': 'gzip' },
+        problem: 'the JSON is not valid UTF-8',
+      },
+      { body: envelope(Buffer.from('{"nope":1}')), problem: 'nope' },
+    ];
+    for (const { body, headers, problem } of refusals) {
+      const answer = await firstStreamFrame(sidecar, body, headers);
+      expect(answer.status).toBe(200);
+      const end = answer.message as { error?: { code: string; message: string; details?: never } };
+      expect(end.error?.code).toBe('invalid_argument');
+      expect(end.error?.message).toContain(problem);
+      expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
+    }
+  });
+
+  it('refuses JSON that is not UTF-8 whatever its compression, headers or frame flags', async () => {
+    const path = '/agenthooks.v1.HookService/ListHooks';
+    const notUtf8 = Buffer.concat([
+      Buffer.from('{"operationId":"utf-'),
+      Buffer.from([0xfe]),
+      Buffer.from('"}'),
+    ]);
+    const cases: { contentType: string; headers?: Record<string, string>; body: Buffer }[] = [
+      {
+        contentType: 'application/json',
+        headers: { 'content-encoding': 'gzip' },
+        body: gzipSync(notUtf8),
+      },
+      // A header connect does not read for this protocol.
+      {
+        contentType: 'application/json',
+        headers: { 'connect-content-encoding': 'gzip' },
+        body: notUtf8,
+      },
+      {
+        contentType: 'application/grpc-web+json',
+        headers: { 'content-encoding': 'gzip' },
+        body: envelope(notUtf8),
+      },
+      {
+        contentType: 'application/grpc-web+json',
+        headers: { 'grpc-encoding': 'gzip' },
+        body: envelope(gzipSync(notUtf8), 1),
+      },
+      // gRPC-Web has no end-stream flag in requests: connect reads the frame as a message.
+      { contentType: 'application/grpc-web+json', body: envelope(notUtf8, 2) },
+      { contentType: 'Application/GRPC-Web+json', body: envelope(notUtf8) },
+    ];
+    for (const { contentType, headers, body } of cases) {
+      const label = `${contentType} ${JSON.stringify(headers ?? {})}`;
+      const answer = await post(sidecar.http as string, path, contentType, body, headers);
+      if (contentType.toLowerCase().startsWith('application/grpc-web')) {
+        expect(grpcWebStatus(answer), label).toBe(grpc.status.INVALID_ARGUMENT);
+        expect(decodeURIComponent(grpcWebField(answer, 'grpc-message')), label).toContain(
+          'not a valid agenthooks.v1.ListHooksRequest message: the JSON is not valid UTF-8',
+        );
+        continue;
+      }
+      expect(answer.status, label).toBe(400);
+      const json = JSON.parse(answer.body.toString('utf8')) as {
+        message: string;
+        details?: { type: string; value: string }[];
+      };
+      expect(json.message, label).toBe(
+        'the request is not a valid agenthooks.v1.ListHooksRequest message: the JSON is not valid UTF-8',
+      );
+      expect(connectErrorDetails(json.details).reason, label).toBe('MALFORMED_REQUEST');
+    }
   });
 
   it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {

@@ -11,6 +11,7 @@ import * as https from 'node:https';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { create, toBinary } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -187,24 +188,34 @@ describe('bearer token', () => {
     ]);
     const bodies = [notUtf8, Buffer.from('{"operationId": '), Buffer.from('{"nope": 1}')];
     for (const body of bodies) {
-      const connect = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body,
-      });
-      expect(connect.status, body.toString('latin1')).toBe(401);
-      expect(((await connect.json()) as { code: string }).code).toBe('unauthenticated');
+      // Plain and compressed: connect decompresses before it decodes.
+      for (const [encoding, bytes] of [
+        ['identity', body],
+        ['gzip', gzipSync(body)],
+      ] as const) {
+        const connect = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'content-encoding': encoding },
+          body: bytes,
+        });
+        expect(connect.status, `${encoding} ${body.toString('latin1')}`).toBe(401);
+        expect(((await connect.json()) as { code: string }).code).toBe('unauthenticated');
+      }
       const frame = Buffer.alloc(5);
       frame.writeUInt32BE(body.length, 1);
-      const web = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/grpc-web+json' },
-        body: Buffer.concat([frame, body]),
-      });
-      const trailer = Buffer.from(await web.arrayBuffer()).toString('latin1');
-      expect(web.headers.get('grpc-status') ?? /grpc-status:\s*(\d+)/.exec(trailer)?.[1]).toBe(
-        String(UNAUTHENTICATED),
-      );
+      // Content types are case-insensitive.
+      for (const contentType of ['application/grpc-web+json', 'Application/gRPC-Web+JSON']) {
+        const web = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`, {
+          method: 'POST',
+          headers: { 'content-type': contentType },
+          body: Buffer.concat([frame, body]),
+        });
+        const trailer = Buffer.from(await web.arrayBuffer()).toString('latin1');
+        expect(
+          web.headers.get('grpc-status') ?? /grpc-status:\s*(\d+)/.exec(trailer)?.[1],
+          contentType,
+        ).toBe(String(UNAUTHENTICATED));
+      }
     }
   });
 
