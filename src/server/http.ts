@@ -114,8 +114,14 @@ function decodeUtf8(bytes?: Uint8Array): string {
   }
 }
 
-/** The largest error body inspected for that error (connect's are a few hundred bytes). */
-const ERROR_BODY_MAX_BYTES = 64 * 1024;
+/**
+ * The largest decoding error read back from its compressed form: it quotes
+ * at most the request (at most `readMaxBytes`), escaped at most about three
+ * bytes a byte (JSON in JSON, or percent-encoded in a gRPC-Web trailer).
+ */
+function errorMaxBytes(readMaxBytes: number): number {
+  return 8 * readMaxBytes + 64 * 1024;
+}
 
 /** Creates the HTTP listener's request handler. */
 export function createHttpHandler(options: HttpHandlerOptions): http.RequestListener {
@@ -192,12 +198,17 @@ async function replaceParseError(
   if (framing === 'unary' && uRes.status !== 500 && uRes.status !== 400) return uRes;
   if (framing === 'connect-stream' && uRes.status !== 200) return uRes;
   const chunks = await firstChunks(uRes);
+  // connect compresses an error of 1 KiB or more when the client accepts it.
+  const decode = {
+    encoding: uRes.header?.get(ENCODING_HEADER[framing]) ?? null,
+    maxBytes: errorMaxBytes(options.readMaxBytes),
+  };
   const parseError =
     framing === 'grpc-web'
-      ? grpcWebParseError(chunks.head)
+      ? grpcWebParseError(chunks.head, decode)
       : framing === 'connect-stream'
-        ? connectEndStreamParseError(chunks.head)
-        : connectParseError(chunks.head);
+        ? connectEndStreamParseError(chunks.head, decode)
+        : connectParseError(chunks.head, decode);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
   const notUtf8 = parseError.problem === NOT_UTF8_MESSAGE;
   const found =
@@ -228,6 +239,7 @@ async function replaceParseError(
   }
   const header = new Headers(uRes.header);
   const body = errorToJsonBytes(err, {});
+  header.delete('content-encoding');
   header.set('content-length', String(body.byteLength));
   return {
     status: codeToHttpStatus(err.code),
@@ -279,31 +291,17 @@ function jsonFieldProblem(
   handler: UniversalHandler,
   body: Uint8Array | undefined,
   enveloped: boolean,
-  compression: { readonly encoding: string | null; readonly maxBytes: number },
+  compression: ErrorDecoding,
 ): { field: string; problem: string } | undefined {
   if (body === undefined) return undefined;
-  let data = body;
-  let compressed =
-    !enveloped && compression.encoding !== null && compression.encoding !== 'identity';
-  if (enveloped) {
-    // One message frame: flag byte (bit 0: compressed), 4-byte length, then the JSON.
-    if (body.byteLength < 5 || (body[0] as number) > 1) return undefined;
-    compressed = body[0] === 1;
-    data = body.subarray(5, 5 + new DataView(body.buffer, body.byteOffset).getUint32(1));
-  }
-  let json: unknown;
-  try {
-    // Decompressed as connect did, within the same bound, to find the field it could not read.
-    const options = { maxOutputLength: compression.maxBytes };
-    if (compressed && compression.encoding === 'gzip') data = gunzipSync(data, options);
-    else if (compressed && compression.encoding === 'br')
-      data = brotliDecompressSync(data, options);
-    else if (compressed) return undefined;
-    json = JSON.parse(new TextDecoder().decode(data));
-  } catch {
-    return undefined;
-  }
-  return findJsonFieldProblem(handler.method.input, json);
+  // Decompressed as connect did, within the same bound, to find the field it could not read.
+  const data = enveloped
+    ? envelopeData(body, MESSAGE_FLAG, compression)
+    : compression.encoding !== null && compression.encoding !== 'identity'
+      ? decompress(body, compression)
+      : body;
+  const json = parseJson(data);
+  return json === undefined ? undefined : findJsonFieldProblem(handler.method.input, json);
 }
 
 /** Runs the guarded method on a {@link MalformedRequest} and returns the error it answers. */
@@ -342,7 +340,7 @@ async function guardAnswer(
   }
 }
 
-/** The first chunk of a response body (when small), and the body to send on. */
+/** The first chunk of a response body, and the body to send on. */
 async function firstChunks(
   uRes: UniversalServerResponse,
 ): Promise<{ head: Uint8Array | undefined; body: UniversalServerResponse['body'] }> {
@@ -353,15 +351,86 @@ async function firstChunks(
   const it = (body as AsyncIterable<Uint8Array>)[Symbol.asyncIterator]();
   const first = await it.next();
   if (first.done === true) return { head: undefined, body: createAsyncIterable([]) };
-  const head = first.value;
-  async function* rest(): AsyncIterable<Uint8Array> {
-    yield head;
-    for (let next = await it.next(); next.done !== true; next = await it.next()) {
-      yield next.value;
-    }
-  }
-  return { head: head.byteLength <= ERROR_BODY_MAX_BYTES ? head : undefined, body: rest() };
+  return { head: first.value, body: prepend(first.value, it) };
 }
+
+/**
+ * Returns `it` with `head` put back in front. `return` and `throw` reach
+ * `it` at once, as they would without the wrapper: connect-node calls them
+ * when the client hangs up or a write fails, so that a stream (a Health
+ * watch, say) ends its handler.
+ */
+export function prepend<T>(head: T, it: AsyncIterator<T>): AsyncIterableIterator<T> {
+  let sent = false;
+  const prepended: AsyncIterableIterator<T> = {
+    next() {
+      if (sent) return it.next();
+      sent = true;
+      return Promise.resolve({ done: false, value: head });
+    },
+    return(value?: unknown) {
+      sent = true;
+      return it.return?.(value) ?? Promise.resolve({ done: true, value: undefined });
+    },
+    throw(e?: unknown) {
+      sent = true;
+      return it.throw?.(e) ?? Promise.reject(e);
+    },
+    [Symbol.asyncIterator]() {
+      return prepended;
+    },
+  };
+  return prepended;
+}
+
+/** How a body is read back: its compression, and the bound decompressed. */
+interface ErrorDecoding {
+  readonly encoding: string | null;
+  readonly maxBytes: number;
+}
+
+/** `data` decompressed (gzip or brotli, within `maxBytes`), or undefined when that fails. */
+function decompress(data: Uint8Array, decoding: ErrorDecoding): Uint8Array | undefined {
+  const options = { maxOutputLength: decoding.maxBytes };
+  try {
+    if (decoding.encoding === 'gzip') return gunzipSync(data, options);
+    if (decoding.encoding === 'br') return brotliDecompressSync(data, options);
+  } catch {
+    // Not what connect sent: left as it is.
+  }
+  return undefined;
+}
+
+/** `data` parsed as JSON, or undefined. */
+function parseJson(data: Uint8Array | undefined): unknown {
+  if (data === undefined) return undefined;
+  try {
+    return JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The message of the envelope at the start of `head` when its flags are
+ * `flag` (with or without the compressed bit), decompressed.
+ */
+function envelopeData(
+  head: Uint8Array | undefined,
+  flag: number,
+  decoding: ErrorDecoding,
+): Uint8Array | undefined {
+  if (head === undefined || head.byteLength < 5) return undefined;
+  const flags = head[0] as number;
+  if ((flags & ~COMPRESSED_FLAG) !== flag) return undefined;
+  const data = head.subarray(5, 5 + new DataView(head.buffer, head.byteOffset).getUint32(1));
+  return (flags & COMPRESSED_FLAG) === 0 ? data : decompress(data, decoding);
+}
+
+/** An envelope's flag bit for a compressed message. */
+const COMPRESSED_FLAG = 0b1;
+/** The flags of a request message's envelope, but for {@link COMPRESSED_FLAG}. */
+const MESSAGE_FLAG = 0;
 
 /** A decoding failure of connect's: for JSON, protobuf-es's message, which names the field. */
 interface ParseError {
@@ -389,37 +458,32 @@ function parseErrorOf(
 }
 
 /** Returns connect's decoding failure when a Connect unary error body is one. */
-function connectParseError(head: Uint8Array | undefined): ParseError | undefined {
-  if (head === undefined) return undefined;
-  try {
-    const json = JSON.parse(new TextDecoder().decode(head)) as {
-      code?: unknown;
-      message?: unknown;
-      details?: unknown;
-    };
-    return parseErrorOf(json.code, json.message, json.details !== undefined);
-  } catch {
-    return undefined;
-  }
+function connectParseError(
+  head: Uint8Array | undefined,
+  decoding: ErrorDecoding,
+): ParseError | undefined {
+  const compressed = decoding.encoding !== null && decoding.encoding !== 'identity';
+  const json = parseJson(head !== undefined && compressed ? decompress(head, decoding) : head) as
+    | { code?: unknown; message?: unknown; details?: unknown }
+    | undefined;
+  if (typeof json !== 'object' || json === null) return undefined;
+  return parseErrorOf(json.code, json.message, json.details !== undefined);
 }
 
 /**
  * Returns connect's decoding failure when a Connect stream's first chunk is
- * an end-stream message (uncompressed: connect compresses none this small)
- * holding one.
+ * an end-stream message holding one.
  */
-function connectEndStreamParseError(head: Uint8Array | undefined): ParseError | undefined {
-  if (head === undefined || head.byteLength < 5 || head[0] !== endStreamFlag) return undefined;
-  const length = new DataView(head.buffer, head.byteOffset).getUint32(1);
-  try {
-    const json = JSON.parse(new TextDecoder().decode(head.subarray(5, 5 + length))) as {
-      error?: { code?: unknown; message?: unknown; details?: unknown };
-    };
-    if (json.error === undefined) return undefined;
-    return parseErrorOf(json.error.code, json.error.message, json.error.details !== undefined);
-  } catch {
-    return undefined;
-  }
+function connectEndStreamParseError(
+  head: Uint8Array | undefined,
+  decoding: ErrorDecoding,
+): ParseError | undefined {
+  const json = parseJson(envelopeData(head, endStreamFlag, decoding)) as
+    | { error?: { code?: unknown; message?: unknown; details?: unknown } }
+    | undefined;
+  const error = typeof json === 'object' && json !== null ? json.error : undefined;
+  if (typeof error !== 'object' || error === null) return undefined;
+  return parseErrorOf(error.code, error.message, error.details !== undefined);
 }
 
 /** gRPC status codes connect's decoding failures have, by their Connect name. */
@@ -429,10 +493,14 @@ const GRPC_CODE_NAMES: Readonly<Record<string, string>> = {
 };
 
 /** Returns connect's decoding failure when a gRPC-Web body starts with a trailer frame holding one. */
-function grpcWebParseError(head: Uint8Array | undefined): ParseError | undefined {
-  // An uncompressed trailer frame: flag byte, 4-byte length, then HTTP/1-style header lines.
-  if (head === undefined || head.byteLength < 5 || head[0] !== trailerFlag) return undefined;
-  const text = new TextDecoder().decode(head.subarray(5));
+function grpcWebParseError(
+  head: Uint8Array | undefined,
+  decoding: ErrorDecoding,
+): ParseError | undefined {
+  // A trailer frame: flag byte, 4-byte length, then HTTP/1-style header lines.
+  const data = envelopeData(head, trailerFlag, decoding);
+  if (data === undefined) return undefined;
+  const text = new TextDecoder().decode(data);
   const status = /^grpc-status:\s*(\d+)\s*$/im.exec(text)?.[1];
   const message = /^grpc-message:\s*(.*?)\s*$/im.exec(text)?.[1] ?? '';
   const hasDetails = /^grpc-status-details-bin:/im.test(text);

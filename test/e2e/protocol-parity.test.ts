@@ -679,6 +679,61 @@ describe('protocol parity', () => {
     }
   });
 
+  it('guards a decode error connect compresses or that is long, on every HTTP protocol', async () => {
+    const path = '/agenthooks.v1.HookService/ListHooks';
+    const guarded = 'the request is not a valid agenthooks.v1.ListHooksRequest message';
+    // The error quotes the key: over 1 KiB, connect compresses it for a client that accepts it.
+    const long = Buffer.from(`{"${'k'.repeat(1200)}":1}`);
+    const huge = Buffer.from(`{"${'k'.repeat(100_000)}":1}`);
+    const unary: { body: Buffer; headers: Record<string, string> }[] = [
+      { body: long, headers: { 'accept-encoding': 'gzip' } },
+      { body: long, headers: { 'accept-encoding': 'br' } },
+      { body: huge, headers: {} },
+    ];
+    for (const { body, headers } of unary) {
+      const label = `${body.length} ${JSON.stringify(headers)}`;
+      const answer = await post(sidecar.http as string, path, 'application/json', body, headers);
+      expect(answer.status, label).toBe(400);
+      expect(answer.headers['content-encoding'], label).toBeUndefined();
+      const json = JSON.parse(answer.body.toString('utf8')) as {
+        message: string;
+        details?: { type: string; value: string }[];
+      };
+      expect(json.message.startsWith(guarded), label).toBe(true);
+      expect(json.message.length, label).toBeLessThan(600);
+      expect(connectErrorDetails(json.details).reason, label).toBe('MALFORMED_REQUEST');
+    }
+    for (const { body, headers } of [
+      { body: long, headers: { 'grpc-accept-encoding': 'gzip' } },
+      { body: huge, headers: {} },
+    ]) {
+      const label = `gRPC-Web ${body.length}`;
+      const answer = await post(
+        sidecar.http as string,
+        path,
+        'application/grpc-web+json',
+        envelope(body),
+        headers,
+      );
+      expect(grpcWebStatus(answer), label).toBe(grpc.status.INVALID_ARGUMENT);
+      const message = decodeURIComponent(grpcWebField(answer, 'grpc-message'));
+      expect(message.startsWith(guarded), label).toBe(true);
+      expect(message.length, label).toBeLessThan(600);
+    }
+    const streamed = await firstStreamFrame(
+      sidecar,
+      envelope(Buffer.from(`{"${'k'.repeat(1200)}":1}`)),
+      { 'connect-accept-encoding': 'gzip' },
+    );
+    const end = streamed.message as { error?: { message: string; details?: never } };
+    expect(
+      end.error?.message.startsWith(
+        'the request is not a valid grpc.health.v1.HealthCheckRequest message',
+      ),
+    ).toBe(true);
+    expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
+  });
+
   it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {
     const nested = (levels: number): JsonValue => {
       let v: JsonValue = { leaf: 1 };

@@ -37,7 +37,7 @@ describe('encodePlainAck', () => {
   });
 
   it('covers the longest id one length byte holds, and leaves the next length to toBinary', () => {
-    const longest = create(DispatchStreamResponseSchema, { eventId: 'é'.repeat(63) + 'a' });
+    const longest = create(DispatchStreamResponseSchema, { eventId: `${'é'.repeat(63)}a` });
     expect(Buffer.from(encodePlainAck(longest) ?? [])).toEqual(
       Buffer.from(toBinary(DispatchStreamResponseSchema, longest)),
     );
