@@ -120,19 +120,27 @@ const CODE_BY_KIND: Record<ErrorKind, Code> = {
  */
 export const MAX_ERROR_TEXT = 512;
 
+/** A lone surrogate: a string holding one cannot be encoded as UTF-8 or percent-encoded. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 /**
  * `text` cut to {@link MAX_ERROR_TEXT} code units, with `…` to say so; a cut
- * never splits a surrogate pair.
+ * never splits a surrogate pair, and a lone surrogate (quoted from a JSON
+ * escape, say) becomes U+FFFD, so the text always fits a gRPC-Web trailer,
+ * which connect percent-encodes.
  *
  * @example
  * clipErrorText('x'.repeat(1000)).length; // 513
  */
 export function clipErrorText(text: string, max = MAX_ERROR_TEXT): string {
-  if (text.length <= max) return text;
-  let end = max;
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
-  return `${text.slice(0, end)}…`;
+  let end = text.length;
+  if (end > max) {
+    end = max;
+    const last = text.charCodeAt(end - 1);
+    if (last >= 0xd800 && last <= 0xdbff) end -= 1;
+  }
+  const cut = end < text.length ? `${text.slice(0, end)}…` : text;
+  return LONE_SURROGATE.test(cut) ? cut.replace(/\p{Cs}/gu, '\ufffd') : cut;
 }
 
 function clipMetadata(metadata: Readonly<Record<string, string>>): Record<string, string> {
@@ -150,7 +158,7 @@ function clipMetadata(metadata: Readonly<Record<string, string>>): Record<string
  */
 export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) {
-    if (e.rawMessage.length <= MAX_ERROR_TEXT) return e;
+    if (clipErrorText(e.rawMessage) === e.rawMessage) return e;
     const clipped = new ConnectError(clipErrorText(e.rawMessage), e.code, e.metadata);
     clipped.details.push(...e.details);
     clipped.cause = e.cause;

@@ -18,6 +18,7 @@
  * INVALID_ARGUMENT (`MALFORMED_REQUEST`) as over grpc-js; for JSON the
  * message keeps protobuf-es's text, which names the field.
  */
+import { constants } from 'node:buffer';
 import type * as http from 'node:http';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
@@ -95,23 +96,59 @@ const JSON_OPTIONS = {
 } as const;
 /** The problem a {@link MalformedRequest} names for a JSON body that is not UTF-8. */
 const NOT_UTF8 = 'the JSON is not valid UTF-8';
-/** connect's decoding error for a JSON message that is not UTF-8 (thrown by {@link decodeUtf8}). */
-const NOT_UTF8_MESSAGE = `${PARSE_JSON_PREFIX}the request: ${NOT_UTF8}`;
+/** The problem named for JSON whose escapes make a lone surrogate, which UTF-8 cannot carry. */
+const LONE_SURROGATE = 'the JSON escapes a lone surrogate (\\uD800-\\uDFFF), which is not Unicode';
+/** connect's decoding errors for those two (thrown by {@link decodeUtf8}), by their problem. */
+const UNICODE_PROBLEMS: ReadonlyMap<string, string> = new Map(
+  [NOT_UTF8, LONE_SURROGATE].map((problem) => [
+    `${PARSE_JSON_PREFIX}the request: ${problem}`,
+    problem,
+  ]),
+);
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
+/** A `\u` escape of a surrogate, or text that looks like one (an escaped backslash before `uD8..`). */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+/** A lone surrogate in a string (with the u flag, a pair is one code point). */
+const LONE_SURROGATE_CHAR = /\p{Cs}/u;
 
 /**
- * Decodes a JSON message's text for connect, refusing bytes that are not
- * UTF-8: connect's own decoder turns each into U+FFFD, and two different
- * ids would land on one. It runs on every message connect parses, after
- * its decompression, whatever the protocol, the encoding headers or the
- * envelope's flags; binary strings are checked alike by protobuf-es.
+ * Decodes a JSON message's text for connect, refusing what is not Unicode:
+ * bytes that are not UTF-8 (connect's own decoder turns each into U+FFFD)
+ * and escapes of a lone surrogate (protobuf-es would store each as U+FFFD),
+ * for two different ids would land on one. It runs on every message connect
+ * parses, after its decompression, whatever the protocol, the encoding
+ * headers or the envelope's flags; binary strings are checked alike by
+ * protobuf-es.
  */
 function decodeUtf8(bytes?: Uint8Array): string {
+  let text: string;
   try {
-    return STRICT_UTF8.decode(bytes);
+    text = STRICT_UTF8.decode(bytes);
   } catch {
-    throw new Error(NOT_UTF8_MESSAGE);
+    throw new Error(`${PARSE_JSON_PREFIX}the request: ${NOT_UTF8}`);
   }
+  // Only text with a surrogate escape is parsed again (a pair, an emoji
+  // escaped by Python's json.dumps, is fine); JSON that does not parse is
+  // left for protobuf-es to refuse.
+  if (text.includes('\\u') && SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(text)) {
+    throw new Error(`${PARSE_JSON_PREFIX}the request: ${LONE_SURROGATE}`);
+  }
+  return text;
+}
+
+/** Whether a key or string value of the JSON `text` holds a lone surrogate. */
+function hasLoneSurrogate(text: string): boolean {
+  let found = false;
+  try {
+    JSON.parse(text, (key, value: unknown) => {
+      if (LONE_SURROGATE_CHAR.test(key)) found = true;
+      else if (typeof value === 'string' && LONE_SURROGATE_CHAR.test(value)) found = true;
+      return value;
+    });
+  } catch {
+    return false;
+  }
+  return found;
 }
 
 /**
@@ -120,7 +157,8 @@ function decodeUtf8(bytes?: Uint8Array): string {
  * bytes a byte (JSON in JSON, or percent-encoded in a gRPC-Web trailer).
  */
 function errorMaxBytes(readMaxBytes: number): number {
-  return 8 * readMaxBytes + 64 * 1024;
+  // zlib refuses a bound past the largest Buffer.
+  return Math.min(8 * readMaxBytes + 64 * 1024, constants.MAX_LENGTH);
 }
 
 /** Creates the HTTP listener's request handler. */
@@ -153,15 +191,32 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
     handler(uReq)
       .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
-      .catch((e: unknown) => {
-        // A client that hung up is not a failure of ours.
-        if (req.destroyed || res.destroyed) return;
-        options.logger.error('http request failed', {
-          rpc: `${handler.service.typeName}/${handler.method.name}`,
-          err: e,
-        });
-      });
+      .catch((e: unknown) =>
+        answerFailure(res, e, options.logger, `${handler.service.typeName}/${handler.method.name}`),
+      );
   };
+}
+
+/**
+ * Ends a response whose handling failed: logged, then answered 500 or, once
+ * its head is sent, the connection closed, so the client is never left
+ * waiting. A client that hung up is not a failure of ours. (`req.destroyed`
+ * says nothing here: a request is destroyed once its body is read.)
+ */
+export function answerFailure(
+  res: http.ServerResponse,
+  e: unknown,
+  logger: Logger,
+  rpc: string,
+): void {
+  if (res.destroyed || res.writableEnded || res.socket === null || res.socket.destroyed) return;
+  logger.error('http request failed', { rpc, err: e });
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(500, { 'content-type': 'text/plain', connection: 'close' });
+  res.end('internal error\n');
 }
 
 /** How a request's messages are framed, by its content type. */
@@ -210,19 +265,16 @@ async function replaceParseError(
         ? connectEndStreamParseError(chunks.head, decode)
         : connectParseError(chunks.head, decode);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
-  const notUtf8 = parseError.problem === NOT_UTF8_MESSAGE;
+  const unicode = UNICODE_PROBLEMS.get(parseError.problem ?? '');
   const found =
-    parseError.problem === undefined || notUtf8
+    parseError.problem === undefined || unicode !== undefined
       ? undefined
       : jsonFieldProblem(handler, requestBody(), framing !== 'unary', {
           encoding: uReq.header.get(ENCODING_HEADER[framing]),
           maxBytes: options.readMaxBytes,
         });
-  const problem = notUtf8
-    ? NOT_UTF8
-    : found === undefined
-      ? parseError.problem
-      : `${found.field}: ${found.problem}`;
+  const problem =
+    unicode ?? (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
   const err = await guardAnswer(uReq, handler, options, problem, found?.field);
   if (framing === 'grpc-web') {
     const trailer = new Headers();

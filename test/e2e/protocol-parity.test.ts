@@ -734,6 +734,96 @@ describe('protocol parity', () => {
     expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
   });
 
+  it('guards a compressed decode error with a --max-message-bytes past what zlib bounds', async () => {
+    // 8x this is past the largest Buffer: an unbounded bound made zlib refuse to decompress.
+    const large = await startSidecar({ args: ['--max-message-bytes', '600000000'] });
+    try {
+      const answer = await post(
+        large.http as string,
+        '/agenthooks.v1.HookService/ListHooks',
+        'application/json',
+        Buffer.from(`{"${'k'.repeat(1200)}":1}`),
+        { 'accept-encoding': 'gzip' },
+      );
+      expect(answer.status).toBe(400);
+      expect(answer.headers['content-encoding']).toBeUndefined();
+      const json = JSON.parse(answer.body.toString('utf8')) as {
+        details?: { type: string; value: string }[];
+      };
+      expect(connectErrorDetails(json.details).reason).toBe('MALFORMED_REQUEST');
+    } finally {
+      await killSidecar(large);
+    }
+  });
+
+  it('refuses a JSON escape of a lone surrogate on every HTTP protocol, and keeps a pair', async () => {
+    const path = '/agenthooks.v1.HookService/ListHooks';
+    const problem = 'the JSON escapes a lone surrogate (\\uD800-\\uDFFF), which is not Unicode';
+    // A string field refuses it, but arguments (a Struct) did not: protobuf-es
+    // stored each as U+FFFD, so two different arguments would land on one.
+    const decide = `/agenthooks.v1.HookService/DecideToolCall`;
+    for (const args of [{ path: '\ud800' }, { path: 'x\udfff' }, { '\udc00': 1 }]) {
+      const body = JSON.stringify({
+        event: { context: { ...toolContext(), executor: 'EXECUTOR_SERVER', args } },
+      });
+      const answer = await post(
+        sidecar.http as string,
+        decide,
+        'application/json',
+        Buffer.from(body),
+      );
+      expect(answer.status, body).toBe(400);
+      const json = JSON.parse(answer.body.toString('utf8')) as {
+        message: string;
+        details?: { type: string; value: string }[];
+      };
+      expect(json.message, body).toBe(
+        `the request is not a valid agenthooks.v1.DecideToolCallRequest message: ${problem}`,
+      );
+      expect(connectErrorDetails(json.details).reason, body).toBe('MALFORMED_REQUEST');
+    }
+    // A key too: connect's own error would quote it, and percent-encoding it in a
+    // gRPC-Web trailer threw, leaving the call without an answer.
+    const web = await post(
+      sidecar.http as string,
+      path,
+      'application/grpc-web+json',
+      envelope(Buffer.from('{"\\ud800":1}')),
+    );
+    expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toContain(problem);
+    const streamed = await firstStreamFrame(
+      sidecar,
+      envelope(Buffer.from('{"service":"\\udc00"}')),
+    );
+    const end = streamed.message as { error?: { message: string; details?: never } };
+    expect(end.error?.message).toContain(problem);
+    expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
+    // A pair is one character; an escaped backslash before "ud800" is plain text.
+    for (const body of ['{"operationId":"op-\\ud83d\\ude00"}', '{"operationId":"op-\\\\ud800"}']) {
+      const answer = await post(
+        sidecar.http as string,
+        path,
+        'application/json',
+        Buffer.from(body),
+      );
+      expect(answer.status, body).toBe(200);
+    }
+    // The pair reads back as the character a binary client sends.
+    const client = createClient(HookService, transportFor('grpc', sidecar));
+    await client.registerHooks({
+      operationId: 'op-\u{1f600}',
+      hooks: [{ id: 'h1', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } }],
+    });
+    const listed = await post(
+      sidecar.http as string,
+      path,
+      'application/json',
+      Buffer.from('{"operationId":"op-\\ud83d\\ude00"}'),
+    );
+    expect(JSON.parse(listed.body.toString('utf8'))).toMatchObject({ hooks: [{ id: 'h1' }] });
+  });
+
   it('refuses arguments nested deeper over JSON than binary takes, and keeps what it accepts readable', async () => {
     const nested = (levels: number): JsonValue => {
       let v: JsonValue = { leaf: 1 };

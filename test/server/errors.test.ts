@@ -16,6 +16,17 @@ describe('clipErrorText', () => {
     expect(clipped).toBe(`${'x'.repeat(MAX_ERROR_TEXT - 1)}…`);
     expect(() => new TextEncoder().encode(clipped)).not.toThrow();
   });
+
+  it('turns a lone surrogate into U+FFFD, so a gRPC-Web trailer can percent-encode it', () => {
+    const lone = 'key "\ud800" and "\udc00x" are unknown; "😀" is a pair';
+    const clean = clipErrorText(lone);
+    expect(clean).toBe('key "\ufffd" and "\ufffdx" are unknown; "😀" is a pair');
+    expect(() => encodeURIComponent(clean)).not.toThrow();
+    const passed = toConnectError(new ConnectError(lone, Code.InvalidArgument));
+    expect(passed.rawMessage).toBe(clean);
+    const ours = toConnectError(new InvalidArgumentError('\ud800', 'FORBIDDEN_HEADER', lone));
+    expect(() => encodeURIComponent(ours.rawMessage)).not.toThrow();
+  });
 });
 
 describe('toConnectError', () => {

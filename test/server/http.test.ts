@@ -1,5 +1,8 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { prepend } from '../../src/server/http.js';
+import { createLogger } from '../../src/log.js';
+import { answerFailure, prepend } from '../../src/server/http.js';
 
 /** An iterator over `values` that records the calls it gets. */
 function recording(values: number[]) {
@@ -48,5 +51,68 @@ describe('prepend', () => {
     await failed.next();
     await failed.throw?.('write failed');
     expect(thrown.calls).toEqual(['throw write failed']);
+  });
+});
+
+/** Serves one request: reads its body, then calls `fail` on the response. */
+async function failingServer(fail: (res: ServerResponse) => void): Promise<Server> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => fail(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}
+
+describe('answerFailure', () => {
+  const capture = () => {
+    const lines: string[] = [];
+    return { lines, logger: createLogger({ write: (line) => lines.push(line) }) };
+  };
+
+  it('answers 500 and logs once the body is read, not leaving the client waiting', async () => {
+    const { lines, logger } = capture();
+    const server = await failingServer((res) =>
+      answerFailure(res, new URIError('URI malformed'), logger, 'svc/Method'),
+    );
+    try {
+      const { port } = server.address() as AddressInfo;
+      const answer = await fetch(`http://127.0.0.1:${port}/svc/Method`, {
+        method: 'POST',
+        body: '{}',
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(answer.status).toBe(500);
+      expect(await answer.text()).toBe('internal error\n');
+      expect(lines).toHaveLength(1);
+      expect(JSON.parse(lines[0] as string)).toMatchObject({
+        level: 'error',
+        msg: 'http request failed',
+        rpc: 'svc/Method',
+      });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('closes the connection when the head is already sent', async () => {
+    const { logger } = capture();
+    const server = await failingServer((res) => {
+      res.writeHead(200, { 'content-type': 'application/grpc-web+proto' });
+      res.write('partial', () => answerFailure(res, new Error('boom'), logger, 'svc/Method'));
+    });
+    try {
+      const { port } = server.address() as AddressInfo;
+      const answer = await fetch(`http://127.0.0.1:${port}/svc/Method`, {
+        method: 'POST',
+        body: '{}',
+        signal: AbortSignal.timeout(10_000),
+      });
+      expect(answer.status).toBe(200);
+      // The body ends in an error, not in a wait for the rest.
+      await expect(answer.text()).rejects.toThrow(/terminated/);
+    } finally {
+      server.close();
+    }
   });
 });
