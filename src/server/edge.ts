@@ -64,6 +64,11 @@ export interface Edge {
   guardedMethod(
     method: DescMethod,
   ): ((request: unknown, ctx: HandlerContext) => Promise<unknown>) | undefined;
+  /**
+   * Whether a call's headers carry the token its method needs, so a
+   * transport can refuse it before reading its body (health needs none).
+   */
+  authorized(method: DescMethod, header: Headers): boolean;
   /** Refuses new HookService calls (`SHUTTING_DOWN`) and ends health Watch streams. */
   startDraining(): void;
 }
@@ -148,6 +153,21 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
       return typeof fn === 'function'
         ? (fn as (request: unknown, ctx: HandlerContext) => Promise<unknown>)
         : undefined;
+    },
+    authorized(method, header) {
+      const service = method.parent.typeName;
+      const needsToken =
+        service === HookService.typeName ||
+        (admitReflection !== undefined &&
+          (service === ServerReflectionV1.typeName ||
+            service === ServerReflectionV1Alpha.typeName));
+      if (checkToken === undefined || !needsToken) return true;
+      try {
+        checkToken(header);
+        return true;
+      } catch {
+        return false;
+      }
     },
     startDraining() {
       draining = true;

@@ -69,6 +69,13 @@ export interface HttpHandlerOptions {
   readonly routes: (router: ConnectRouter) => void;
   /** Returns the guarded method a universal handler serves, to answer undecodable requests. */
   readonly guardedMethod: (method: DescMethod) => GuardedMethod | undefined;
+  /**
+   * Whether a call carries the token its method needs: without it, the call
+   * is answered UNAUTHENTICATED before connect reads its body, so a transport
+   * error (a corrupt gzip, an unknown encoding, a body too large) tells an
+   * unauthenticated caller nothing either.
+   */
+  readonly authorized: (method: DescMethod, header: Headers) => boolean;
   /** Largest request message, in bytes. */
   readonly readMaxBytes: number;
   /** Aborts handlers when the server shuts down hard. */
@@ -188,8 +195,10 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
     );
-    handler(uReq)
-      .then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
+    const answer = options.authorized(handler.method, uReq.header)
+      ? handler(uReq).then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
+      : refuseUnauthenticated(uReq, handler, options);
+    answer
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) =>
         answerFailure(res, e, options.logger, `${handler.service.typeName}/${handler.method.name}`),
@@ -276,26 +285,59 @@ async function replaceParseError(
   const problem =
     unicode ?? (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
   const err = await guardAnswer(uReq, handler, options, problem, found?.field);
+  return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
+}
+
+/**
+ * Answers a call without the token its method needs, before connect reads
+ * its body: the guarded method is called as for a body that does not decode,
+ * and its admission refuses it first (UNAUTHENTICATED, counted as any call).
+ */
+async function refuseUnauthenticated(
+  uReq: UniversalServerRequest,
+  handler: UniversalHandler,
+  options: HttpHandlerOptions,
+): Promise<UniversalServerResponse> {
+  const framing = framingOf(uReq);
+  const err = await guardAnswer(uReq, handler, options, undefined, undefined);
+  const header = new Headers({
+    'content-type':
+      framing === 'unary' ? 'application/json' : (uReq.header.get('content-type') ?? ''),
+  });
+  return errorResponse(framing, err, 200, header);
+}
+
+/**
+ * `err` as `framing` carries it: a gRPC-Web trailer frame or a Connect
+ * end-stream frame (with `status`, which is 200), or a Connect unary error
+ * body with its own status. `header` is kept but for the body's encoding.
+ */
+function errorResponse(
+  framing: Framing,
+  err: ConnectError,
+  status: number,
+  header: Headers,
+): UniversalServerResponse {
   if (framing === 'grpc-web') {
     const trailer = new Headers();
     setTrailerStatus(trailer, err);
     const data = createTrailerSerialization().serialize(trailer);
-    return extend(uRes, { body: createAsyncIterable([encodeEnvelope(trailerFlag, data)]) });
+    return { status, header, body: createAsyncIterable([encodeEnvelope(trailerFlag, data)]) };
   }
   if (framing === 'connect-stream') {
     const data = createEndStreamSerialization({}).serialize({
       metadata: new Headers(),
       error: err,
     });
-    return extend(uRes, { body: createAsyncIterable([encodeEnvelope(endStreamFlag, data)]) });
+    return { status, header, body: createAsyncIterable([encodeEnvelope(endStreamFlag, data)]) };
   }
-  const header = new Headers(uRes.header);
+  const unaryHeader = new Headers(header);
   const body = errorToJsonBytes(err, {});
-  header.delete('content-encoding');
-  header.set('content-length', String(body.byteLength));
+  unaryHeader.delete('content-encoding');
+  unaryHeader.set('content-length', String(body.byteLength));
   return {
     status: codeToHttpStatus(err.code),
-    header,
+    header: unaryHeader,
     body: createAsyncIterable([body]),
   };
 }

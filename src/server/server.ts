@@ -199,6 +199,7 @@ export function createServer(
     const handler = createHttpHandler({
       routes: (router) => edge.routes(router),
       guardedMethod: (method) => edge.guardedMethod(method),
+      authorized: (method, header) => edge.authorized(method, header),
       readMaxBytes: config.maxMessageBytes,
       shutdownSignal: hardStop.signal,
       logger,

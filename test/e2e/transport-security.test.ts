@@ -229,6 +229,54 @@ describe('bearer token', () => {
     }
   });
 
+  it("answers UNAUTHENTICATED before connect's transport errors, which tell nothing to a caller without the token", async () => {
+    const url = `http://${sidecar.http}/${HOOK_SERVICE}/ListHooks`;
+    const send = (headers: Record<string, string>, body: Uint8Array) =>
+      fetch(url, { method: 'POST', headers, body });
+    const json = { 'content-type': 'application/json' };
+    const transportErrors: { label: string; headers: Record<string, string>; body: Buffer }[] = [
+      {
+        label: 'corrupt gzip',
+        headers: { ...json, 'content-encoding': 'gzip' },
+        body: Buffer.from('{}'),
+      },
+      {
+        label: 'unknown encoding',
+        headers: { ...json, 'content-encoding': 'zstd' },
+        body: Buffer.from('{}'),
+      },
+      // Past --max-message-bytes (16 MiB by default).
+      { label: 'too large', headers: json, body: Buffer.alloc(16 * 1024 * 1024 + 1, 0x20) },
+    ];
+    for (const { label, headers, body } of transportErrors) {
+      const refused = await send(headers, body);
+      expect(refused.status, label).toBe(401);
+      expect(((await refused.json()) as { code: string }).code, label).toBe('unauthenticated');
+      // With the token, connect's own answer is unchanged.
+      const authorized = await send({ ...headers, authorization: `Bearer ${TOKEN}` }, body);
+      expect(authorized.status, `${label} with the token`).not.toBe(401);
+    }
+    // gRPC-Web: a frame cut short; Connect streaming: a bidi stream over HTTP/1.1.
+    const web = await send(
+      { 'content-type': 'application/grpc-web+proto' },
+      Buffer.from([0, 0, 0, 0, 100, 1, 2, 3]),
+    );
+    expect(web.status).toBe(200);
+    const trailer = Buffer.from(await web.arrayBuffer()).toString('latin1');
+    expect(/grpc-status:\s*(\d+)/.exec(trailer)?.[1]).toBe(String(UNAUTHENTICATED));
+    const bidi = await fetch(`http://${sidecar.http}/${HOOK_SERVICE}/DispatchStream`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/connect+json', 'connect-protocol-version': '1' },
+      body: Buffer.alloc(0),
+    });
+    expect(bidi.status).toBe(200);
+    const end = Buffer.from(await bidi.arrayBuffer());
+    expect(end[0]).toBe(0b10);
+    expect(JSON.parse(end.subarray(5).toString('utf8'))).toMatchObject({
+      error: { code: 'unauthenticated' },
+    });
+  });
+
   it('takes the token from AGENTHOOKS_AUTH_TOKEN, and serves reflection openly with --reflection-public', async () => {
     const open = await startSidecar({
       http: false,
