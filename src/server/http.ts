@@ -44,6 +44,7 @@ import {
 } from '@connectrpc/connect/protocol-connect';
 import {
   createTrailerSerialization,
+  parseContentType as parseGrpcWebContentType,
   setTrailerStatus,
   trailerFlag,
 } from '@connectrpc/connect/protocol-grpc-web';
@@ -55,7 +56,7 @@ import {
 } from '@connectrpc/connect-node';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
-import { MalformedRequest, toConnectError } from './errors.js';
+import { clipErrorText, MalformedRequest, toConnectError } from './errors.js';
 import { findJsonFieldProblem } from './json-field.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 
@@ -105,57 +106,91 @@ const JSON_OPTIONS = {
 const NOT_UTF8 = 'the JSON is not valid UTF-8';
 /** The problem named for JSON whose escapes make a lone surrogate, which UTF-8 cannot carry. */
 const LONE_SURROGATE = 'the JSON escapes a lone surrogate (\\uD800-\\uDFFF), which is not Unicode';
-/** connect's decoding errors for those two (thrown by {@link decodeUtf8}), by their problem. */
-const UNICODE_PROBLEMS: ReadonlyMap<string, string> = new Map(
-  [NOT_UTF8, LONE_SURROGATE].map((problem) => [
-    `${PARSE_JSON_PREFIX}the request: ${problem}`,
-    problem,
-  ]),
-);
+/** How {@link decodeUtf8}'s errors start; protobuf-es's own start `cannot decode message`/`field`. */
+const UNICODE_ERROR_PREFIX = `${PARSE_JSON_PREFIX}the request: `;
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
-/** A `\u` escape of a surrogate, or text that looks like one (an escaped backslash before `uD8..`). */
-const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+/**
+ * Text that may hold a lone surrogate escape: a high one not followed by a
+ * low one, a low one not preceded by a high one, or an escaped backslash
+ * before `uD8`-`uDF` (which can make either look paired). A pair, as
+ * Python's `json.dumps` escapes an emoji, matches none of them.
+ */
+const LONE_ESCAPE_CANDIDATE =
+  /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]|\\\\u[dD][89a-fA-F]/;
 /** A lone surrogate in a string (with the u flag, a pair is one code point). */
 const LONE_SURROGATE_CHAR = /\p{Cs}/u;
 
 /**
  * Decodes a JSON message's text for connect, refusing what is not Unicode:
  * bytes that are not UTF-8 (connect's own decoder turns each into U+FFFD)
- * and escapes of a lone surrogate (protobuf-es would store each as U+FFFD),
- * for two different ids would land on one. It runs on every message connect
- * parses, after its decompression, whatever the protocol, the encoding
- * headers or the envelope's flags; binary strings are checked alike by
- * protobuf-es.
+ * and escapes of a lone surrogate. protobuf-es refuses those in a string
+ * field but stores them as U+FFFD in a `Struct` (arguments, results), so
+ * two different arguments would land on one. It runs on every message
+ * connect parses, after its decompression, whatever the protocol, the
+ * encoding headers or the envelope's flags; binary strings are checked
+ * alike by protobuf-es.
  */
 function decodeUtf8(bytes?: Uint8Array): string {
   let text: string;
   try {
     text = STRICT_UTF8.decode(bytes);
   } catch {
-    throw new Error(`${PARSE_JSON_PREFIX}the request: ${NOT_UTF8}`);
+    throw new Error(`${UNICODE_ERROR_PREFIX}${NOT_UTF8}`);
   }
-  // Only text with a surrogate escape is parsed again (a pair, an emoji
-  // escaped by Python's json.dumps, is fine); JSON that does not parse is
-  // left for protobuf-es to refuse.
-  if (text.includes('\\u') && SURROGATE_ESCAPE.test(text) && hasLoneSurrogate(text)) {
-    throw new Error(`${PARSE_JSON_PREFIX}the request: ${LONE_SURROGATE}`);
+  if (text.includes('\\u') && LONE_ESCAPE_CANDIDATE.test(text)) {
+    const field = loneSurrogateField(text);
+    // Named well-formed: connect percent-encodes its message in a gRPC-Web trailer.
+    if (field !== undefined) {
+      throw new Error(`${UNICODE_ERROR_PREFIX}${clipErrorText(field)}: ${LONE_SURROGATE}`);
+    }
   }
   return text;
 }
 
-/** Whether a key or string value of the JSON `text` holds a lone surrogate. */
-function hasLoneSurrogate(text: string): boolean {
-  let found = false;
+/**
+ * The JSON path (`event.context.args.path`, `items[2]`) of the first key or
+ * string value of `text` that holds a lone surrogate; undefined when none
+ * does, or when `text` does not parse (protobuf-es then refuses it).
+ */
+function loneSurrogateField(text: string): string | undefined {
+  let root: unknown;
   try {
-    JSON.parse(text, (key, value: unknown) => {
-      if (LONE_SURROGATE_CHAR.test(key)) found = true;
-      else if (typeof value === 'string' && LONE_SURROGATE_CHAR.test(value)) found = true;
-      return value;
-    });
+    root = JSON.parse(text);
   } catch {
-    return false;
+    return undefined;
   }
-  return found;
+  // Iterative: JSON.parse takes nesting deeper than a recursive walk would.
+  const stack: [unknown, string][] = [[root, '']];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const [value, path] = next;
+    if (typeof value === 'string') {
+      if (LONE_SURROGATE_CHAR.test(value)) return path === '' ? '(the request)' : path;
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i -= 1) stack.push([value[i], `${path}[${i}]`]);
+    } else if (typeof value === 'object' && value !== null) {
+      const keys = Object.keys(value);
+      for (let i = keys.length - 1; i >= 0; i -= 1) {
+        const key = keys[i] as string;
+        const child = path === '' ? key : `${path}.${key}`;
+        if (LONE_SURROGATE_CHAR.test(key)) return child;
+        stack.push([(value as Record<string, unknown>)[key], child]);
+      }
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The problem and field of a decoding error {@link decodeUtf8} threw, from
+ * connect's message; undefined for any other error.
+ */
+function unicodeProblem(message: string): { problem: string; field?: string } | undefined {
+  if (!message.startsWith(UNICODE_ERROR_PREFIX)) return undefined;
+  const rest = message.slice(UNICODE_ERROR_PREFIX.length);
+  if (rest === NOT_UTF8) return { problem: NOT_UTF8 };
+  const suffix = `: ${LONE_SURROGATE}`;
+  if (!rest.endsWith(suffix)) return undefined;
+  return { problem: rest, field: rest.slice(0, -suffix.length) };
 }
 
 /**
@@ -195,9 +230,10 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
     );
-    const answer = options.authorized(handler.method, uReq.header)
-      ? handler(uReq).then((uRes) => replaceParseError(uReq, uRes, handler, options, body))
-      : refuseUnauthenticated(uReq, handler, options);
+    const answer =
+      isRpc(handler, uReq) && !options.authorized(handler.method, uReq.header)
+        ? refuseUnauthenticated(uReq, handler, options)
+        : handler(uReq).then((uRes) => replaceParseError(uReq, uRes, handler, options, body));
     answer
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) =>
@@ -218,7 +254,9 @@ export function answerFailure(
   logger: Logger,
   rpc: string,
 ): void {
-  if (res.destroyed || res.writableEnded || res.socket === null || res.socket.destroyed) return;
+  // (`res.socket` is null for a pipelined response still queued behind
+  // another: it is answered in its turn.)
+  if (res.destroyed || res.writableEnded) return;
   logger.error('http request failed', { rpc, err: e });
   if (res.headersSent) {
     res.destroy();
@@ -226,6 +264,23 @@ export function answerFailure(
   }
   res.writeHead(500, { 'content-type': 'text/plain', connection: 'close' });
   res.end('internal error\n');
+}
+
+/**
+ * Whether connect would serve the request as a call: a method it allows
+ * (POST) and a content type one of its protocols reads. Anything else it
+ * answers 405 or 415, with or without a token, which tells a caller nothing;
+ * and a refusal framed for a protocol connect does not speak (gRPC-Web text)
+ * would not reach the client as one.
+ */
+function isRpc(handler: UniversalHandler, uReq: UniversalServerRequest): boolean {
+  const contentType = uReq.header.get('content-type') ?? '';
+  return (
+    handler.allowedMethods.includes(uReq.method) &&
+    handler.supportedContentType(contentType) &&
+    // connect's gRPC-Web matcher takes gRPC-Web text, which its handler then answers 415.
+    parseGrpcWebContentType(contentType)?.text !== true
+  );
 }
 
 /** How a request's messages are framed, by its content type. */
@@ -274,7 +329,7 @@ async function replaceParseError(
         ? connectEndStreamParseError(chunks.head, decode)
         : connectParseError(chunks.head, decode);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
-  const unicode = UNICODE_PROBLEMS.get(parseError.problem ?? '');
+  const unicode = parseError.problem === undefined ? undefined : unicodeProblem(parseError.problem);
   const found =
     parseError.problem === undefined || unicode !== undefined
       ? undefined
@@ -283,8 +338,9 @@ async function replaceParseError(
           maxBytes: options.readMaxBytes,
         });
   const problem =
-    unicode ?? (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
-  const err = await guardAnswer(uReq, handler, options, problem, found?.field);
+    unicode?.problem ??
+    (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
+  const err = await guardAnswer(uReq, handler, options, problem, unicode?.field ?? found?.field);
   return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
 }
 

@@ -762,7 +762,15 @@ describe('protocol parity', () => {
     // A string field refuses it, but arguments (a Struct) did not: protobuf-es
     // stored each as U+FFFD, so two different arguments would land on one.
     const decide = `/agenthooks.v1.HookService/DecideToolCall`;
-    for (const args of [{ path: '\ud800' }, { path: 'x\udfff' }, { '\udc00': 1 }]) {
+    const cases = [
+      { args: { path: '\ud800' }, field: 'event.context.args.path' },
+      { args: { list: ['ok', 'x\udfff'] }, field: 'event.context.args.list[1]' },
+      // A backslash, then "ud83d" as text: the lone escape after it only looks paired.
+      { args: { path: '\\ud83d\udc00' }, field: 'event.context.args.path' },
+      // The key, named with U+FFFD: the lone surrogate cannot be sent back either.
+      { args: { '\udc00': 1 }, field: 'event.context.args.\ufffd' },
+    ];
+    for (const { args, field } of cases) {
       const body = JSON.stringify({
         event: { context: { ...toolContext(), executor: 'EXECUTOR_SERVER', args } },
       });
@@ -778,9 +786,12 @@ describe('protocol parity', () => {
         details?: { type: string; value: string }[];
       };
       expect(json.message, body).toBe(
-        `the request is not a valid agenthooks.v1.DecideToolCallRequest message: ${problem}`,
+        `the request is not a valid agenthooks.v1.DecideToolCallRequest message: ${field}: ${problem}`,
       );
-      expect(connectErrorDetails(json.details).reason, body).toBe('MALFORMED_REQUEST');
+      expect(connectErrorDetails(json.details), body).toEqual({
+        reason: 'MALFORMED_REQUEST',
+        fields: [field],
+      });
     }
     // A key too: connect's own error would quote it, and percent-encoding it in a
     // gRPC-Web trailer threw, leaving the call without an answer.
@@ -800,7 +811,11 @@ describe('protocol parity', () => {
     expect(end.error?.message).toContain(problem);
     expect(connectErrorDetails(end.error?.details).reason).toBe('MALFORMED_REQUEST');
     // A pair is one character; an escaped backslash before "ud800" is plain text.
-    for (const body of ['{"operationId":"op-\\ud83d\\ude00"}', '{"operationId":"op-\\\\ud800"}']) {
+    for (const body of [
+      '{"operationId":"op-\\ud83d\\ude00"}',
+      '{"operationId":"op-\\\\ud800"}',
+      '{"operationId":"op-\\\\ud83d\\\\ude00"}',
+    ]) {
       const answer = await post(
         sidecar.http as string,
         path,

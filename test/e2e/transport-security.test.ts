@@ -275,6 +275,27 @@ describe('bearer token', () => {
     expect(JSON.parse(end.subarray(5).toString('utf8'))).toMatchObject({
       error: { code: 'unauthenticated' },
     });
+    // What is no call (a GET, a preflight, a protocol connect does not speak) keeps
+    // connect's answer, the same with the token or without: a refusal framed for
+    // gRPC-Web text would not reach its client as one.
+    for (const [method, contentType, status] of [
+      ['POST', 'application/grpc-web-text', 415],
+      ['GET', 'application/json', 405],
+      ['OPTIONS', 'application/json', 405],
+    ] as const) {
+      for (const authorization of [undefined, `Bearer ${TOKEN}`]) {
+        const answer = await fetch(url, {
+          method,
+          headers: {
+            'content-type': contentType,
+            ...(authorization === undefined ? {} : { authorization }),
+          },
+          ...(method === 'POST' ? { body: Buffer.from('AAAAAAA=') } : {}),
+        });
+        expect(answer.status, `${method} ${contentType} ${authorization ?? ''}`).toBe(status);
+        await answer.arrayBuffer();
+      }
+    }
   });
 
   it('takes the token from AGENTHOOKS_AUTH_TOKEN, and serves reflection openly with --reflection-public', async () => {

@@ -1,5 +1,5 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/log.js';
 import { answerFailure, prepend } from '../../src/server/http.js';
@@ -90,6 +90,42 @@ describe('answerFailure', () => {
         msg: 'http request failed',
         rpc: 'svc/Method',
       });
+    } finally {
+      server.close();
+    }
+  });
+
+  it('answers a pipelined call queued behind another, in its turn', async () => {
+    const { lines, logger } = capture();
+    let first: ServerResponse | undefined;
+    const server = await failingServer((res) => {
+      if (first === undefined) {
+        first = res;
+        return;
+      }
+      // Queued behind the first answer: this response has no socket yet.
+      answerFailure(res, new Error('boom'), logger, 'svc/Second');
+      first.end('first\n');
+    });
+    try {
+      const { port } = server.address() as AddressInfo;
+      const socket = connect(port, '127.0.0.1');
+      let received = '';
+      const done = new Promise<void>((resolve, reject) => {
+        socket.on('data', (chunk: Buffer) => {
+          received += chunk.toString('latin1');
+          if (received.includes('internal error\n')) resolve();
+        });
+        socket.on('error', reject);
+        socket.on('close', () => resolve());
+      });
+      const request = 'POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}';
+      socket.write(request + request);
+      await done;
+      socket.destroy();
+      expect(received).toContain('first\n');
+      expect(received).toContain('HTTP/1.1 500');
+      expect(lines).toHaveLength(1);
     } finally {
       server.close();
     }
