@@ -64,6 +64,16 @@ async function failingServer(fail: (res: ServerResponse) => void): Promise<Serve
   return server;
 }
 
+/** Posts `{}` to `server`, giving up after 10 s. */
+function postTo(server: Server): Promise<Response> {
+  const { port } = server.address() as AddressInfo;
+  return fetch(`http://127.0.0.1:${port}/svc/Method`, {
+    method: 'POST',
+    body: '{}',
+    signal: AbortSignal.timeout(10_000),
+  });
+}
+
 describe('answerFailure', () => {
   const capture = () => {
     const lines: string[] = [];
@@ -76,12 +86,7 @@ describe('answerFailure', () => {
       answerFailure(res, new URIError('URI malformed'), logger, 'svc/Method'),
     );
     try {
-      const { port } = server.address() as AddressInfo;
-      const answer = await fetch(`http://127.0.0.1:${port}/svc/Method`, {
-        method: 'POST',
-        body: '{}',
-        signal: AbortSignal.timeout(10_000),
-      });
+      const answer = await postTo(server);
       expect(answer.status).toBe(500);
       expect(await answer.text()).toBe('internal error\n');
       expect(lines).toHaveLength(1);
@@ -138,12 +143,7 @@ describe('answerFailure', () => {
       res.write('partial', () => answerFailure(res, new Error('boom'), logger, 'svc/Method'));
     });
     try {
-      const { port } = server.address() as AddressInfo;
-      const answer = await fetch(`http://127.0.0.1:${port}/svc/Method`, {
-        method: 'POST',
-        body: '{}',
-        signal: AbortSignal.timeout(10_000),
-      });
+      const answer = await postTo(server);
       expect(answer.status).toBe(200);
       // The body ends in an error, not in a wait for the rest.
       await expect(answer.text()).rejects.toThrow(/terminated/);
