@@ -47,6 +47,12 @@ export class ModifyingCall {
 export interface HandlerConnection {
   /** Queues a message to the runtime; the transport writes it with backpressure. */
   send(message: HandleResponse): void;
+  /**
+   * Takes back a call not yet written, once its answer is no longer awaited
+   * (timed out or cancelled): a runtime that stopped reading would otherwise
+   * keep every such call, event and all, queued on the sidecar.
+   */
+  withdraw?(message: HandleResponse): void;
 }
 
 interface PendingCall {
@@ -187,14 +193,20 @@ export class HandlerHub {
     }
     const callId = String(this.#nextCallId++);
     return new Promise<HandlerResult>((resolve) => {
+      let message: HandleResponse | undefined;
       const finish = (result: HandlerResult) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
         if (this.#pending.delete(callId)) resolve(result);
       };
+      // A call given up on is taken back if the runtime has not read it yet.
+      const giveUp = (result: HandlerResult) => {
+        if (this.#pending.has(callId) && message !== undefined) connection.withdraw?.(message);
+        finish(result);
+      };
       const timer = setTimeout(
         () =>
-          finish({
+          giveUp({
             kind: 'error',
             code: 'handler_timeout',
             message: `the handler did not reply within ${this.#timeoutMs} ms`,
@@ -202,7 +214,7 @@ export class HandlerHub {
         this.#timeoutMs,
       );
       const onAbort = () =>
-        finish({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
+        giveUp({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
       signal.addEventListener('abort', onAbort);
       this.#pending.set(callId, { connection, resolve: finish });
       const value =
@@ -216,7 +228,8 @@ export class HandlerHub {
               plugin: event.plugin,
             }
           : { callId, hookId, operationId, event };
-      connection.send(create(HandleResponseSchema, { message: { case: 'call', value } }));
+      message = create(HandleResponseSchema, { message: { case: 'call', value } });
+      connection.send(message);
       if (signal.aborted) onAbort();
     });
   }

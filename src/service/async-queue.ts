@@ -1,7 +1,7 @@
 /**
- * @module An unbounded async queue for one stream's outgoing messages: the
- * producers push, the transport drains it. Backpressure is the producers'
- * business (they bound what they have in flight). It is an iterator written
+ * @module An async queue for one stream's outgoing messages: the producers
+ * push, the transport drains it. Backpressure is the producers' business:
+ * they bound what they have in flight, or wait on {@link AsyncQueue.whenBelow}. It is an iterator written
  * out, not an async generator: a stream answers one message per event, and a
  * generator (with the generator around it that re-yields each message) costs
  * a resumption and several promises per message.
@@ -27,6 +27,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   #ended = false;
   #wake: ((result: IteratorResult<T>) => void) | undefined;
   #wakeFailed: ((e: unknown) => void) | undefined;
+  #below: { readonly size: number; readonly resolve: () => void } | undefined;
 
   constructor(options: AsyncQueueOptions = {}) {
     this.#options = options;
@@ -49,6 +50,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
+    this.#checkBelow();
     if (this.#wake !== undefined) this.#settle();
   }
 
@@ -58,12 +60,45 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#failed = true;
     this.#failure = e;
     this.#closed = true;
+    this.#checkBelow();
     if (this.#wake !== undefined) this.#settle();
   }
 
   /** Number of items waiting. */
   get size(): number {
     return this.#items.length;
+  }
+
+  /**
+   * Takes back an item not yet taken (a call whose answer is no longer
+   * awaited); false when it is not waiting. Searches from the oldest.
+   */
+  remove(item: T): boolean {
+    const at = this.#items.indexOf(item);
+    if (at < 0) return false;
+    this.#items.splice(at, 1);
+    this.#checkBelow();
+    return true;
+  }
+
+  /**
+   * Resolves once fewer than `size` items wait, or the queue is closed (it
+   * then ignores pushes): a producer that awaits it before each push is
+   * paced by the consumer. One producer waits at a time.
+   */
+  whenBelow(size: number): Promise<void> {
+    if (this.#items.length < size || this.#closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#below = { size, resolve };
+    });
+  }
+
+  #checkBelow(): void {
+    const below = this.#below;
+    if (below !== undefined && (this.#items.length < below.size || this.#closed)) {
+      this.#below = undefined;
+      below.resolve();
+    }
   }
 
   [Symbol.asyncIterator](): AsyncIterableIterator<T> {
@@ -74,6 +109,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     if (this.#items.length > 0) {
       const value = this.#items.shift() as T;
       this.#options.onTake?.();
+      this.#checkBelow();
       return Promise.resolve({ value, done: false });
     }
     if (this.#closed) return this.#ending();
@@ -123,5 +159,6 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     if (this.#ended) return;
     this.#ended = true;
     this.#options.onEnd?.();
+    this.#checkBelow();
   }
 }

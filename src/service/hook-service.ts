@@ -88,6 +88,9 @@ export const USE_DECIDE_TOOL_CALL = 'USE_DECIDE_TOOL_CALL';
 /** Default bound of events in flight on one `DispatchStream`. */
 export const DEFAULT_STREAM_MAX_IN_FLIGHT = 64;
 
+/** Messages a `Handle` stream queues for its runtime before it stops reading the runtime's. */
+export const HANDLE_QUEUE_MAX = 256;
+
 /** Listeners on a stream's signal beyond one per event in flight (the stream's own). */
 const STREAM_SIGNAL_SPARE_LISTENERS = 8;
 
@@ -627,13 +630,22 @@ export function createHookService(
           deps.metrics?.handlerStreams(-1);
         },
       });
-      const connection: HandlerConnection = { send: (message) => out.push(message) };
+      const connection: HandlerConnection = {
+        send: (message) => out.push(message),
+        withdraw: (message) => {
+          out.remove(message);
+        },
+      };
       const send = (message: MessageInitShape<typeof HandleResponseSchema>) =>
         out.push(create(HandleResponseSchema, message));
       ctx.signal.addEventListener('abort', onAbort);
       deps.metrics?.handlerStreams(1);
       const reader = (async () => {
         for await (const request of requests) {
+          // A runtime that stops reading stops being read: gRPC flow control then
+          // pushes back on it, instead of its answers (an `attached` echo for
+          // each attach) queuing on the sidecar without bound.
+          await out.whenBelow(HANDLE_QUEUE_MAX);
           const m = request.message;
           switch (m.case) {
             case 'attach': {

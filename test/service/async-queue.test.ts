@@ -99,4 +99,50 @@ describe('AsyncQueue', () => {
     expect(await first).toEqual({ value: undefined, done: true });
     expect(seen.ended).toBe(1);
   });
+
+  it('takes back an item not yet taken, and only such an item', async () => {
+    const queue = new AsyncQueue<{ n: number }>();
+    const [a, b, c] = [{ n: 1 }, { n: 2 }, { n: 3 }];
+    queue.push(a);
+    queue.push(b);
+    queue.push(c);
+    expect(queue.remove(b)).toBe(true);
+    expect(queue.remove(b)).toBe(false);
+    expect(await queue.next()).toEqual({ value: a, done: false });
+    expect(queue.remove(a)).toBe(false);
+    queue.close();
+    expect(await drain(queue)).toEqual([c]);
+  });
+
+  it('tells a producer when fewer items than a bound wait: on a take, a removal or the close', async () => {
+    // Settled or not once the microtasks queued so far have run.
+    const state = async (p: Promise<void>) => {
+      let settled = false;
+      void p.then(() => {
+        settled = true;
+      });
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return settled ? 'resolved' : 'pending';
+    };
+    const queue = new AsyncQueue<number>();
+    expect(await state(queue.whenBelow(2))).toBe('resolved');
+    queue.push(1);
+    queue.push(2);
+    const byTake = queue.whenBelow(2);
+    expect(await state(byTake)).toBe('pending');
+    await queue.next();
+    expect(await state(byTake)).toBe('resolved');
+    queue.push(3);
+    const byClose = queue.whenBelow(2);
+    expect(await state(byClose)).toBe('pending');
+    queue.close();
+    expect(await state(byClose)).toBe('resolved');
+
+    const removed = new AsyncQueue<number>();
+    removed.push(1);
+    removed.push(2);
+    const byRemove = removed.whenBelow(2);
+    removed.remove(1);
+    expect(await state(byRemove)).toBe('resolved');
+  });
 });

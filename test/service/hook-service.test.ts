@@ -10,7 +10,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createHandlerContext,
+  createRouterTransport,
+} from '@connectrpc/connect';
 import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
@@ -22,6 +28,7 @@ import {
   DispatchStreamRequestSchema,
   type HandleRequest,
   HandleRequestSchema,
+  type HandleResponse,
   HookService,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
@@ -33,6 +40,7 @@ import { createLogger } from '../../src/log.js';
 import { createTokenCheck } from '../../src/server/auth.js';
 import { createEdge, type Edge } from '../../src/server/edge.js';
 import { guardService } from '../../src/server/guard.js';
+import { HANDLE_QUEUE_MAX } from '../../src/service/hook-service.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
@@ -187,6 +195,48 @@ describe('HookService in process', () => {
     });
     const outcomes = err?.findDetails(DispatchResponseSchema)[0]?.outcomes;
     expect(outcomes?.map((o) => o.hookId)).toEqual(['critical', 'on-error']);
+  });
+
+  it('stops reading a Handle stream whose runtime stops reading its answers', async () => {
+    const { app } = build();
+    const ctx = createHandlerContext({
+      service: HookService,
+      method: HookService.method.handle,
+      protocolName: 'test',
+      requestMethod: 'POST',
+      url: 'http://localhost/agenthooks.v1.HookService/Handle',
+    });
+    // Each attach is answered `attached`; the runtime reads none of them.
+    let pulled = 0;
+    let reached: () => void = () => {};
+    const pulledPastBound = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    async function* attaches(): AsyncGenerator<HandleRequest> {
+      for (let i = 0; i < HANDLE_QUEUE_MAX + 50; i += 1) {
+        pulled += 1;
+        if (pulled === HANDLE_QUEUE_MAX + 1) reached();
+        yield create(HandleRequestSchema, {
+          message: { case: 'attach', value: { operationIds: ['op-flood'] } },
+        });
+      }
+    }
+    const handle = app.hookService.handle;
+    if (handle === undefined) throw new Error('no Handle');
+    const out = (handle(attaches(), ctx) as AsyncIterable<HandleResponse>)[Symbol.asyncIterator]();
+    const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+    try {
+      await pulledPastBound;
+      await settle();
+      // The request past the bound waits for room: nothing more is read.
+      expect(pulled).toBe(HANDLE_QUEUE_MAX + 1);
+      expect((await out.next()).value?.message.case).toBe('attached');
+      await settle();
+      expect(pulled).toBe(HANDLE_QUEUE_MAX + 2);
+    } finally {
+      await out.return?.();
+      ctx.abort();
+    }
   });
 
   it('keeps many events of one DispatchStream waiting on handlers without a listener warning', async () => {
