@@ -192,8 +192,19 @@ export class HandlerHub {
       });
     }
     const callId = String(this.#nextCallId++);
+    const value =
+      event instanceof ModifyingCall
+        ? {
+            callId,
+            hookId,
+            operationId,
+            point: event.point,
+            contextJson: event.contextJson,
+            plugin: event.plugin,
+          }
+        : { callId, hookId, operationId, event };
+    const message = create(HandleResponseSchema, { message: { case: 'call', value } });
     return new Promise<HandlerResult>((resolve) => {
-      let message: HandleResponse | undefined;
       const finish = (result: HandlerResult) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
@@ -201,7 +212,7 @@ export class HandlerHub {
       };
       // A call given up on is taken back if the runtime has not read it yet.
       const giveUp = (result: HandlerResult) => {
-        if (this.#pending.has(callId) && message !== undefined) connection.withdraw?.(message);
+        if (this.#pending.has(callId)) connection.withdraw?.(message);
         finish(result);
       };
       const timer = setTimeout(
@@ -217,18 +228,6 @@ export class HandlerHub {
         giveUp({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
       signal.addEventListener('abort', onAbort);
       this.#pending.set(callId, { connection, resolve: finish });
-      const value =
-        event instanceof ModifyingCall
-          ? {
-              callId,
-              hookId,
-              operationId,
-              point: event.point,
-              contextJson: event.contextJson,
-              plugin: event.plugin,
-            }
-          : { callId, hookId, operationId, event };
-      message = create(HandleResponseSchema, { message: { case: 'call', value } });
       connection.send(message);
       if (signal.aborted) onAbort();
     });

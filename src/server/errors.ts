@@ -123,6 +123,11 @@ export const MAX_ERROR_TEXT = 512;
 /** A lone surrogate: a string holding one cannot be encoded as UTF-8 or percent-encoded. */
 const LONE_SURROGATE = /\p{Cs}/u;
 
+/** Whether `text` holds a lone surrogate (with the u flag, a pair is one code point). */
+export function hasLoneSurrogate(text: string): boolean {
+  return LONE_SURROGATE.test(text);
+}
+
 /**
  * `text` cut to {@link MAX_ERROR_TEXT} code units, with `…` to say so; a cut
  * never splits a surrogate pair, and a lone surrogate (quoted from a JSON
@@ -140,7 +145,7 @@ export function clipErrorText(text: string, max = MAX_ERROR_TEXT): string {
     if (last >= 0xd800 && last <= 0xdbff) end -= 1;
   }
   const cut = end < text.length ? `${text.slice(0, end)}…` : text;
-  return LONE_SURROGATE.test(cut) ? cut.replace(/\p{Cs}/gu, '\ufffd') : cut;
+  return hasLoneSurrogate(cut) ? cut.replace(/\p{Cs}/gu, '\ufffd') : cut;
 }
 
 function clipMetadata(metadata: Readonly<Record<string, string>>): Record<string, string> {
@@ -158,8 +163,9 @@ function clipMetadata(metadata: Readonly<Record<string, string>>): Record<string
  */
 export function toConnectError(e: unknown): ConnectError {
   if (e instanceof ConnectError) {
-    if (clipErrorText(e.rawMessage) === e.rawMessage) return e;
-    const clipped = new ConnectError(clipErrorText(e.rawMessage), e.code, e.metadata);
+    const text = clipErrorText(e.rawMessage);
+    if (text === e.rawMessage) return e;
+    const clipped = new ConnectError(text, e.code, e.metadata);
     clipped.details.push(...e.details);
     clipped.cause = e.cause;
     return clipped;

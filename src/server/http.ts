@@ -56,7 +56,7 @@ import {
 } from '@connectrpc/connect-node';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
-import { clipErrorText, MalformedRequest, toConnectError } from './errors.js';
+import { clipErrorText, hasLoneSurrogate, MalformedRequest, toConnectError } from './errors.js';
 import { findJsonFieldProblem } from './json-field.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 
@@ -117,8 +117,6 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
  */
 const LONE_ESCAPE_CANDIDATE =
   /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]|\\\\u[dD][89a-fA-F]/;
-/** A lone surrogate in a string (with the u flag, a pair is one code point). */
-const LONE_SURROGATE_CHAR = /\p{Cs}/u;
 
 /**
  * Decodes a JSON message's text for connect, refusing what is not Unicode:
@@ -164,7 +162,7 @@ function loneSurrogateField(text: string): string | undefined {
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
     const [value, path] = next;
     if (typeof value === 'string') {
-      if (LONE_SURROGATE_CHAR.test(value)) return path === '' ? '(the request)' : path;
+      if (hasLoneSurrogate(value)) return path === '' ? '(the request)' : path;
     } else if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i -= 1) stack.push([value[i], `${path}[${i}]`]);
     } else if (typeof value === 'object' && value !== null) {
@@ -172,7 +170,7 @@ function loneSurrogateField(text: string): string | undefined {
       for (let i = keys.length - 1; i >= 0; i -= 1) {
         const key = keys[i] as string;
         const child = path === '' ? key : `${path}.${key}`;
-        if (LONE_SURROGATE_CHAR.test(key)) return child;
+        if (hasLoneSurrogate(key)) return child;
         stack.push([(value as Record<string, unknown>)[key], child]);
       }
     }
@@ -231,7 +229,7 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       options.readMaxBytes,
     );
     const answer =
-      isRpc(handler, uReq) && !options.authorized(handler.method, uReq.header)
+      !options.authorized(handler.method, uReq.header) && isRpc(handler, uReq)
         ? refuseUnauthenticated(uReq, handler, options)
         : handler(uReq).then((uRes) => replaceParseError(uReq, uRes, handler, options, body));
     answer
@@ -447,9 +445,7 @@ function jsonFieldProblem(
   // Decompressed as connect did, within the same bound, to find the field it could not read.
   const data = enveloped
     ? envelopeData(body, MESSAGE_FLAG, compression)
-    : compression.encoding !== null && compression.encoding !== 'identity'
-      ? decompress(body, compression)
-      : body;
+    : decompress(body, compression);
   const json = parseJson(data);
   return json === undefined ? undefined : findJsonFieldProblem(handler.method.input, json);
 }
@@ -539,8 +535,13 @@ interface ErrorDecoding {
   readonly maxBytes: number;
 }
 
-/** `data` decompressed (gzip or brotli, within `maxBytes`), or undefined when that fails. */
+/**
+ * `data` as its encoding header says: as it is for none or `identity`,
+ * decompressed for gzip or brotli (within `maxBytes`); undefined when that
+ * fails or the encoding is another.
+ */
 function decompress(data: Uint8Array, decoding: ErrorDecoding): Uint8Array | undefined {
+  if (decoding.encoding === null || decoding.encoding === 'identity') return data;
   const options = { maxOutputLength: decoding.maxBytes };
   try {
     if (decoding.encoding === 'gzip') return gunzipSync(data, options);
@@ -612,8 +613,7 @@ function connectParseError(
   head: Uint8Array | undefined,
   decoding: ErrorDecoding,
 ): ParseError | undefined {
-  const compressed = decoding.encoding !== null && decoding.encoding !== 'identity';
-  const json = parseJson(head !== undefined && compressed ? decompress(head, decoding) : head) as
+  const json = parseJson(head === undefined ? undefined : decompress(head, decoding)) as
     | { code?: unknown; message?: unknown; details?: unknown }
     | undefined;
   if (typeof json !== 'object' || json === null) return undefined;

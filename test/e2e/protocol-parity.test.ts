@@ -759,6 +759,8 @@ describe('protocol parity', () => {
   it('refuses a JSON escape of a lone surrogate on every HTTP protocol, and keeps a pair', async () => {
     const path = '/agenthooks.v1.HookService/ListHooks';
     const problem = 'the JSON escapes a lone surrogate (\\uD800-\\uDFFF), which is not Unicode';
+    const postJson = (to: string, body: string) =>
+      post(sidecar.http as string, to, 'application/json', Buffer.from(body));
     // A string field refuses it, but arguments (a Struct) did not: protobuf-es
     // stored each as U+FFFD, so two different arguments would land on one.
     const decide = `/agenthooks.v1.HookService/DecideToolCall`;
@@ -774,12 +776,7 @@ describe('protocol parity', () => {
       const body = JSON.stringify({
         event: { context: { ...toolContext(), executor: 'EXECUTOR_SERVER', args } },
       });
-      const answer = await post(
-        sidecar.http as string,
-        decide,
-        'application/json',
-        Buffer.from(body),
-      );
+      const answer = await postJson(decide, body);
       expect(answer.status, body).toBe(400);
       const json = JSON.parse(answer.body.toString('utf8')) as {
         message: string;
@@ -816,12 +813,7 @@ describe('protocol parity', () => {
       '{"operationId":"op-\\\\ud800"}',
       '{"operationId":"op-\\\\ud83d\\\\ude00"}',
     ]) {
-      const answer = await post(
-        sidecar.http as string,
-        path,
-        'application/json',
-        Buffer.from(body),
-      );
+      const answer = await postJson(path, body);
       expect(answer.status, body).toBe(200);
     }
     // The pair reads back as the character a binary client sends.
@@ -830,12 +822,7 @@ describe('protocol parity', () => {
       operationId: 'op-\u{1f600}',
       hooks: [{ id: 'h1', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } }],
     });
-    const listed = await post(
-      sidecar.http as string,
-      path,
-      'application/json',
-      Buffer.from('{"operationId":"op-\\ud83d\\ude00"}'),
-    );
+    const listed = await postJson(path, '{"operationId":"op-\\ud83d\\ude00"}');
     expect(JSON.parse(listed.body.toString('utf8'))).toMatchObject({ hooks: [{ id: 'h1' }] });
   });
 
