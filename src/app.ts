@@ -397,6 +397,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
     {
       streamMaxInFlight: config.streamMaxInFlight,
+      streamMaxInFlightBytes: config.streamMaxInFlightBytes,
       publisher: { leaseMs: config.publicationLeaseMs },
       audit,
       auditPayloads: config.audit.payloads,

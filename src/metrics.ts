@@ -60,6 +60,11 @@ export class Metrics {
     help: 'DispatchStream events read and not yet acknowledged, over every stream',
     registers: [this.registry],
   });
+  readonly #streamBytes = new Gauge({
+    name: 'agenthooks_dispatch_stream_bytes_in_flight',
+    help: 'Encoded bytes of the large DispatchStream events (16 KiB or more) being delivered, over every stream; at most --stream-max-in-flight-bytes, or one larger event',
+    registers: [this.registry],
+  });
   readonly #storeServing = new Gauge({
     name: 'agenthooks_store_serving',
     help: '1 while the store health check passes (readiness follows it), else 0',
@@ -184,6 +189,11 @@ export class Metrics {
   /** Adds `delta` to the DispatchStream events in flight. */
   streamEvents(delta: number): void {
     this.#streamEvents.inc(delta);
+  }
+
+  /** Adds `delta` to the bytes of large DispatchStream events being delivered. */
+  streamBytes(delta: number): void {
+    this.#streamBytes.inc(delta);
   }
 
   /** Records the store health check's verdict. */

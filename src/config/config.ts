@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { DEFAULT_AUDIT_BUFFER, DEFAULT_AUDIT_BUFFER_BYTES } from '../audit/audit-log.js';
 import { type Pointer, parsePointer } from '../audit/masks.js';
 import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../background.js';
+import { DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES } from '../byte-budget.js';
 import { DestinationPolicy } from '../delivery/destination.js';
 import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
@@ -240,6 +241,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     value: 'N',
     default: '64',
     help: 'events in flight per DispatchStream; beyond it the stream stops reading (flow control)',
+  },
+  {
+    flag: 'stream-max-in-flight-bytes',
+    env: 'AGENTHOOKS_STREAM_MAX_IN_FLIGHT_BYTES',
+    value: 'BYTES',
+    default: String(DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES),
+    help: 'encoded bytes of the large events (16 KiB or more) all DispatchStreams together hold while delivering them, one stream at most a quarter; beyond it a stream waits and stops reading; one larger event goes when none is held',
   },
   {
     flag: 'shutdown-grace',
@@ -491,6 +499,8 @@ export interface ServeConfig {
   readonly handlerTimeoutMs: number;
   /** Events in flight per DispatchStream. */
   readonly streamMaxInFlight: number;
+  /** Bytes of large events every DispatchStream together holds (`--stream-max-in-flight-bytes`). */
+  readonly streamMaxInFlightBytes: number;
   readonly logLevel: LogLevel;
   /** QStash API base URL of `delivery: qstash` webhooks. */
   readonly qstashUrl: string;
@@ -911,6 +921,10 @@ export function parseServeConfig(
       shutdownGraceMs: grace * 1000,
       handlerTimeoutMs: handlerTimeout * 1000,
       streamMaxInFlight: maxInFlight,
+      streamMaxInFlightBytes: wholeNumber(
+        one('stream-max-in-flight-bytes'),
+        'stream-max-in-flight-bytes',
+      ),
       logLevel: level,
       qstashUrl,
       usersPostgresUrl,

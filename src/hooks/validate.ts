@@ -92,6 +92,8 @@ export const REASON = {
   HOOK_ID_TOO_LONG: 'HOOK_ID_TOO_LONG',
   /** A tool call id is longer than {@link MAX_TOOL_CALL_ID_BYTES} (UTF-8). */
   TOOL_CALL_ID_TOO_LONG: 'TOOL_CALL_ID_TOO_LONG',
+  /** A `DispatchStream` event id is longer than {@link MAX_EVENT_ID_BYTES} (UTF-8). */
+  EVENT_ID_TOO_LONG: 'EVENT_ID_TOO_LONG',
   /** A hook sets both `type` and `point`. */
   HOOK_KIND_CONFLICT: 'HOOK_KIND_CONFLICT',
   /** A modifying hook's webhook sets `responseHandling`, `eventFields` or `body`. */
@@ -110,6 +112,8 @@ export const MAX_OPERATION_ID_BYTES = 256;
 export const MAX_HOOK_ID_BYTES = 256;
 /** Longest tool call id, in UTF-8 bytes (documented in the proto). */
 export const MAX_TOOL_CALL_ID_BYTES = 256;
+/** Longest `DispatchStream` event id, in UTF-8 bytes (documented in the proto). */
+export const MAX_EVENT_ID_BYTES = 256;
 /** Longest plugin name, in UTF-8 bytes (documented in the proto). */
 export const MAX_PLUGIN_NAME_BYTES = 256;
 

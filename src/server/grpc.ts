@@ -35,6 +35,7 @@ import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } fr
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
+import { noteWireBytes } from './wire-bytes.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
 // biome-ignore lint/suspicious/noExplicitAny: implementations are checked against ServiceImpl where they are written.
@@ -65,23 +66,32 @@ export function addService(
   for (const method of service.methods) {
     const decode =
       handDecoderOf(method.input) ?? ((bytes: Uint8Array) => fromBinary(method.input, bytes));
+    const requestStream =
+      method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
+    // grpc-js answers INTERNAL when a deserializer throws; the guard answers
+    // INVALID_ARGUMENT instead, as connect-node does for bad JSON.
+    const decodeOrMark = (bytes: Buffer): object => {
+      try {
+        return decode(bytes);
+      } catch (e: unknown) {
+        return new MalformedRequest(method, e);
+      }
+    };
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
-      requestStream:
-        method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming',
+      requestStream,
       responseStream:
         method.methodKind === 'server_streaming' || method.methodKind === 'bidi_streaming',
       requestSerialize: (value: object) =>
         Buffer.from(toBinary(method.input, create(method.input, value as Record<string, unknown>))),
-      // grpc-js answers INTERNAL when a deserializer throws; the guard answers
-      // INVALID_ARGUMENT instead, as connect-node does for bad JSON.
-      requestDeserialize: (bytes: Buffer) => {
-        try {
-          return decode(bytes);
-        } catch (e: unknown) {
-          return new MalformedRequest(method, e);
-        }
-      },
+      // A stream's requests carry their size, for the bounds that hold many of them.
+      requestDeserialize: requestStream
+        ? (bytes: Buffer) => {
+            const request = decodeOrMark(bytes);
+            noteWireBytes(request, bytes.length);
+            return request;
+          }
+        : decodeOrMark,
       responseSerialize: responseSerializer(method.output),
       responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
       originalName: method.localName,

@@ -4,25 +4,31 @@
  * generator over `readable` events, and wrapping it to surface undecodable
  * requests adds a second one: two generator resumptions and several promises
  * per request. This iterator answers `next()` from a small buffer filled by
- * `data` events, and pauses the call while the buffer is full, so the
- * transport stops reading and HTTP/2 flow control pushes back on the client.
+ * `data` events. While the buffer is full it holds back the call's next
+ * read, so the transport stops reading and HTTP/2 flow control pushes back on
+ * the client. A large request ({@link largeWireBytes}) fills it alone, and
+ * while the consumer holds one, nothing is read ahead: a stream keeps at most
+ * one large request the consumer has not asked for.
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import type * as grpc from '@grpc/grpc-js';
 import { MalformedRequest } from './errors.js';
+import { largeWireBytes } from './wire-bytes.js';
 
-/** Requests buffered before the call is paused (a Readable's object-mode default). */
+/** Requests buffered before the call stops reading (a Readable's object-mode default). */
 const HIGH_WATER = 16;
 
-/** Requests left in the buffer when a paused call resumes. */
+/** Requests left in the buffer when a stopped call reads again. */
 const LOW_WATER = 4;
+
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true });
 
 /** The reason the iteration fails with when the call closed before its requests ended. */
 const CLOSED_EARLY = new ConnectError('the stream closed before its requests ended', Code.Canceled);
 
-type Call = grpc.ServerDuplexStream<object, object>;
+/** A grpc-js bidi call, with the Readable hook it asks the transport for its next request through. */
+type Call = grpc.ServerDuplexStream<object, object> & { _read(size: number): void };
 
 /**
  * The requests of a call, in order. A request the transport could not decode
@@ -32,16 +38,36 @@ type Call = grpc.ServerDuplexStream<object, object>;
  */
 export class RequestStream implements AsyncIterableIterator<unknown> {
   readonly #call: Call;
+  readonly #read: (size: number) => void;
   readonly #buffered: unknown[] = [];
+  /** Encoded bytes of the large requests in `#buffered` ({@link largeWireBytes}). */
+  #bufferedBytes = 0;
+  /** True while the buffer is full: the call's reads wait. */
   #paused = false;
+  /** True from handing the consumer a large request until it asks for the next: reads wait. */
+  #largeInHand = false;
+  /** True when the call asked for a read while paused; it is made on resuming. */
+  #readHeld = false;
   #ended = false;
   #failure: unknown;
   #waiting:
     | { resolve: (r: IteratorResult<unknown>) => void; reject: (e: unknown) => void }
     | undefined;
 
-  constructor(call: Call) {
-    this.#call = call;
+  constructor(call: grpc.ServerDuplexStream<object, object>) {
+    this.#call = call as Call;
+    // A Readable asks for the next request through `_read`, also while it is
+    // paused, until a high-water mark of 16 requests; whatever their size.
+    // Holding the ask back here instead stops the transport at once.
+    const read = this.#call._read;
+    this.#read = (size) => read.call(call, size);
+    this.#call._read = (size: number) => {
+      if (this.#paused || this.#largeInHand || this.#ended) {
+        this.#readHeld = true;
+        return;
+      }
+      this.#read(size);
+    };
     call.on('data', this.#onData);
     call.on('end', this.#onEnd);
     call.on('error', this.#onError);
@@ -53,12 +79,19 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
   }
 
   next(): Promise<IteratorResult<unknown>> {
+    // Asking for the next request is done with the one before.
+    this.#largeInHand = false;
     if (this.#buffered.length > 0) {
       const value = this.#buffered.shift();
-      if (this.#paused && !this.#ended && this.#buffered.length <= LOW_WATER) {
-        this.#paused = false;
-        this.#call.resume();
+      if (this.#bufferedBytes > 0) {
+        const bytes = largeWireBytes(value);
+        this.#bufferedBytes -= bytes;
+        this.#largeInHand = bytes > 0;
       }
+      if (this.#paused && this.#buffered.length <= LOW_WATER && this.#bufferedBytes === 0) {
+        this.#paused = false;
+      }
+      if (!this.#paused && !this.#largeInHand) this.#readAgain();
       return Promise.resolve({ value, done: false });
     }
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
@@ -66,15 +99,19 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
     if (this.#waiting !== undefined) {
       return Promise.reject(new Error('RequestStream: next() called while another is pending'));
     }
-    return new Promise((resolve, reject) => {
+    const next = new Promise<IteratorResult<unknown>>((resolve, reject) => {
       this.#waiting = { resolve, reject };
     });
+    // After the waiter is set: the read may deliver at once.
+    this.#readAgain();
+    return next;
   }
 
   /** Stops reading: the requests not yet read are dropped; the call is not ended. */
   return(): Promise<IteratorResult<unknown>> {
     this.#finish();
     this.#buffered.length = 0;
+    this.#bufferedBytes = 0;
     // A next() still waiting ends too, rather than never.
     const waiting = this.#waiting;
     this.#waiting = undefined;
@@ -87,18 +124,26 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
       this.#fail(message.error);
       return;
     }
+    const bytes = largeWireBytes(message);
     const waiting = this.#waiting;
     if (waiting !== undefined) {
       this.#waiting = undefined;
+      this.#largeInHand = bytes > 0;
       waiting.resolve({ value: message, done: false });
       return;
     }
     this.#buffered.push(message);
-    if (!this.#paused && this.#buffered.length >= HIGH_WATER) {
-      this.#paused = true;
-      this.#call.pause();
-    }
+    this.#bufferedBytes += bytes;
+    if (this.#buffered.length >= HIGH_WATER || bytes > 0) this.#paused = true;
   };
+
+  /** Makes the read the call asked for while reads waited, if it asked. */
+  #readAgain(): void {
+    if (this.#ended || !this.#readHeld) return;
+    this.#readHeld = false;
+    // The size is unused: grpc-js reads one request per ask.
+    this.#read(1);
+  }
 
   readonly #onEnd = (): void => {
     this.#finish();
@@ -133,8 +178,9 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
     this.#call.off('end', this.#onEnd);
     this.#call.off('error', this.#onError);
     this.#call.off('close', this.#onClose);
-    // Removing the `data` listener leaves the call flowing: pause it, so the
-    // transport stops pulling requests nobody will read.
+    // Reads the call asks for from now on are held forever (see the
+    // constructor), so the transport stops pulling requests nobody will read;
+    // pausing also keeps a flowing call from dropping them.
     this.#call.pause();
   }
 }

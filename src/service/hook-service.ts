@@ -36,6 +36,7 @@ import {
   type ToolDecision,
   toolDecisionRecord,
 } from '../audit/records.js';
+import { ByteBudget, DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES, StreamBytes } from '../byte-budget.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import { evaluateControls } from '../hooks/control.js';
@@ -65,12 +66,14 @@ import {
 } from '../hooks/tool-call.js';
 import {
   checkIdLength,
+  MAX_EVENT_ID_BYTES,
   MAX_PLUGIN_NAME_BYTES,
   REASON,
   validateOperationId,
 } from '../hooks/validate.js';
 import { type ModifyDeps, type ModifySeen, runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
+import { largeWireBytes } from '../server/wire-bytes.js';
 import type { DecisionStore } from '../store/store.js';
 import { AsyncQueue } from './async-queue.js';
 
@@ -112,6 +115,8 @@ export interface HookServiceOptions {
   readonly auditPayloads?: PayloadPolicy;
   /** Events in flight per `DispatchStream` before it stops reading. */
   readonly streamMaxInFlight?: number;
+  /** Bytes of large events every `DispatchStream` together holds ({@link ByteBudget}). */
+  readonly streamMaxInFlightBytes?: number;
   /** The publication leases this process takes (`PublishDeferredResult`); default {@link DeferredPublisher}'s. */
   readonly publisher?: PublisherOptions;
 }
@@ -177,6 +182,9 @@ export function createHookService(
   options: HookServiceOptions = {},
 ): Partial<ServiceImpl<typeof HookService>> {
   const maxInFlight = options.streamMaxInFlight ?? DEFAULT_STREAM_MAX_IN_FLIGHT;
+  const streamBudget = new ByteBudget(
+    options.streamMaxInFlightBytes ?? DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES,
+  );
   const publisher = new DeferredPublisher(options.publisher);
   const { audit, auditPayloads } = options;
   // ListDecisions answers from the store only while the store sink writes it.
@@ -277,7 +285,12 @@ export function createHookService(
       // The events this stream added to the in-flight gauge and has not taken back.
       let counted = 0;
       let freed: (() => void) | undefined;
-      const onAbort = () => acks.close();
+      const bytes = new StreamBytes(streamBudget);
+      const onAbort = () => {
+        acks.close();
+        // A reader waiting for room stops: the acks it waits on will not be taken.
+        freed?.();
+      };
       const acks = new AsyncQueue<DispatchStreamResponse>({
         // An event stays in flight until the transport takes its ack.
         onTake: () => {
@@ -335,13 +348,22 @@ export function createHookService(
       })();
       async function readAll(): Promise<void> {
         for await (const request of requests) {
+          // An id too long to echo in every ack ends the stream, as a malformed request does.
+          checkIdLength(
+            request.eventId,
+            'eventId',
+            REASON.EVENT_ID_TOO_LONG,
+            MAX_EVENT_ID_BYTES,
+            'An event id',
+          );
           // At the bound, stop reading: gRPC flow control then pushes back on the producer.
-          while (inFlight >= maxInFlight) {
+          while (inFlight >= maxInFlight && !ctx.signal.aborted) {
             await new Promise<void>((resolve) => {
               freed = resolve;
             });
             freed = undefined;
           }
+          if (ctx.signal.aborted) return;
           inFlight += 1;
           counted += 1;
           deps.metrics?.streamEvents(1);
@@ -366,10 +388,26 @@ export function createHookService(
               continue;
             }
           }
+          // A large event waits for room in the byte budget; what the stream
+          // holds is given back once the event is delivered (its ack is small).
+          const size = largeWireBytes(request);
+          if (size > 0) {
+            if (!(await bytes.take(size, ctx.signal))) return;
+            deps.metrics?.streamBytes(size);
+          }
           const previous = last?.done ?? Promise.resolve();
           const tail: StreamTail = { done: previous, settled: false };
           tail.done = previous.then(async () => {
-            acks.push(await ackOf(request));
+            let ack: DispatchStreamResponse;
+            try {
+              ack = await ackOf(request);
+            } finally {
+              if (size > 0) {
+                bytes.release(size);
+                deps.metrics?.streamBytes(-size);
+              }
+            }
+            acks.push(ack);
             tail.settled = true;
           });
           tails.set(key, tail);

@@ -13,7 +13,7 @@ import {
   unary,
 } from '../support/grpc-client.js';
 import { startReceiver } from '../support/receiver.js';
-import { killSidecar, startSidecar } from '../support/sidecar.js';
+import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
 /** An afterStep event in proto-loader's object form. */
 function afterStep(operationId: string, stepIndex: number): LoaderObject {
@@ -22,6 +22,35 @@ function afterStep(operationId: string, stepIndex: number): LoaderObject {
   });
   return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
     .event as LoaderObject;
+}
+
+/** An afterStep event with a `content` of `bytes` characters, in proto-loader's object form. */
+function largeAfterStep(operationId: string, bytes: number): LoaderObject {
+  const event = create(HookEventSchema, {
+    event: {
+      case: 'afterStep',
+      value: { operationId, userId: 'u', stepIndex: 1, content: 'x'.repeat(bytes) },
+    },
+  });
+  return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
+    .event as LoaderObject;
+}
+
+/** The value of one metric series of the sidecar's `/metrics`, 0 when absent. */
+async function metric(sidecar: SidecarProcess, series: string): Promise<number> {
+  const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+}
+
+/** Polls `read` until `done` holds of its value, for up to 10 s; returns the last value. */
+async function eventually<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const value = await read();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 /** A beforeStep event in proto-loader's object form. */
@@ -54,11 +83,15 @@ async function stream(
   client: AnyClient,
   events: Iterable<[string, LoaderObject]>,
   onWrite?: (accepted: boolean, written: number) => void,
+  onAck?: (ack: LoaderObject) => void,
 ): Promise<LoaderObject[]> {
   const call = client.DispatchStream() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
   const acks: LoaderObject[] = [];
   const done = new Promise<void>((resolve, reject) => {
-    call.on('data', (a: LoaderObject) => acks.push(a));
+    call.on('data', (a: LoaderObject) => {
+      acks.push(a);
+      onAck?.(a);
+    });
     call.on('end', resolve);
     call.on('error', reject);
   });
@@ -177,6 +210,76 @@ describe('DispatchStream', () => {
       await receiver.close();
     }
   }, 60_000);
+
+  it('holds at most its share of the byte budget in large events while the receiver stalls', async () => {
+    // 1 MB over every stream gives one stream 250 kB: two events of 100 kB,
+    // each on its own operation, so only the budget keeps a third back.
+    const events = 8;
+    const receiver = await startReceiver();
+    const held: http.ServerResponse[] = [];
+    receiver.respond((_req, res) => {
+      held.push(res);
+    });
+    const sidecar = await startSidecar({ args: ['--stream-max-in-flight-bytes', '1000000'] });
+    const client = hookClient(sidecar.grpc);
+    const state = async () => ({
+      arrived: receiver.requests.length,
+      read: await metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight'),
+      bytes: await metric(sidecar, 'agenthooks_dispatch_stream_bytes_in_flight'),
+    });
+    try {
+      const ops = Array.from({ length: events }, (_, i) => `op-large-${i}`);
+      await registerAll(client, ops, `${receiver.url}/large`);
+      // After the large events, a small one of an operation without hooks:
+      // acked as soon as it is read, so its ack shows when the stream read it.
+      let answered = 0;
+      let answeredAtSentinel = -1;
+      const acked = stream(
+        client,
+        [
+          ...ops.map((op, i): [string, LoaderObject] => [
+            `large-${i}`,
+            largeAfterStep(op, 100_000),
+          ]),
+          ['sentinel', afterStep('op-large-none', 1)],
+        ],
+        undefined,
+        (ack) => {
+          if (ack.eventId === 'sentinel') answeredAtSentinel = answered;
+        },
+      );
+      acked.catch(() => {});
+      // Before answering the i-th request: two events are at the receiver and
+      // a third is read and waits for room (unacked: three), until the last.
+      for (let i = 0; i < events; i++) {
+        const want = { arrived: Math.min(i + 2, events), read: Math.min(3, events - i) };
+        const now = await eventually(
+          state,
+          (s) => s.arrived === want.arrived && s.read === want.read,
+        );
+        expect({ arrived: now.arrived, read: now.read }).toEqual(want);
+        expect(now.bytes).toBeGreaterThan(Math.min(2, events - i) * 100_000);
+        expect(now.bytes).toBeLessThanOrEqual(250_000);
+        const res = held.shift() as http.ServerResponse;
+        res.writeHead(204);
+        res.end();
+        answered += 1;
+      }
+      const acks = await acked;
+      expect(acks.map((a) => a.eventId).sort()).toEqual(
+        [...ops.map((_, i) => `large-${i}`), 'sentinel'].sort(),
+      );
+      expect(acks.filter((a) => a.error)).toEqual([]);
+      // The stream read the last event only once the receiver had taken all
+      // but the two the budget holds: six answers.
+      expect(answeredAtSentinel).toBeGreaterThanOrEqual(events - 2);
+      expect(await eventually(state, (s) => s.bytes === 0)).toMatchObject({ bytes: 0, read: 0 });
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  });
 
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
     const bound = 16;

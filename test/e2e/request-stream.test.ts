@@ -12,7 +12,7 @@ import {
   type DispatchStreamResponse,
   DispatchStreamResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
-import { errorInfoOf, hookClient, unary } from '../support/grpc-client.js';
+import { badRequestOf, errorInfoOf, hookClient, unary } from '../support/grpc-client.js';
 import { startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -92,6 +92,26 @@ describe('DispatchStream requests over gRPC', () => {
     } finally {
       client.close();
       await receiver.close();
+    }
+  });
+
+  it('ends the stream INVALID_ARGUMENT (EVENT_ID_TOO_LONG) at an event id over 256 bytes, after the acks before it', async () => {
+    const { client, call, acks, failed } = rawStream(sidecar.grpc);
+    try {
+      call.write(afterStepBytes('i-1', 'op-long-id'));
+      // 256 bytes is the limit: 128 two-byte characters pass, one more does not.
+      call.write(afterStepBytes('é'.repeat(128), 'op-long-id'));
+      call.write(afterStepBytes(`${'é'.repeat(128)}x`, 'op-long-id'));
+      call.write(afterStepBytes('i-4', 'op-long-id'));
+      call.end();
+      const err = (await failed) as grpc.ServiceError;
+      expect(acks.map((a) => a.eventId)).toEqual(['i-1', 'é'.repeat(128)]);
+      expect(err.code).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(err.details).toBe('eventId: An event id can be at most 256 bytes (UTF-8)');
+      expect(errorInfoOf(err)?.reason).toBe('EVENT_ID_TOO_LONG');
+      expect(badRequestOf(err)?.fieldViolations.map((v) => v.field)).toEqual(['eventId']);
+    } finally {
+      client.close();
     }
   });
 

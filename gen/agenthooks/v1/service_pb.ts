@@ -418,7 +418,9 @@ export const DispatchResponseSchema: GenMessage<DispatchResponse> = /*@__PURE__*
  */
 export type DispatchStreamRequest = Message<"agenthooks.v1.DispatchStreamRequest"> & {
   /**
-   * Client-chosen id, echoed in the ack. Required.
+   * Client-chosen id, echoed in the ack. Required. At most 256 bytes
+   * (UTF-8); a longer one ends the stream with INVALID_ARGUMENT
+   * (`EVENT_ID_TOO_LONG`) after the acks of the events before it.
    *
    * @generated from field: string event_id = 1;
    */

@@ -106,6 +106,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PAGE_SIZE_OUT_OF_RANGE: _ClassVar[ErrorReason]
     INVALID_PAGE_TOKEN: _ClassVar[ErrorReason]
     INVALID_TIME_RANGE: _ClassVar[ErrorReason]
+    EVENT_ID_TOO_LONG: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -206,3 +207,4 @@ AUDIT_STORE_DISABLED: ErrorReason
 PAGE_SIZE_OUT_OF_RANGE: ErrorReason
 INVALID_PAGE_TOKEN: ErrorReason
 INVALID_TIME_RANGE: ErrorReason
+EVENT_ID_TOO_LONG: ErrorReason

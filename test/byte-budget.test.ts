@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { ByteBudget, StreamBytes } from '../src/byte-budget.js';
+
+/** Whether `promise` has settled once the microtasks queued before it have run. */
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void promise.then(() => {
+    done = true;
+  });
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
+}
+
+const never = new AbortController().signal;
+
+describe('ByteBudget', () => {
+  it('gives one stream a quarter of the budget, and more once it gives bytes back', async () => {
+    const budget = new ByteBudget(1000);
+    const stream = new StreamBytes(budget);
+    expect(await stream.take(200, never)).toBe(true);
+    const second = stream.take(100, never);
+    // 300 is past the stream's 250.
+    expect(await settled(second)).toBe(false);
+    stream.release(200);
+    expect(await second).toBe(true);
+    expect({ held: stream.held, used: budget.used }).toEqual({ held: 100, used: 100 });
+  });
+
+  it('holds even a stream that holds nothing back at the shared limit', async () => {
+    const budget = new ByteBudget(400);
+    const streams = Array.from({ length: 5 }, () => new StreamBytes(budget));
+    for (const s of streams.slice(0, 4)) expect(await s.take(90, never)).toBe(true);
+    const fifth = (streams[4] as StreamBytes).take(90, never);
+    // 360 + 90 is past the limit of 400.
+    expect(await settled(fifth)).toBe(false);
+    (streams[1] as StreamBytes).release(90);
+    expect(await fifth).toBe(true);
+    expect(budget.used).toBe(360);
+  });
+
+  it('lets an event larger than the whole budget go once nothing else is held', async () => {
+    const budget = new ByteBudget(100);
+    const a = new StreamBytes(budget);
+    const b = new StreamBytes(budget);
+    expect(await a.take(10, never)).toBe(true);
+    const huge = b.take(500, never);
+    expect(await settled(huge)).toBe(false);
+    a.release(10);
+    expect(await huge).toBe(true);
+    expect(budget.used).toBe(500);
+  });
+
+  it('serves waiting streams in order: a small event does not pass a large one waiting first', async () => {
+    const budget = new ByteBudget(400);
+    const [a, b, c] = Array.from({ length: 3 }, () => new StreamBytes(budget)) as [
+      StreamBytes,
+      StreamBytes,
+      StreamBytes,
+    ];
+    expect(await a.take(100, never)).toBe(true);
+    expect(await b.take(100, never)).toBe(true);
+    const large = c.take(250, never);
+    const small = new StreamBytes(budget).take(60, never);
+    // 200 + 60 would fit, but the large event waited first.
+    expect(await settled(small)).toBe(false);
+    a.release(100);
+    expect(await large).toBe(true);
+    expect(await settled(small)).toBe(false);
+    b.release(100);
+    expect(await small).toBe(true);
+    expect(budget.used).toBe(310);
+  });
+
+  it('passes over a stream waiting on its own share', async () => {
+    const budget = new ByteBudget(1000);
+    const a = new StreamBytes(budget);
+    expect(await a.take(200, never)).toBe(true);
+    const overShare = a.take(100, never);
+    // b waits behind a, whose wait is on its own share, not on the limit.
+    expect(await new StreamBytes(budget).take(100, never)).toBe(true);
+    expect(await settled(overShare)).toBe(false);
+  });
+
+  it('lets a waiting stream go, taking nothing, when its signal aborts, and the next one in', async () => {
+    const budget = new ByteBudget(100);
+    const a = new StreamBytes(budget);
+    expect(await a.take(80, never)).toBe(true);
+    const aborter = new AbortController();
+    const first = new StreamBytes(budget).take(50, aborter.signal);
+    const second = new StreamBytes(budget).take(20, never);
+    expect(await settled(second)).toBe(false);
+    aborter.abort();
+    expect(await first).toBe(false);
+    expect(await second).toBe(true);
+    expect(budget.used).toBe(100);
+  });
+});
