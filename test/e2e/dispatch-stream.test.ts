@@ -281,6 +281,66 @@ describe('DispatchStream', () => {
     }
   });
 
+  it('shares the byte budget between streams in arrival order, and a stream cancelled while it waits takes nothing', async () => {
+    // 200 kB over every stream: three events of 60 kB fit, a fourth waits.
+    const receiver = await startReceiver();
+    const held: http.ServerResponse[] = [];
+    receiver.respond((_req, res) => {
+      held.push(res);
+    });
+    const sidecar = await startSidecar({ args: ['--stream-max-in-flight-bytes', '200000'] });
+    const client = hookClient(sidecar.grpc);
+    const state = async () => ({
+      arrived: receiver.requests.length,
+      read: await metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight'),
+      bytes: await metric(sidecar, 'agenthooks_dispatch_stream_bytes_in_flight'),
+    });
+    const calls: grpc.ClientDuplexStream<LoaderObject, LoaderObject>[] = [];
+    /** Opens a stream that sends one large event of `op` and reads its acks. */
+    const open = (op: string) => {
+      const call = client.DispatchStream() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+      call.on('data', () => {});
+      call.on('error', () => {});
+      call.write({ eventId: op, event: largeAfterStep(op, 60_000) });
+      calls.push(call);
+      return call;
+    };
+    try {
+      const ops = ['op-share-1', 'op-share-2', 'op-share-3', 'op-share-4', 'op-share-5'];
+      await registerAll(client, ops, `${receiver.url}/share`);
+      for (const op of ops.slice(0, 3)) open(op);
+      expect(await eventually(state, (s) => s.arrived === 3)).toMatchObject({ arrived: 3 });
+      const cancelled = open('op-share-4');
+      // Read, and waiting for room: four events in flight, three delivered.
+      const waiting = await eventually(state, (s) => s.read === 4);
+      expect(waiting.read).toBe(4);
+      cancelled.cancel();
+      expect((await eventually(state, (s) => s.read === 3)).read).toBe(3);
+      open('op-share-5');
+      expect((await eventually(state, (s) => s.read === 4)).read).toBe(4);
+      // The first delivery's answer makes room for one event: the one still waiting.
+      const first = held.shift() as http.ServerResponse;
+      first.writeHead(204);
+      first.end();
+      const after = await eventually(state, (s) => s.arrived === 4);
+      expect(after.arrived).toBe(4);
+      expect((receiver.requests[3]?.json as { operationId: string }).operationId).toBe(
+        'op-share-5',
+      );
+      for (const res of held.splice(0)) {
+        res.writeHead(204);
+        res.end();
+      }
+      expect(await eventually(state, (s) => s.bytes === 0)).toMatchObject({ bytes: 0 });
+      expect(receiver.requests).toHaveLength(4);
+    } finally {
+      for (const call of calls) call.cancel();
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  });
+
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
     const bound = 16;
     const receiver = await startReceiver();
