@@ -21,7 +21,6 @@ const HIGH_WATER = 16;
 /** Requests left in the buffer when a stopped call reads again. */
 const LOW_WATER = 4;
 
-
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true });
 
 /** The reason the iteration fails with when the call closed before its requests ended. */
