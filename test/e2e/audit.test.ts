@@ -45,6 +45,7 @@ import {
   unary,
 } from '../support/grpc-client.js';
 import { openHandlerStream } from '../support/handler-client.js';
+import { eventually, metric } from '../support/observe.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar, tempDbPath } from '../support/sidecar.js';
 
@@ -134,24 +135,6 @@ async function listAll(
     pageToken = page.nextPageToken;
   }
   throw new Error('more than 100 pages');
-}
-
-/** Polls `read` until `done` holds of its value, for up to 10 s. */
-async function eventually<T>(read: () => Promise<T> | T, done: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** The value of one metric series of the sidecar's `/metrics`, 0 when absent. */
-async function metric(sidecar: SidecarProcess, series: string): Promise<number> {
-  const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1));
 }
 
 /** The decisions of the HTTP sink's batches, each batch a gzip JSON array. */

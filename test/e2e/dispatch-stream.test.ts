@@ -12,8 +12,9 @@ import {
   toLoaderObject,
   unary,
 } from '../support/grpc-client.js';
+import { eventually, metric } from '../support/observe.js';
 import { startReceiver } from '../support/receiver.js';
-import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
+import { killSidecar, startSidecar } from '../support/sidecar.js';
 
 /** An afterStep event in proto-loader's object form. */
 function afterStep(operationId: string, stepIndex: number): LoaderObject {
@@ -34,23 +35,6 @@ function largeAfterStep(operationId: string, bytes: number): LoaderObject {
   });
   return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }))
     .event as LoaderObject;
-}
-
-/** The value of one metric series of the sidecar's `/metrics`, 0 when absent. */
-async function metric(sidecar: SidecarProcess, series: string): Promise<number> {
-  const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1));
-}
-
-/** Polls `read` until `done` holds of its value, for up to 10 s; returns the last value. */
-async function eventually<T>(read: () => Promise<T>, done: (v: T) => boolean): Promise<T> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const value = await read();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 /** A beforeStep event in proto-loader's object form. */
@@ -324,9 +308,7 @@ describe('DispatchStream', () => {
       first.end();
       const after = await eventually(state, (s) => s.arrived === 4);
       expect(after.arrived).toBe(4);
-      expect((receiver.requests[3]?.json as { operationId: string }).operationId).toBe(
-        'op-share-5',
-      );
+      expect(receiver.requests[3]?.json).toMatchObject({ operationId: 'op-share-5' });
       for (const res of held.splice(0)) {
         res.writeHead(204);
         res.end();
