@@ -7,6 +7,12 @@
  * own {@link StreamBytes}. Waiting streams are served in arrival order, so a
  * large event is not passed over forever by small ones; an event larger
  * than the whole budget goes once nothing else is held.
+ *
+ * One stream's share beyond the limit is kept for streams that hold
+ * nothing: their event goes past the waiting ones while it fits there.
+ * Streams are not independent: an event held by a local handler that
+ * itself waits for the ack of a large event on another stream would
+ * otherwise keep that event out until the handler timed out.
  */
 
 /**
@@ -47,7 +53,9 @@ export class ByteBudget {
    * Takes `bytes` for `stream` once they fit: within the stream's share
    * (a stream holding nothing may take one event of any size) and within
    * the limit (or nothing at all is held), after the streams that waited
-   * first. Resolves false, taking nothing, if `signal` aborts first.
+   * first; a stream holding nothing goes first while it fits within the
+   * reserve of one share beyond the limit. Resolves false, taking nothing,
+   * if `signal` aborts first.
    */
   take(stream: StreamBytes, bytes: number, signal: AbortSignal): Promise<boolean> {
     if (signal.aborted) return Promise.resolve(false);
@@ -90,19 +98,29 @@ export class ByteBudget {
     this.#used += bytes;
   }
 
+  /** True if a stream holding nothing fits `bytes` in the reserve beyond the limit. */
+  #fitsReserve(stream: StreamBytes, bytes: number): boolean {
+    return stream.held === 0 && this.#used + bytes <= this.limit + this.perStream;
+  }
+
   /**
    * Admits waiters in order. One that is over its own stream's share is
-   * passed over (its stream's own release wakes it); the first that does
-   * not fit the limit stops the rest, so it is served before later ones.
+   * passed over (its stream's own release wakes it); once one does not fit
+   * the limit, only streams holding nothing that fit the reserve go past
+   * it, so it is served before the rest.
    */
   #admitWaiting(): void {
+    let blocked = false;
     for (let i = 0; i < this.#waiting.length; ) {
       const w = this.#waiting[i] as Waiter;
-      if (w.stream.held > 0 && w.stream.held + w.bytes > this.perStream) {
+      const admitted = blocked
+        ? this.#fitsReserve(w.stream, w.bytes)
+        : this.#fits(w.stream, w.bytes) || this.#fitsReserve(w.stream, w.bytes);
+      if (!admitted) {
+        if (!(w.stream.held > 0 && w.stream.held + w.bytes > this.perStream)) blocked = true;
         i += 1;
         continue;
       }
-      if (!this.#fits(w.stream, w.bytes)) return;
       this.#waiting.splice(i, 1);
       this.#grant(w.stream, w.bytes);
       w.admit();

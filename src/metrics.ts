@@ -62,7 +62,7 @@ export class Metrics {
   });
   readonly #streamBytes = new Gauge({
     name: 'agenthooks_dispatch_stream_bytes_in_flight',
-    help: 'Encoded bytes of the large DispatchStream events (16 KiB or more) being delivered, over every stream; at most --stream-max-in-flight-bytes, or one larger event',
+    help: 'Encoded bytes of the large DispatchStream events (16 KiB or more) being delivered, over every stream; at most 1.25 times --stream-max-in-flight-bytes, or one larger event',
     registers: [this.registry],
   });
   readonly #storeServing = new Gauge({

@@ -26,16 +26,17 @@ describe('ByteBudget', () => {
     expect({ held: stream.held, used: budget.used }).toEqual({ held: 100, used: 100 });
   });
 
-  it('holds even a stream that holds nothing back at the shared limit', async () => {
+  it('lets a stream holding nothing past the limit into a reserve of one share, and no further', async () => {
     const budget = new ByteBudget(400);
-    const streams = Array.from({ length: 5 }, () => new StreamBytes(budget));
+    const streams = Array.from({ length: 6 }, () => new StreamBytes(budget));
     for (const s of streams.slice(0, 4)) expect(await s.take(90, never)).toBe(true);
-    const fifth = (streams[4] as StreamBytes).take(90, never);
-    // 360 + 90 is past the limit of 400.
-    expect(await settled(fifth)).toBe(false);
+    // 360 + 90 is past the limit of 400, within the reserve up to 500.
+    expect(await (streams[4] as StreamBytes).take(90, never)).toBe(true);
+    const sixth = (streams[5] as StreamBytes).take(90, never);
+    expect(await settled(sixth)).toBe(false);
     (streams[1] as StreamBytes).release(90);
-    expect(await fifth).toBe(true);
-    expect(budget.used).toBe(360);
+    expect(await sixth).toBe(true);
+    expect(budget.used).toBe(450);
   });
 
   it('lets an event larger than the whole budget go once nothing else is held', async () => {
@@ -50,25 +51,30 @@ describe('ByteBudget', () => {
     expect(budget.used).toBe(500);
   });
 
-  it('serves waiting streams in order: a small event does not pass a large one waiting first', async () => {
-    const budget = new ByteBudget(400);
-    const [a, b, c] = Array.from({ length: 3 }, () => new StreamBytes(budget)) as [
+  it('serves waiting streams in order, but for a stream holding nothing within the reserve', async () => {
+    const budget = new ByteBudget(1000);
+    const [a, b, c, d, e] = Array.from({ length: 5 }, () => new StreamBytes(budget)) as [
+      StreamBytes,
+      StreamBytes,
       StreamBytes,
       StreamBytes,
       StreamBytes,
     ];
-    expect(await a.take(100, never)).toBe(true);
-    expect(await b.take(100, never)).toBe(true);
-    const large = c.take(250, never);
-    const small = new StreamBytes(budget).take(60, never);
-    // 200 + 60 would fit, but the large event waited first.
+    for (const s of [b, c, d]) expect(await s.take(250, never)).toBe(true);
+    expect(await a.take(200, never)).toBe(true);
+    expect(await e.take(40, never)).toBe(true);
+    // 990 held: a's next 40 is past the limit, and a waits.
+    const large = a.take(40, never);
+    expect(await settled(large)).toBe(false);
+    // e's next 5 would fit, but e holds some: it waits behind a.
+    const small = e.take(5, never);
     expect(await settled(small)).toBe(false);
-    a.release(100);
+    // A stream holding nothing goes past both, within the reserve (up to 1,250).
+    expect(await new StreamBytes(budget).take(100, never)).toBe(true);
+    b.release(250);
     expect(await large).toBe(true);
-    expect(await settled(small)).toBe(false);
-    b.release(100);
     expect(await small).toBe(true);
-    expect(budget.used).toBe(310);
+    expect(budget.used).toBe(885);
   });
 
   it('passes over a stream waiting on its own share', async () => {
@@ -84,10 +90,14 @@ describe('ByteBudget', () => {
   it('lets a waiting stream go, taking nothing, when its signal aborts, and the next one in', async () => {
     const budget = new ByteBudget(100);
     const a = new StreamBytes(budget);
+    const b = new StreamBytes(budget);
     expect(await a.take(80, never)).toBe(true);
+    expect(await b.take(10, never)).toBe(true);
     const aborter = new AbortController();
+    // 140 is past the limit and the reserve (125).
     const first = new StreamBytes(budget).take(50, aborter.signal);
-    const second = new StreamBytes(budget).take(20, never);
+    // b's next fits the limit, but b holds some: it waits behind the first.
+    const second = b.take(10, never);
     expect(await settled(second)).toBe(false);
     aborter.abort();
     expect(await first).toBe(false);

@@ -247,7 +247,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_STREAM_MAX_IN_FLIGHT_BYTES',
     value: 'BYTES',
     default: String(DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES),
-    help: 'encoded bytes of the large events (16 KiB or more) all DispatchStreams together hold while delivering them, one stream at most a quarter; beyond it a stream waits and stops reading; one larger event goes when none is held',
+    help: 'encoded bytes of the large events (16 KiB or more) all DispatchStreams together hold while delivering them, one stream at most a quarter, and a quarter more kept for streams holding none; beyond it a stream waits and stops reading',
   },
   {
     flag: 'shutdown-grace',

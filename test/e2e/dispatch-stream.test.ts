@@ -266,7 +266,8 @@ describe('DispatchStream', () => {
   });
 
   it('shares the byte budget between streams in arrival order, and a stream cancelled while it waits takes nothing', async () => {
-    // 200 kB over every stream: three events of 60 kB fit, a fourth waits.
+    // 200 kB over every stream, and a reserve of 50 kB for streams holding
+    // nothing: four events of 60 kB fit, a fifth waits.
     const receiver = await startReceiver();
     const held: http.ServerResponse[] = [];
     receiver.respond((_req, res) => {
@@ -290,31 +291,33 @@ describe('DispatchStream', () => {
       return call;
     };
     try {
-      const ops = ['op-share-1', 'op-share-2', 'op-share-3', 'op-share-4', 'op-share-5'];
+      const ops = Array.from({ length: 6 }, (_, i) => `op-share-${i + 1}`);
       await registerAll(client, ops, `${receiver.url}/share`);
-      for (const op of ops.slice(0, 3)) open(op);
-      expect(await eventually(state, (s) => s.arrived === 3)).toMatchObject({ arrived: 3 });
-      const cancelled = open('op-share-4');
-      // Read, and waiting for room: four events in flight, three delivered.
-      const waiting = await eventually(state, (s) => s.read === 4);
-      expect(waiting.read).toBe(4);
+      for (const op of ops.slice(0, 4)) open(op);
+      expect(await eventually(state, (s) => s.arrived === 4)).toMatchObject({ arrived: 4 });
+      const cancelled = open('op-share-5');
+      // Read, and waiting for room: five events in flight, four delivered.
+      const waiting = await eventually(state, (s) => s.read === 5);
+      expect(waiting).toMatchObject({ read: 5, arrived: 4 });
+      expect(waiting.bytes).toBeGreaterThan(4 * 60_000);
+      expect(waiting.bytes).toBeLessThanOrEqual(250_000);
       cancelled.cancel();
-      expect((await eventually(state, (s) => s.read === 3)).read).toBe(3);
-      open('op-share-5');
       expect((await eventually(state, (s) => s.read === 4)).read).toBe(4);
+      open('op-share-6');
+      expect((await eventually(state, (s) => s.read === 5)).read).toBe(5);
       // The first delivery's answer makes room for one event: the one still waiting.
       const first = held.shift() as http.ServerResponse;
       first.writeHead(204);
       first.end();
-      const after = await eventually(state, (s) => s.arrived === 4);
-      expect(after.arrived).toBe(4);
-      expect(receiver.requests[3]?.json).toMatchObject({ operationId: 'op-share-5' });
+      const after = await eventually(state, (s) => s.arrived === 5);
+      expect(after.arrived).toBe(5);
+      expect(receiver.requests[4]?.json).toMatchObject({ operationId: 'op-share-6' });
       for (const res of held.splice(0)) {
         res.writeHead(204);
         res.end();
       }
       expect(await eventually(state, (s) => s.bytes === 0)).toMatchObject({ bytes: 0 });
-      expect(receiver.requests).toHaveLength(4);
+      expect(receiver.requests).toHaveLength(5);
     } finally {
       for (const call of calls) call.cancel();
       client.close();
