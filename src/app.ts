@@ -310,6 +310,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     cacheBytes: config.hookCacheBytes,
   });
   const handlers = new HandlerHub({ logger, timeoutMs: config.handlerTimeoutMs });
+  metrics.handlerCallsFrom(() => handlers.pendingCalls);
   // Detached webhooks are bounded in count and payload bytes; the excess is dropped and counted.
   const background = new BackgroundScope(
     logger,

@@ -70,6 +70,15 @@ export class Metrics {
     help: '1 while the store health check passes (readiness follows it), else 0',
     registers: [this.registry],
   });
+  #pendingHandlerCalls: () => number = () => 0;
+  readonly #handlerCalls: Gauge = new Gauge({
+    name: 'agenthooks_handler_calls_pending',
+    help: 'Local handler calls sent to runtimes over Handle streams and not yet answered, timed out or withdrawn',
+    registers: [this.registry],
+    collect: () => {
+      this.#handlerCalls.set(this.#pendingHandlerCalls());
+    },
+  });
   readonly #handlerStreams = new Gauge({
     name: 'agenthooks_handler_streams',
     help: 'Handle streams attached now',
@@ -214,6 +223,11 @@ export class Metrics {
   }
 
   /** Adds `delta` to the attached Handle streams. */
+  /** Reads the pending handler calls from `source` at each scrape. */
+  handlerCallsFrom(source: () => number): void {
+    this.#pendingHandlerCalls = source;
+  }
+
   handlerStreams(delta: number): void {
     this.#handlerStreams.inc(delta);
   }

@@ -83,6 +83,11 @@ export class HandlerHub {
     this.#timeoutMs = options.timeoutMs ?? DEFAULT_HANDLER_TIMEOUT_MS;
   }
 
+  /** Calls sent to runtimes and not yet answered, timed out or withdrawn. */
+  get pendingCalls(): number {
+    return this.#pending.size;
+  }
+
   /** Number of operations in local mode. */
   get attachedOperations(): number {
     return this.#byOperation.size;

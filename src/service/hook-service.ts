@@ -680,13 +680,16 @@ export function createHookService(
       deps.metrics?.handlerStreams(1);
       const reader = (async () => {
         for await (const request of requests) {
-          // A runtime that stops reading stops being read: gRPC flow control then
-          // pushes back on it, instead of its answers (an `attached` echo for
-          // each attach) queuing on the sidecar without bound.
-          await out.whenBelow(HANDLE_QUEUE_MAX);
           const m = request.message;
           switch (m.case) {
             case 'attach': {
+              // A runtime that stops reading stops being read: gRPC flow control
+              // then pushes back on it, instead of the `attached` echo of each
+              // attach queuing on the sidecar without bound. Only an attach
+              // waits: a reply or a detach adds nothing to the queue, and a
+              // runtime that sends a reply before it reads the next call must
+              // be read while its calls queue up.
+              await out.whenBelow(HANDLE_QUEUE_MAX);
               m.value.operationIds.forEach((id, i) => {
                 validateOperationId(id, `attach.operationIds[${i}]`);
               });

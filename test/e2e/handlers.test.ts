@@ -1,4 +1,11 @@
-import { create, fromBinary, type JsonObject } from '@bufbuild/protobuf';
+import * as http2 from 'node:http2';
+import {
+  create,
+  fromBinary,
+  type JsonObject,
+  type MessageInitShape,
+  toBinary,
+} from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +16,9 @@ import {
   DispatchRequestSchema,
   DispatchResponseSchema,
   DispatchStreamResponseSchema,
+  HandleRequestSchema,
+  type HandleResponse,
+  HandleResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
@@ -22,6 +32,7 @@ import {
   unary,
 } from '../support/grpc-client.js';
 import { openHandlerStream } from '../support/handler-client.js';
+import { eventually, metric } from '../support/observe.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -29,11 +40,12 @@ function dispatchRequest(event: HookEvent) {
   return toLoaderObject(DispatchRequestSchema, create(DispatchRequestSchema, { event }));
 }
 
-function afterStep(operationId: string, stepIndex = 0, finalState?: JsonObject) {
+function afterStep(operationId: string, stepIndex = 0, finalState?: JsonObject, contentBytes = 0) {
+  const content = contentBytes > 0 ? 'c'.repeat(contentBytes) : undefined;
   return create(HookEventSchema, {
     event: {
       case: 'afterStep',
-      value: { operationId, stepIndex, agentId: 'a', userId: 'u', finalState },
+      value: { operationId, stepIndex, agentId: 'a', userId: 'u', finalState, content },
     },
   });
 }
@@ -438,3 +450,103 @@ async function waitUntil(condition: () => Promise<boolean>, attempts = 200): Pro
   }
   throw new Error('condition not reached');
 }
+
+/** A gRPC message frame: the 5-byte prefix, then the bytes. */
+function grpcFrame(bytes: Uint8Array): Buffer {
+  const prefix = Buffer.alloc(5);
+  prefix.writeUInt32BE(bytes.length, 1);
+  return Buffer.concat([prefix, bytes]);
+}
+
+describe('a runtime that sends each reply before it reads the next call', () => {
+  it('is read while its calls queue past the bound, so no call waits for the timeout', async () => {
+    // More calls than the sidecar queues before it stops reading a runtime's
+    // attaches, each too large for many to fit HTTP/2's window, and replies
+    // large enough to fill the window back: a runtime that waits for each
+    // reply's write before it reads the next call stalls unless its replies
+    // are read while the calls queue up. Plain HTTP/2, so that a write
+    // completes only once the sidecar reads it.
+    const calls = 300;
+    const sidecar = await startSidecar({ args: ['--handler-timeout', '5'] });
+    const client = hookClient(sidecar.grpc);
+    const ops = Array.from({ length: calls }, (_, i) => `op-sync-${i}`);
+    const session = http2.connect(`http://${sidecar.grpc}`);
+    session.on('error', () => {});
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/agenthooks.v1.HookService/Handle',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    stream.on('error', () => {});
+    const write = (message: MessageInitShape<typeof HandleRequestSchema>) =>
+      stream.write(grpcFrame(toBinary(HandleRequestSchema, create(HandleRequestSchema, message))));
+    let buffered = Buffer.alloc(0);
+    let onMessage: (m: HandleResponse) => void = () => {};
+    stream.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
+        const length = buffered.readUInt32BE(1);
+        onMessage(fromBinary(HandleResponseSchema, buffered.subarray(5, 5 + length)));
+        buffered = buffered.subarray(5 + length);
+      }
+    });
+    try {
+      for (const op of ops) {
+        await unary(client, 'RegisterHooks', {
+          operationId: op,
+          hooks: [{ id: 'local', type: 'HOOK_TYPE_AFTER_STEP', handler: true }],
+        });
+      }
+      await new Promise<void>((resolve) => {
+        onMessage = (m) => {
+          if (m.message.case === 'attached') resolve();
+        };
+        write({ message: { case: 'attach', value: { operationIds: ops } } });
+      });
+      // The runtime reads nothing until every call is queued for it.
+      stream.pause();
+      const dispatched = Promise.all(
+        ops.map((op) =>
+          unary<LoaderObject>(
+            client,
+            'Dispatch',
+            dispatchRequest(afterStep(op, 0, undefined, 20_000)),
+          ).then((res) => res.outcomes[0]?.errorCode as string),
+        ),
+      );
+      const pending = await eventually(
+        () => metric(sidecar, 'agenthooks_handler_calls_pending'),
+        (n) => n === calls,
+      );
+      expect(pending).toBe(calls);
+      onMessage = (m) => {
+        if (m.message.case !== 'call') return;
+        const sent = write({
+          message: {
+            case: 'reply',
+            value: {
+              callId: m.message.value.callId,
+              outcome: { case: 'error', value: { message: 'x'.repeat(60_000) } },
+            },
+          },
+        });
+        // Read nothing more until this reply is sent.
+        if (!sent) {
+          stream.pause();
+          stream.once('drain', () => stream.resume());
+        }
+      };
+      stream.resume();
+      const results = await dispatched;
+      const counts: Record<string, number> = {};
+      for (const code of results) counts[code] = (counts[code] ?? 0) + 1;
+      expect(counts).toEqual({ handler_error: calls });
+    } finally {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+      client.close();
+      await killSidecar(sidecar);
+    }
+  }, 60_000);
+});
