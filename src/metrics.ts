@@ -222,12 +222,12 @@ export class Metrics {
     };
   }
 
-  /** Adds `delta` to the attached Handle streams. */
   /** Reads the pending handler calls from `source` at each scrape. */
   handlerCallsFrom(source: () => number): void {
     this.#pendingHandlerCalls = source;
   }
 
+  /** Adds `delta` to the attached Handle streams. */
   handlerStreams(delta: number): void {
     this.#handlerStreams.inc(delta);
   }

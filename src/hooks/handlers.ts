@@ -215,14 +215,16 @@ export class HandlerHub {
         signal.removeEventListener('abort', onAbort);
         if (this.#pending.delete(callId)) resolve(result);
       };
-      // A call given up on is taken back if the runtime has not read it yet.
-      const giveUp = (result: HandlerResult) => {
+      // A call settled for any reason is taken back if the runtime has not
+      // read it yet: given up on, or answered blindly (call ids are
+      // guessable), it would otherwise stay queued while nothing awaits it.
+      const settle = (result: HandlerResult) => {
         if (this.#pending.has(callId)) connection.withdraw?.(message);
         finish(result);
       };
       const timer = setTimeout(
         () =>
-          giveUp({
+          settle({
             kind: 'error',
             code: 'handler_timeout',
             message: `the handler did not reply within ${this.#timeoutMs} ms`,
@@ -230,9 +232,9 @@ export class HandlerHub {
         this.#timeoutMs,
       );
       const onAbort = () =>
-        giveUp({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
+        settle({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
       signal.addEventListener('abort', onAbort);
-      this.#pending.set(callId, { connection, resolve: finish });
+      this.#pending.set(callId, { connection, resolve: settle });
       connection.send(message);
       if (signal.aborted) onAbort();
     });

@@ -1,16 +1,16 @@
 /**
  * @module An async queue for one stream's outgoing messages: the producers
  * push, the transport drains it. Backpressure is the producers' business:
- * they bound what they have in flight, or wait on {@link AsyncQueue.whenBelow}. It is an iterator written
+ * they bound what they have in flight. It is an iterator written
  * out, not an async generator: a stream answers one message per event, and a
  * generator (with the generator around it that re-yields each message) costs
  * a resumption and several promises per message.
  */
 
 /** What a queue tells its owner as the consumer drains it. */
-export interface AsyncQueueOptions {
-  /** Called each time the consumer takes an item. */
-  readonly onTake?: () => void;
+export interface AsyncQueueOptions<T> {
+  /** Called each time the consumer takes an item, with the item. */
+  readonly onTake?: (item: T) => void;
   /** Called once when the iteration ends: drained after `close`, failed, or returned early. */
   readonly onEnd?: () => void;
 }
@@ -20,16 +20,15 @@ const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, 
 /** A queue that is also an async iterator, ending once closed and drained. */
 export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   readonly #items: T[] = [];
-  readonly #options: AsyncQueueOptions;
+  readonly #options: AsyncQueueOptions<T>;
   #closed = false;
   #failed = false;
   #failure: unknown;
   #ended = false;
   #wake: ((result: IteratorResult<T>) => void) | undefined;
   #wakeFailed: ((e: unknown) => void) | undefined;
-  #below: { readonly size: number; readonly resolve: () => void } | undefined;
 
-  constructor(options: AsyncQueueOptions = {}) {
+  constructor(options: AsyncQueueOptions<T> = {}) {
     this.#options = options;
   }
 
@@ -39,7 +38,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     const wake = this.#wake;
     if (wake !== undefined) {
       this.#unpark();
-      this.#options.onTake?.();
+      this.#options.onTake?.(item);
       wake({ value: item, done: false });
       return;
     }
@@ -50,7 +49,6 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    this.#checkBelow();
     if (this.#wake !== undefined) this.#settle();
   }
 
@@ -60,7 +58,6 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#failed = true;
     this.#failure = e;
     this.#closed = true;
-    this.#checkBelow();
     if (this.#wake !== undefined) this.#settle();
   }
 
@@ -77,28 +74,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     const at = this.#items.indexOf(item);
     if (at < 0) return false;
     this.#items.splice(at, 1);
-    this.#checkBelow();
     return true;
-  }
-
-  /**
-   * Resolves once fewer than `size` items wait, or the queue is closed (it
-   * then ignores pushes): a producer that awaits it before each push is
-   * paced by the consumer. One producer waits at a time.
-   */
-  whenBelow(size: number): Promise<void> {
-    if (this.#items.length < size || this.#closed) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.#below = { size, resolve };
-    });
-  }
-
-  #checkBelow(): void {
-    const below = this.#below;
-    if (below !== undefined && (this.#items.length < below.size || this.#closed)) {
-      this.#below = undefined;
-      below.resolve();
-    }
   }
 
   [Symbol.asyncIterator](): AsyncIterableIterator<T> {
@@ -108,8 +84,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   next(): Promise<IteratorResult<T>> {
     if (this.#items.length > 0) {
       const value = this.#items.shift() as T;
-      this.#options.onTake?.();
-      this.#checkBelow();
+      this.#options.onTake?.(value);
       return Promise.resolve({ value, done: false });
     }
     if (this.#closed) return this.#ending();
@@ -159,6 +134,5 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     if (this.#ended) return;
     this.#ended = true;
     this.#options.onEnd?.();
-    this.#checkBelow();
   }
 }

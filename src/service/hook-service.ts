@@ -660,22 +660,45 @@ export function createHookService(
     },
 
     handle(requests: AsyncIterable<HandleRequest>, ctx: HandlerContext) {
-      const onAbort = () => out.close();
+      // The answers to the runtime's own messages (`attached`, and `replaced`
+      // when another stream attaches) queued and not yet read. Calls are not
+      // counted: each is taken back once it is answered, timed out or cancelled.
+      let echoes = 0;
+      let room: (() => void) | undefined;
+      const wake = () => {
+        const resolve = room;
+        room = undefined;
+        resolve?.();
+      };
+      const onAbort = () => {
+        out.close();
+        wake();
+      };
       const out = new AsyncQueue<HandleResponse>({
+        onTake: (message) => {
+          if (message.message.case === 'call') return;
+          echoes -= 1;
+          if (echoes < HANDLE_QUEUE_MAX) wake();
+        },
         onEnd: () => {
           ctx.signal.removeEventListener('abort', onAbort);
           deps.handlers.disconnect(connection);
           deps.metrics?.handlerStreams(-1);
+          wake();
         },
       });
+      const push = (message: HandleResponse) => {
+        if (message.message.case !== 'call') echoes += 1;
+        out.push(message);
+      };
       const connection: HandlerConnection = {
-        send: (message) => out.push(message),
+        send: push,
         withdraw: (message) => {
           out.remove(message);
         },
       };
       const send = (message: MessageInitShape<typeof HandleResponseSchema>) =>
-        out.push(create(HandleResponseSchema, message));
+        push(create(HandleResponseSchema, message));
       ctx.signal.addEventListener('abort', onAbort);
       deps.metrics?.handlerStreams(1);
       const reader = (async () => {
@@ -686,10 +709,14 @@ export function createHookService(
               // A runtime that stops reading stops being read: gRPC flow control
               // then pushes back on it, instead of the `attached` echo of each
               // attach queuing on the sidecar without bound. Only an attach
-              // waits: a reply or a detach adds nothing to the queue, and a
-              // runtime that sends a reply before it reads the next call must
-              // be read while its calls queue up.
-              await out.whenBelow(HANDLE_QUEUE_MAX);
+              // waits, and only on the echoes: a reply or a detach adds nothing
+              // to the queue, and a runtime that sends a reply before it reads
+              // the next call must be read while its calls queue up.
+              while (echoes >= HANDLE_QUEUE_MAX && !ctx.signal.aborted) {
+                await new Promise<void>((resolve) => {
+                  room = resolve;
+                });
+              }
               m.value.operationIds.forEach((id, i) => {
                 validateOperationId(id, `attach.operationIds[${i}]`);
               });

@@ -113,36 +113,4 @@ describe('AsyncQueue', () => {
     queue.close();
     expect(await drain(queue)).toEqual([c]);
   });
-
-  it('tells a producer when fewer items than a bound wait: on a take, a removal or the close', async () => {
-    // Settled or not once the microtasks queued so far have run.
-    const state = async (p: Promise<void>) => {
-      let settled = false;
-      void p.then(() => {
-        settled = true;
-      });
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      return settled ? 'resolved' : 'pending';
-    };
-    const queue = new AsyncQueue<number>();
-    expect(await state(queue.whenBelow(2))).toBe('resolved');
-    queue.push(1);
-    queue.push(2);
-    const byTake = queue.whenBelow(2);
-    expect(await state(byTake)).toBe('pending');
-    await queue.next();
-    expect(await state(byTake)).toBe('resolved');
-    queue.push(3);
-    const byClose = queue.whenBelow(2);
-    expect(await state(byClose)).toBe('pending');
-    queue.close();
-    expect(await state(byClose)).toBe('resolved');
-
-    const removed = new AsyncQueue<number>();
-    removed.push(1);
-    removed.push(2);
-    const byRemove = removed.whenBelow(2);
-    removed.remove(1);
-    expect(await state(byRemove)).toBe('resolved');
-  });
 });

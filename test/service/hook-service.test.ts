@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { create } from '@bufbuild/protobuf';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   Code,
   ConnectError,
@@ -42,6 +42,7 @@ import { createEdge, type Edge } from '../../src/server/edge.js';
 import { guardService } from '../../src/server/guard.js';
 import { HANDLE_QUEUE_MAX } from '../../src/service/hook-service.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { eventually } from '../support/observe.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
 /** An app and its edge, with the lines it logged. */
@@ -236,6 +237,120 @@ describe('HookService in process', () => {
     } finally {
       await out.return?.();
       ctx.abort();
+    }
+  });
+
+  /** A Handle stream served in process, read only when the test reads it. */
+  function openHandle(app: App) {
+    const ctx = createHandlerContext({
+      service: HookService,
+      method: HookService.method.handle,
+      protocolName: 'test',
+      requestMethod: 'POST',
+      url: 'http://localhost/agenthooks.v1.HookService/Handle',
+    });
+    const requests = createWritableIterable<HandleRequest>();
+    const handle = app.hookService.handle;
+    if (handle === undefined) throw new Error('no Handle');
+    const out = (handle(requests, ctx) as AsyncIterable<HandleResponse>)[Symbol.asyncIterator]();
+    return {
+      write: (message: MessageInitShape<typeof HandleRequestSchema>) =>
+        requests.write(create(HandleRequestSchema, message)),
+      next: async () => (await out.next()).value?.message.case,
+      close: async () => {
+        requests.close();
+        await out.return?.();
+        ctx.abort();
+      },
+    };
+  }
+
+  /** Handler calls waiting on runtimes, as `/metrics` would show them. */
+  async function pendingCalls(app: App): Promise<number> {
+    const gauge = app.metrics.registry.getSingleMetric('agenthooks_handler_calls_pending');
+    return (await gauge?.get())?.values[0]?.value ?? -1;
+  }
+
+  it('takes back a call the runtime answers before reading it: blind replies queue nothing', async () => {
+    const { app, client } = build();
+    await client.registerHooks({
+      operationId: 'op-blind',
+      hooks: [{ id: 'local', type: HookType.AFTER_STEP, handler: true }],
+    });
+    const runtime = openHandle(app);
+    try {
+      await runtime.write({ message: { case: 'attach', value: { operationIds: ['op-blind'] } } });
+      expect(await runtime.next()).toBe('attached');
+      const dispatched = client.dispatch({
+        event: { event: { case: 'afterStep', value: { operationId: 'op-blind', userId: 'u' } } },
+      });
+      expect(
+        await eventually(
+          () => pendingCalls(app),
+          (n) => n === 1,
+        ),
+      ).toBe(1);
+      // Call ids count from 1: the runtime answers the call without reading it.
+      await runtime.write({
+        message: { case: 'reply', value: { callId: '1', outcome: { case: 'done', value: {} } } },
+      });
+      const { outcomes } = await dispatched;
+      expect(outcomes.map((o) => [o.hookId, o.status])).toEqual([
+        ['local', HookOutcomeStatus.HANDLED],
+      ]);
+      // The call was taken back: the next read is the echo of the next attach.
+      await runtime.write({ message: { case: 'attach', value: { operationIds: ['op-blind'] } } });
+      expect(await runtime.next()).toBe('attached');
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('serves an attach while more calls than the bound wait unread: only echoes count', async () => {
+    const { app, client } = build();
+    const operations = Array.from({ length: HANDLE_QUEUE_MAX + 10 }, (_, i) => `op-many-${i}`);
+    for (const operationId of operations) {
+      await client.registerHooks({
+        operationId,
+        hooks: [{ id: 'local', type: HookType.AFTER_STEP, handler: true }],
+      });
+    }
+    const runtime = openHandle(app);
+    try {
+      await runtime.write({ message: { case: 'attach', value: { operationIds: operations } } });
+      expect(await runtime.next()).toBe('attached');
+      const dispatched = operations.map((operationId) =>
+        client.dispatch({
+          event: { event: { case: 'afterStep', value: { operationId, userId: 'u' } } },
+        }),
+      );
+      const all = operations.length;
+      expect(
+        await eventually(
+          () => pendingCalls(app),
+          (n) => n === all,
+        ),
+      ).toBe(all);
+      await runtime.write({ message: { case: 'attach', value: { operationIds: ['op-late'] } } });
+      const attached = await eventually(
+        async () => (await client.listHooks({ operationId: 'op-late' })).handlerAttached,
+        (a) => a,
+      );
+      expect(attached).toBe(true);
+      // The runtime reads its calls and answers them all.
+      for (let i = 0; i < all; i += 1) {
+        expect(await runtime.next()).toBe('call');
+        await runtime.write({
+          message: {
+            case: 'reply',
+            value: { callId: String(i + 1), outcome: { case: 'done', value: {} } },
+          },
+        });
+      }
+      expect(await runtime.next()).toBe('attached');
+      await Promise.all(dispatched);
+    } finally {
+      await runtime.close();
     }
   });
 
