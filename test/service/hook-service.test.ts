@@ -79,6 +79,17 @@ function build(options: { token?: string; dir?: string } = {}): Harness {
   return { app, edge, client, logs };
 }
 
+/** The context of a `Handle` call served in process. */
+function handleContext() {
+  return createHandlerContext({
+    service: HookService,
+    method: HookService.method.handle,
+    protocolName: 'test',
+    requestMethod: 'POST',
+    url: 'http://localhost/agenthooks.v1.HookService/Handle',
+  });
+}
+
 function toolContext(operationId: string, toolCallId = 'call-1') {
   return {
     operationId,
@@ -200,13 +211,7 @@ describe('HookService in process', () => {
 
   it('stops reading a Handle stream whose runtime stops reading its answers', async () => {
     const { app } = build();
-    const ctx = createHandlerContext({
-      service: HookService,
-      method: HookService.method.handle,
-      protocolName: 'test',
-      requestMethod: 'POST',
-      url: 'http://localhost/agenthooks.v1.HookService/Handle',
-    });
+    const ctx = handleContext();
     // Each attach is answered `attached`; the runtime reads none of them.
     let pulled = 0;
     let reached: () => void = () => {};
@@ -242,13 +247,7 @@ describe('HookService in process', () => {
 
   /** A Handle stream served in process, read only when the test reads it. */
   function openHandle(app: App) {
-    const ctx = createHandlerContext({
-      service: HookService,
-      method: HookService.method.handle,
-      protocolName: 'test',
-      requestMethod: 'POST',
-      url: 'http://localhost/agenthooks.v1.HookService/Handle',
-    });
+    const ctx = handleContext();
     const requests = createWritableIterable<HandleRequest>();
     const handle = app.hookService.handle;
     if (handle === undefined) throw new Error('no Handle');
