@@ -664,6 +664,7 @@ export function createHookService(
       // when another stream attaches) queued and not yet read. Calls are not
       // counted: each is taken back once it is answered, timed out or cancelled.
       let echoes = 0;
+      let ended = false;
       let room: (() => void) | undefined;
       const wake = () => {
         const resolve = room;
@@ -684,6 +685,7 @@ export function createHookService(
           ctx.signal.removeEventListener('abort', onAbort);
           deps.handlers.disconnect(connection);
           deps.metrics?.handlerStreams(-1);
+          ended = true;
           wake();
         },
       });
@@ -712,7 +714,7 @@ export function createHookService(
               // waits, and only on the echoes: a reply or a detach adds nothing
               // to the queue, and a runtime that sends a reply before it reads
               // the next call must be read while its calls queue up.
-              while (echoes >= HANDLE_QUEUE_MAX && !ctx.signal.aborted) {
+              while (echoes >= HANDLE_QUEUE_MAX && !ended && !ctx.signal.aborted) {
                 await new Promise<void>((resolve) => {
                   room = resolve;
                 });
