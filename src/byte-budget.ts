@@ -88,8 +88,13 @@ export class ByteBudget {
     this.#admitWaiting();
   }
 
+  /** True if `bytes` more would take `stream` past its share (a stream holding nothing never is). */
+  #overShare(stream: StreamBytes, bytes: number): boolean {
+    return stream.held > 0 && stream.held + bytes > this.perStream;
+  }
+
   #fits(stream: StreamBytes, bytes: number): boolean {
-    if (stream.held > 0 && stream.held + bytes > this.perStream) return false;
+    if (this.#overShare(stream, bytes)) return false;
     return this.#used === 0 || this.#used + bytes <= this.limit;
   }
 
@@ -117,7 +122,7 @@ export class ByteBudget {
         ? this.#fitsReserve(w.stream, w.bytes)
         : this.#fits(w.stream, w.bytes) || this.#fitsReserve(w.stream, w.bytes);
       if (!admitted) {
-        if (!(w.stream.held > 0 && w.stream.held + w.bytes > this.perStream)) blocked = true;
+        if (!this.#overShare(w.stream, w.bytes)) blocked = true;
         i += 1;
         continue;
       }
