@@ -48,6 +48,7 @@ export type ErrorKind =
   | 'unimplemented'
   | 'cancelled'
   | 'deadline_exceeded'
+  | 'resource_exhausted'
   | 'internal';
 
 /** Options of an {@link AgentHooksError}. */

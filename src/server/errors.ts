@@ -46,14 +46,19 @@ export const MALFORMED_REQUEST_REASON = 'MALFORMED_REQUEST';
 export const UNIMPLEMENTED_REASON = 'UNIMPLEMENTED';
 
 /**
- * A request message that could not be decoded. The grpc-js codec returns
- * it instead of throwing (grpc-js would answer INTERNAL), and the guard
- * answers it with INVALID_ARGUMENT like every other bad request.
+ * A request message refused before it was decoded. The grpc-js codec
+ * returns it instead of throwing (grpc-js would answer INTERNAL), and the
+ * guard answers it with its error like every other bad request.
  */
-export class MalformedRequest {
-  /** The INVALID_ARGUMENT error the call is answered with. */
-  readonly error: AgentHooksError;
+export class RefusedRequest {
+  constructor(
+    /** The error the call is answered with. */
+    readonly error: AgentHooksError,
+  ) {}
+}
 
+/** A request message that could not be decoded: INVALID_ARGUMENT. */
+export class MalformedRequest extends RefusedRequest {
   /**
    * @param problem What is wrong, appended to the message: for JSON, the
    *   offending field and why (`unknown field`), or protobuf-es's own text.
@@ -63,10 +68,31 @@ export class MalformedRequest {
   constructor(method: DescMethod, cause: unknown, problem?: string, field?: string) {
     const base = `the request is not a valid ${method.input.typeName} message`;
     const message = problem === undefined ? base : `${base}: ${problem}`;
-    this.error =
+    super(
       field === undefined
         ? new AgentHooksError('invalid_argument', MALFORMED_REQUEST_REASON, message, { cause })
-        : new InvalidArgumentError(field, MALFORMED_REQUEST_REASON, message, { cause });
+        : new InvalidArgumentError(field, MALFORMED_REQUEST_REASON, message, { cause }),
+    );
+  }
+}
+
+/** Reason of a request message that would decode into too many values. */
+export const MESSAGE_TOO_COMPLEX_REASON = 'MESSAGE_TOO_COMPLEX';
+
+/**
+ * A request message that would decode into more than `limit` nodes
+ * (`message-nodes.ts`): RESOURCE_EXHAUSTED, refused before decoding it.
+ */
+export class TooComplexRequest extends RefusedRequest {
+  constructor(method: DescMethod, limit: number) {
+    super(
+      new AgentHooksError(
+        'resource_exhausted',
+        MESSAGE_TOO_COMPLEX_REASON,
+        `the ${method.input.typeName} message would decode into more than ${limit} values (messages, list elements, map entries); --max-message-nodes bounds them`,
+        { metadata: { limit: String(limit) } },
+      ),
+    );
   }
 }
 
@@ -108,6 +134,7 @@ const CODE_BY_KIND: Record<ErrorKind, Code> = {
   unimplemented: Code.Unimplemented,
   cancelled: Code.Canceled,
   deadline_exceeded: Code.DeadlineExceeded,
+  resource_exhausted: Code.ResourceExhausted,
   internal: Code.Internal,
 };
 

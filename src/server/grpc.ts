@@ -31,7 +31,14 @@ import * as grpc from '@grpc/grpc-js';
 import { LiveSlots, type Slotted } from '../live-slots.js';
 import type { Logger } from '../log.js';
 import { type CallAborter, CallSignal } from './call-signal.js';
-import { MalformedRequest, toConnectError, toGrpcStatus, unimplementedError } from './errors.js';
+import {
+  MalformedRequest,
+  TooComplexRequest,
+  toConnectError,
+  toGrpcStatus,
+  unimplementedError,
+} from './errors.js';
+import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
@@ -47,6 +54,8 @@ export interface AddServiceOptions {
   readonly shutdownSignal?: AbortSignal;
   /** Logs failures that escaped the guard (a transport write that failed). */
   readonly logger: Logger;
+  /** Most nodes a request may decode into (`--max-message-nodes`). */
+  readonly maxMessageNodes: number;
 }
 
 /**
@@ -69,8 +78,16 @@ export function addService(
     const requestStream =
       method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
     // grpc-js answers INTERNAL when a deserializer throws; the guard answers
-    // INVALID_ARGUMENT instead, as connect-node does for bad JSON.
+    // INVALID_ARGUMENT instead, as connect-node does for bad JSON. A message
+    // that would decode into too many nodes is refused before it is decoded.
+    const maxNodes = options.maxMessageNodes;
     const decodeOrMark = (bytes: Buffer): object => {
+      if (
+        mayExceedNodes(bytes.length, maxNodes) &&
+        countNodes(method.input, bytes, maxNodes) > maxNodes
+      ) {
+        return new TooComplexRequest(method, maxNodes);
+      }
       try {
         return decode(bytes);
       } catch (e: unknown) {

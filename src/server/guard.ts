@@ -16,7 +16,7 @@ import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
 import {
   codeName,
   isServerSide,
-  MalformedRequest,
+  RefusedRequest,
   toConnectError,
   unimplementedError,
 } from './errors.js';
@@ -158,7 +158,7 @@ function guardUnary(
     const started = performance.now();
     try {
       options.admit?.(method, ctx);
-      if (request instanceof MalformedRequest) throw request.error;
+      if (request instanceof RefusedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
       const response = await fn(request, ctx);
       record(options, method, OK, started);
@@ -177,7 +177,7 @@ function guardStream(
   return function guardedStream(request: unknown, ctx: HandlerContext) {
     return new GuardedStream(method, options, () => {
       options.admit?.(method, ctx);
-      if (request instanceof MalformedRequest) throw request.error;
+      if (request instanceof RefusedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
       return (fn(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     });

@@ -20,7 +20,6 @@
  */
 import { constants } from 'node:buffer';
 import type * as http from 'node:http';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
 import {
   type ConnectError,
@@ -56,7 +55,14 @@ import {
 } from '@connectrpc/connect-node';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
-import { clipErrorText, hasLoneSurrogate, MalformedRequest, toConnectError } from './errors.js';
+import {
+  clipErrorText,
+  hasLoneSurrogate,
+  MalformedRequest,
+  type RefusedRequest,
+  toConnectError,
+} from './errors.js';
+import { boundNodes, type Decoding, decompress } from './http-nodes.js';
 import { findJsonFieldProblem } from './json-field.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 
@@ -79,6 +85,8 @@ export interface HttpHandlerOptions {
   readonly authorized: (method: DescMethod, header: Headers) => boolean;
   /** Largest request message, in bytes. */
   readonly readMaxBytes: number;
+  /** Most nodes a request message may decode into (`message-nodes.ts`). */
+  readonly maxMessageNodes: number;
   /** Aborts handlers when the server shuts down hard. */
   readonly shutdownSignal: AbortSignal;
   readonly logger: Logger;
@@ -224,14 +232,31 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       return;
     }
     clampTimeoutHeaders(req.headers);
-    const { uReq, body } = captureJson(
+    const captured = captureJson(
       universalRequestFromNodeRequest(req, res, undefined, undefined),
       options.readMaxBytes,
     );
+    const framing = framingOf(captured.uReq);
+    const { uReq, refused } = boundNodes(captured.uReq, {
+      method: handler.method,
+      json: JSON_CONTENT_TYPE.test(captured.uReq.header.get('content-type') ?? ''),
+      enveloped: framing !== 'unary',
+      decoding: {
+        encoding: captured.uReq.header.get(ENCODING_HEADER[framing]),
+        maxBytes: options.readMaxBytes,
+      },
+      limit: options.maxMessageNodes,
+    });
     const answer =
       !options.authorized(handler.method, uReq.header) && isRpc(handler, uReq)
         ? refuseUnauthenticated(uReq, handler, options)
-        : handler(uReq).then((uRes) => replaceParseError(uReq, uRes, handler, options, body));
+        : handler(uReq).then((uRes) => {
+            const refusal = refused();
+            // A request stream's refusal reached the method through its requests.
+            return refusal !== undefined && !readsRequestStream(handler.method)
+              ? answerRefused(uReq, uRes, handler, options, refusal)
+              : replaceParseError(uReq, uRes, handler, options, captured.body);
+          });
     answer
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) =>
@@ -338,8 +363,38 @@ async function replaceParseError(
   const problem =
     unicode?.problem ??
     (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
-  const err = await guardAnswer(uReq, handler, options, problem, unicode?.field ?? found?.field);
+  const malformed = new MalformedRequest(
+    handler.method,
+    undefined,
+    problem,
+    unicode?.field ?? found?.field,
+  );
+  const err = await guardAnswer(uReq, handler, options, malformed);
   return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
+}
+
+/**
+ * Answers a call whose body failed on the node bound (a unary or
+ * server-streaming method: connect answered the failed read itself) with
+ * the guard's answer to it, so it is counted and logged as over gRPC.
+ */
+async function answerRefused(
+  uReq: UniversalServerRequest,
+  uRes: UniversalServerResponse,
+  handler: UniversalHandler,
+  options: HttpHandlerOptions,
+  refused: RefusedRequest,
+): Promise<UniversalServerResponse> {
+  const framing = framingOf(uReq);
+  const err = await guardAnswer(uReq, handler, options, refused);
+  const header = new Headers(uRes.header ?? undefined);
+  header.delete(ENCODING_HEADER[framing]);
+  return errorResponse(framing, err, 200, header);
+}
+
+/** Whether connect hands a method its requests as a stream (client or bidi streaming). */
+function readsRequestStream(method: DescMethod): boolean {
+  return method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
 }
 
 /**
@@ -353,7 +408,12 @@ async function refuseUnauthenticated(
   options: HttpHandlerOptions,
 ): Promise<UniversalServerResponse> {
   const framing = framingOf(uReq);
-  const err = await guardAnswer(uReq, handler, options, undefined, undefined);
+  const err = await guardAnswer(
+    uReq,
+    handler,
+    options,
+    new MalformedRequest(handler.method, undefined),
+  );
   const header = new Headers({
     'content-type':
       framing === 'unary' ? 'application/json' : (uReq.header.get('content-type') ?? ''),
@@ -439,7 +499,7 @@ function jsonFieldProblem(
   handler: UniversalHandler,
   body: Uint8Array | undefined,
   enveloped: boolean,
-  compression: ErrorDecoding,
+  compression: Decoding,
 ): { field: string; problem: string } | undefined {
   if (body === undefined) return undefined;
   // Decompressed as connect did, within the same bound, to find the field it could not read.
@@ -450,18 +510,16 @@ function jsonFieldProblem(
   return json === undefined ? undefined : findJsonFieldProblem(handler.method.input, json);
 }
 
-/** Runs the guarded method on a {@link MalformedRequest} and returns the error it answers. */
+/** Runs the guarded method on a refused request and returns the error it answers. */
 async function guardAnswer(
   uReq: UniversalServerRequest,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
-  problem: string | undefined,
-  field: string | undefined,
+  refused: RefusedRequest,
 ): Promise<ConnectError> {
   const method = handler.method;
   const fn = options.guardedMethod(method);
-  const malformed = new MalformedRequest(method, undefined, problem, field);
-  if (fn === undefined) return toConnectError(malformed.error);
+  if (fn === undefined) return toConnectError(refused.error);
   const ctx = createHandlerContext({
     service: method.parent,
     method,
@@ -471,14 +529,14 @@ async function guardAnswer(
     requestHeader: uReq.header,
   });
   try {
-    const result = fn(malformed, ctx);
+    const result = fn(refused, ctx);
     // A streaming method returns an iterable: its first step raises the error.
     if (Symbol.asyncIterator in Object(result)) {
       await (result as unknown as AsyncIterable<unknown>)[Symbol.asyncIterator]().next();
     } else {
       await result;
     }
-    return toConnectError(malformed.error);
+    return toConnectError(refused.error);
   } catch (e: unknown) {
     return toConnectError(e);
   } finally {
@@ -529,29 +587,6 @@ export function prepend<T>(head: T, it: AsyncIterator<T>): AsyncIterableIterator
   return prepended;
 }
 
-/** How a body is read back: its compression, and the bound decompressed. */
-interface ErrorDecoding {
-  readonly encoding: string | null;
-  readonly maxBytes: number;
-}
-
-/**
- * `data` as its encoding header says: as it is for none or `identity`,
- * decompressed for gzip or brotli (within `maxBytes`); undefined when that
- * fails or the encoding is another.
- */
-function decompress(data: Uint8Array, decoding: ErrorDecoding): Uint8Array | undefined {
-  if (decoding.encoding === null || decoding.encoding === 'identity') return data;
-  const options = { maxOutputLength: decoding.maxBytes };
-  try {
-    if (decoding.encoding === 'gzip') return gunzipSync(data, options);
-    if (decoding.encoding === 'br') return brotliDecompressSync(data, options);
-  } catch {
-    // Not what connect sent: left as it is.
-  }
-  return undefined;
-}
-
 /** `data` parsed as JSON, or undefined. */
 function parseJson(data: Uint8Array | undefined): unknown {
   if (data === undefined) return undefined;
@@ -569,7 +604,7 @@ function parseJson(data: Uint8Array | undefined): unknown {
 function envelopeData(
   head: Uint8Array | undefined,
   flag: number,
-  decoding: ErrorDecoding,
+  decoding: Decoding,
 ): Uint8Array | undefined {
   if (head === undefined || head.byteLength < 5) return undefined;
   const flags = head[0] as number;
@@ -611,7 +646,7 @@ function parseErrorOf(
 /** Returns connect's decoding failure when a Connect unary error body is one. */
 function connectParseError(
   head: Uint8Array | undefined,
-  decoding: ErrorDecoding,
+  decoding: Decoding,
 ): ParseError | undefined {
   const json = parseJson(head === undefined ? undefined : decompress(head, decoding)) as
     | { code?: unknown; message?: unknown; details?: unknown }
@@ -626,7 +661,7 @@ function connectParseError(
  */
 function connectEndStreamParseError(
   head: Uint8Array | undefined,
-  decoding: ErrorDecoding,
+  decoding: Decoding,
 ): ParseError | undefined {
   const json = parseJson(envelopeData(head, endStreamFlag, decoding)) as
     | { error?: { code?: unknown; message?: unknown; details?: unknown } }
@@ -645,7 +680,7 @@ const GRPC_CODE_NAMES: Readonly<Record<string, string>> = {
 /** Returns connect's decoding failure when a gRPC-Web body starts with a trailer frame holding one. */
 function grpcWebParseError(
   head: Uint8Array | undefined,
-  decoding: ErrorDecoding,
+  decoding: Decoding,
 ): ParseError | undefined {
   // A trailer frame: flag byte, 4-byte length, then HTTP/1-style header lines.
   const data = envelopeData(head, trailerFlag, decoding);

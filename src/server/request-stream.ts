@@ -12,7 +12,7 @@
  */
 import { Code, ConnectError } from '@connectrpc/connect';
 import type * as grpc from '@grpc/grpc-js';
-import { MalformedRequest } from './errors.js';
+import { RefusedRequest } from './errors.js';
 import { largeWireBytes } from './wire-bytes.js';
 
 /** Requests buffered before the call stops reading (a Readable's object-mode default). */
@@ -31,7 +31,7 @@ type Call = grpc.ServerDuplexStream<object, object> & { _read(size: number): voi
 
 /**
  * The requests of a call, in order. A request the transport could not decode
- * ({@link MalformedRequest}) fails the iteration with its error after the
+ * ({@link RefusedRequest}) fails the iteration with its error after the
  * requests before it; so does an `error` event, or the call closing before
  * the client ended its requests.
  */
@@ -119,7 +119,7 @@ export class RequestStream implements AsyncIterableIterator<unknown> {
   }
 
   readonly #onData = (message: unknown): void => {
-    if (message instanceof MalformedRequest) {
+    if (message instanceof RefusedRequest) {
       this.#fail(message.error);
       return;
     }

@@ -157,7 +157,11 @@ export function createServer(
     'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
     'grpc.max_connection_age_grace_ms': MAX_CONNECTION_AGE_GRACE_MS,
   };
-  const common = { shutdownSignal: hardStop.signal, logger };
+  const common = {
+    shutdownSignal: hardStop.signal,
+    logger,
+    maxMessageNodes: config.maxMessageNodes,
+  };
   const grpcServer = new grpc.Server(serverOptions);
   addService(grpcServer, HookService, edge.hook as AnyServiceImpl, common);
   addService(grpcServer, Health, edge.health as AnyServiceImpl, common);
@@ -201,6 +205,7 @@ export function createServer(
       guardedMethod: (method) => edge.guardedMethod(method),
       authorized: (method, header) => edge.authorized(method, header),
       readMaxBytes: config.maxMessageBytes,
+      maxMessageNodes: config.maxMessageNodes,
       shutdownSignal: hardStop.signal,
       logger,
       fallback: serveOps,

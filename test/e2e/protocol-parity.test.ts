@@ -11,7 +11,14 @@
 import type { ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
-import { create, type JsonValue, toBinary } from '@bufbuild/protobuf';
+import {
+  create,
+  fromBinary,
+  fromJson,
+  type JsonValue,
+  toBinary,
+  toJsonString,
+} from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
@@ -25,11 +32,16 @@ import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { ModifyPoint, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DecideToolCallRequestSchema,
+  DispatchRequestSchema,
+  DispatchStreamRequestSchema,
+  DispatchStreamResponseSchema,
   HookService,
   ListHooksRequestSchema,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
+import { errorInfoOf } from '../support/grpc-client.js';
+import { metric } from '../support/observe.js';
 import { startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -1083,5 +1095,136 @@ describe('protocol parity of a deadline', () => {
       await killSidecar(sidecar);
       await receiver.close();
     }
+  });
+});
+
+describe('protocol parity of a request over --max-message-nodes', () => {
+  /** A small bound, so that requests past it stay small. */
+  const LIMIT = 1000;
+  const DISPATCH_PATH = '/agenthooks.v1.HookService/Dispatch';
+  const STREAM_PATH = '/agenthooks.v1.HookService/DispatchStream';
+  let sidecar: SidecarProcess;
+
+  beforeAll(async () => {
+    sidecar = await startSidecar({ args: ['--max-message-nodes', String(LIMIT)] });
+  });
+  afterAll(async () => {
+    await killSidecar(sidecar);
+  });
+
+  /** An afterStep whose tools result is a list of `n` nulls: about n nodes. */
+  const afterStep = (n: number) => ({
+    afterStep: { operationId: 'op-nodes', userId: 'u', toolsResult: Array(n).fill(null) },
+  });
+  const dispatchOf = (n: number) => fromJson(DispatchRequestSchema, { event: afterStep(n) });
+  const streamEventOf = (eventId: string, n: number) =>
+    toBinary(
+      DispatchStreamRequestSchema,
+      fromJson(DispatchStreamRequestSchema, { eventId, event: afterStep(n) }),
+    );
+  /** A tool call whose arguments have `n` members: about 2n nodes. */
+  const decideOf = (n: number) =>
+    fromJson(DecideToolCallRequestSchema, {
+      event: {
+        context: {
+          toolCallId: 'call-nodes',
+          identifier: 'fs',
+          apiName: 'write',
+          operationId: 'op-nodes',
+          executor: 'EXECUTOR_SERVER',
+          args: Object.fromEntries(Array.from({ length: n }, (_, i) => [`k${i}`, i])),
+        },
+      },
+    });
+  const calls = {
+    'a list of 1500 nulls': (c: HookClient) => c.dispatch(dispatchOf(1500)),
+    'arguments of 600 members': (c: HookClient) => c.decideToolCall(decideOf(600)),
+  };
+
+  for (const [name, call] of Object.entries(calls)) {
+    it(`refuses ${name} RESOURCE_EXHAUSTED (MESSAGE_TOO_COMPLEX) the same on every transport`, async () => {
+      const answers = await answersOver(sidecar, call);
+      expect(answers.grpc).toMatchObject({
+        code: 'ResourceExhausted',
+        reason: 'MESSAGE_TOO_COMPLEX',
+      });
+      expect(answers.grpc.message).toContain(`more than ${LIMIT} values`);
+      for (const protocol of PROTOCOLS) expect(answers[protocol], protocol).toEqual(answers.grpc);
+    });
+  }
+
+  it('takes requests under the bound on every transport', async () => {
+    for (const protocol of PROTOCOLS) {
+      const client = createClient(HookService, transportFor(protocol, sidecar));
+      await expect(client.dispatch(dispatchOf(400)), protocol).resolves.toBeDefined();
+      const decision = await client.decideToolCall(decideOf(200));
+      expect(decision.decision?.outcome.case, protocol).toBe('allow');
+    }
+  });
+
+  it('refuses a compressed message by what it decompresses to, on every HTTP framing', async () => {
+    const http = sidecar.http as string;
+    const binary = toBinary(DispatchRequestSchema, dispatchOf(5000));
+    const json = new TextEncoder().encode(toJsonString(DispatchRequestSchema, dispatchOf(5000)));
+    expect(gzipSync(binary).length).toBeLessThan(LIMIT);
+    for (const [type, body] of [
+      ['application/proto', binary],
+      ['application/json', json],
+    ] as const) {
+      const answer = await post(http, DISPATCH_PATH, type, gzipSync(body), {
+        'content-encoding': 'gzip',
+      });
+      expect(answer.status, type).toBe(429);
+      const error = JSON.parse(answer.body.toString('utf8')) as { code: string; message: string };
+      expect(error.code, type).toBe('resource_exhausted');
+      expect(error.message, type).toContain('--max-message-nodes');
+    }
+    const web = await post(
+      http,
+      DISPATCH_PATH,
+      'application/grpc-web+proto',
+      envelope(gzipSync(binary), 1),
+      { 'grpc-encoding': 'gzip' },
+    );
+    expect(grpcWebStatus(web)).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toContain('--max-message-nodes');
+  });
+
+  it('ends a DispatchStream at its first event over the bound, after the acks before it', async () => {
+    // Native gRPC only: the HTTP/1.1 listener serves no bidi stream (connect answers 505).
+    const events = [streamEventOf('e-1', 10), streamEventOf('e-2', 1500), streamEventOf('e-3', 10)];
+    const client = new grpc.Client(sidecar.grpc, grpc.credentials.createInsecure());
+    try {
+      const call = client.makeBidiStreamRequest(
+        STREAM_PATH,
+        (bytes: Buffer) => bytes,
+        (bytes: Buffer) => fromBinary(DispatchStreamResponseSchema, bytes),
+      );
+      const acks: string[] = [];
+      call.on('data', (ack: { eventId: string }) => acks.push(ack.eventId));
+      const failed = new Promise<grpc.ServiceError>((resolve) => call.on('error', resolve));
+      for (const event of events) call.write(Buffer.from(event));
+      call.end();
+      const err = await failed;
+      expect(acks).toEqual(['e-1']);
+      expect(err.code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(errorInfoOf(err)?.reason).toBe('MESSAGE_TOO_COMPLEX');
+    } finally {
+      client.close();
+    }
+  });
+
+  it('counts every refusal as a call answered RESOURCE_EXHAUSTED, over HTTP as over gRPC', async () => {
+    const series = 'agenthooks_rpc_calls_total{method="Dispatch",code="RESOURCE_EXHAUSTED"}';
+    const before = await metric(sidecar, series);
+    for (const protocol of PROTOCOLS) {
+      const client = createClient(HookService, transportFor(protocol, sidecar));
+      await expect(client.dispatch(dispatchOf(1500)), protocol).rejects.toThrow(ConnectError);
+    }
+    expect((await metric(sidecar, series)) - before).toBe(PROTOCOLS.length);
+  });
+
+  it('logged none of the refusals as a failure of its own', () => {
+    expect(sidecar.logs.filter((l) => l.level === 'error' || l.level === 'warn')).toEqual([]);
   });
 });

@@ -334,6 +334,12 @@ const (
 	// INVALID_ARGUMENT: a `DispatchStream` event id is longer than 256 UTF-8
 	// bytes; the stream ends with this error after the acks before it.
 	ErrorReason_EVENT_ID_TOO_LONG ErrorReason = 100
+	// RESOURCE_EXHAUSTED: a request message would decode into more values
+	// than `--max-message-nodes` allows (each message, map entry, list
+	// element and unknown field counts one; over JSON, each object, array,
+	// member and element). Refused before it is decoded; `metadata.limit`
+	// holds the bound. In a stream, the stream ends with it.
+	ErrorReason_MESSAGE_TOO_COMPLEX ErrorReason = 101
 )
 
 // Enum value maps for ErrorReason.
@@ -440,6 +446,7 @@ var (
 		98:  "INVALID_PAGE_TOKEN",
 		99:  "INVALID_TIME_RANGE",
 		100: "EVENT_ID_TOO_LONG",
+		101: "MESSAGE_TOO_COMPLEX",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -543,6 +550,7 @@ var (
 		"INVALID_PAGE_TOKEN":                98,
 		"INVALID_TIME_RANGE":                99,
 		"EVENT_ID_TOO_LONG":                 100,
+		"MESSAGE_TOO_COMPLEX":               101,
 	}
 )
 
@@ -577,7 +585,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x84\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x9d\x14\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -681,7 +689,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x16PAGE_SIZE_OUT_OF_RANGE\x10a\x12\x16\n" +
 	"\x12INVALID_PAGE_TOKEN\x10b\x12\x16\n" +
 	"\x12INVALID_TIME_RANGE\x10c\x12\x15\n" +
-	"\x11EVENT_ID_TOO_LONG\x10dB\xa9\x01\n" +
+	"\x11EVENT_ID_TOO_LONG\x10d\x12\x17\n" +
+	"\x13MESSAGE_TOO_COMPLEX\x10eB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -107,6 +107,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_PAGE_TOKEN: _ClassVar[ErrorReason]
     INVALID_TIME_RANGE: _ClassVar[ErrorReason]
     EVENT_ID_TOO_LONG: _ClassVar[ErrorReason]
+    MESSAGE_TOO_COMPLEX: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -208,3 +209,4 @@ PAGE_SIZE_OUT_OF_RANGE: ErrorReason
 INVALID_PAGE_TOKEN: ErrorReason
 INVALID_TIME_RANGE: ErrorReason
 EVENT_ID_TOO_LONG: ErrorReason
+MESSAGE_TOO_COMPLEX: ErrorReason
