@@ -5,7 +5,9 @@
  * bound. connect decodes a unary message once its body ends, and a stream's
  * message once its envelope is complete, so the wrapper passes a unary body
  * on as it comes and checks it at the end, and passes a stream's envelopes
- * on whole, each checked first. A compressed message is checked
+ * on whole, each checked first; an envelope whose header declares more than
+ * the size bound, and all after it, go on at once, as connect refuses it
+ * from its header. A compressed message is checked
  * decompressed; one that does not decompress within the size bound is left
  * to connect, which refuses it.
  */
@@ -83,7 +85,7 @@ export function boundNodes(
     throw refusal.error;
   };
   const body = bound.enveloped
-    ? envelopes(source as AsyncIterable<Uint8Array>, check)
+    ? envelopes(source as AsyncIterable<Uint8Array>, bound.decoding.maxBytes, check)
     : unary(source as AsyncIterable<Uint8Array>, bound, check);
   return { uReq: extend(uReq, { body }), refused: () => refusal };
 }
@@ -124,23 +126,41 @@ async function* unary(
 /** A stream's body, passed on an envelope at a time, each checked before it goes. */
 async function* envelopes(
   source: AsyncIterable<Uint8Array>,
+  maxBytes: number,
   check: (data: Uint8Array, compressed: boolean) => void,
 ): AsyncGenerator<Uint8Array> {
   const queue = new ByteQueue();
-  for await (const chunk of source) {
-    queue.push(chunk);
-    for (;;) {
-      const header = queue.peek(ENVELOPE_HEADER_BYTES);
-      if (header === undefined) break;
-      const length = new DataView(header.buffer, header.byteOffset).getUint32(1);
-      const envelope = queue.take(ENVELOPE_HEADER_BYTES + length);
-      if (envelope === undefined) break;
-      check(
-        envelope.subarray(ENVELOPE_HEADER_BYTES),
-        ((header[0] as number) & COMPRESSED_FLAG) !== 0,
-      );
-      yield envelope;
+  const chunks = source[Symbol.asyncIterator]();
+  let ended = false;
+  try {
+    for (let next = await chunks.next(); next.done !== true; next = await chunks.next()) {
+      queue.push(next.value);
+      for (;;) {
+        const header = queue.peek(ENVELOPE_HEADER_BYTES);
+        if (header === undefined) break;
+        const length = new DataView(header.buffer, header.byteOffset).getUint32(1);
+        if (length > maxBytes) {
+          // connect refuses it from its header: everything goes on as it comes, unheld.
+          yield queue.take(queue.size) as Uint8Array;
+          for (let rest = await chunks.next(); rest.done !== true; rest = await chunks.next()) {
+            yield rest.value;
+          }
+          ended = true;
+          return;
+        }
+        const envelope = queue.take(ENVELOPE_HEADER_BYTES + length);
+        if (envelope === undefined) break;
+        check(
+          envelope.subarray(ENVELOPE_HEADER_BYTES),
+          ((header[0] as number) & COMPRESSED_FLAG) !== 0,
+        );
+        yield envelope;
+      }
     }
+    ended = true;
+  } finally {
+    // Stopped early (connect stopped reading, or a check failed): the source is let go.
+    if (!ended) await chunks.return?.();
   }
   // An envelope cut short: connect answers it.
   const rest = queue.take(queue.size);

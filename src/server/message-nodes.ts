@@ -13,36 +13,12 @@
  * each member and element (`:` and `,` outside strings) one, each object
  * and array (`{`, `[`) two, for the `Value` that holds it. That is about the
  * same count for the same request, so the bound holds on every protocol.
- * A count stops as soon as it passes the bound, and bytes that do not parse
- * are left to the decoder to refuse.
+ * A count stops as soon as it passes the bound.
  */
 import { type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
 
-const VARINT = 0;
-const I64 = 1;
-const LEN = 2;
-const I32 = 5;
-
-/** A map entry's value field (2), length-delimited. */
-const ENTRY_VALUE_TAG = (2 << 3) | LEN;
 /** Scalars whose list elements are each a field of their own (never packed). */
-const LENGTH_DELIMITED: ReadonlySet<ScalarType | undefined> = new Set([
-  ScalarType.STRING,
-  ScalarType.BYTES,
-]);
-
-/** Bytes an element of a packed list of fixed-width scalars takes. */
-const FIXED_WIDTH: ReadonlyMap<ScalarType, number> = new Map([
-  [ScalarType.DOUBLE, 8],
-  [ScalarType.FIXED64, 8],
-  [ScalarType.SFIXED64, 8],
-  [ScalarType.FLOAT, 4],
-  [ScalarType.FIXED32, 4],
-  [ScalarType.SFIXED32, 4],
-]);
-
-/** Deeper than protobuf-es decodes (100): the decoder refuses it first. */
-const MAX_DEPTH = 101;
+const LENGTH_DELIMITED: ReadonlySet<ScalarType> = new Set([ScalarType.STRING, ScalarType.BYTES]);
 
 /**
  * Whether a binary message of `bytes` may decode into more than `limit`
@@ -72,133 +48,238 @@ function fieldsOf(schema: DescMessage): Map<number, DescField> {
 
 /**
  * The nodes `bytes` decode into as a `schema` message, or the first count
- * past `limit`. Bytes that do not parse stop the count where they start.
+ * past `limit`. The count reads the bytes as protobuf-es's `fromBinary`
+ * does, field by field (a known field by its declared type, whatever its
+ * wire type; lengths as 32-bit; unknown groups skipped; 100 levels at
+ * most), and stops where that fails: what it counts is what the decoder
+ * would build, also of a message it then refuses.
  *
  * @example
  * countNodes(DispatchRequestSchema, bytes, 100_000) > 100_000; // too complex
  */
 export function countNodes(schema: DescMessage, bytes: Uint8Array, limit: number): number {
   const counter = new NodeCounter(bytes, limit);
-  counter.message(schema, 0, bytes.length, 0);
+  try {
+    counter.message(schema, bytes.length, 0);
+  } catch (e: unknown) {
+    if (e !== STOP) throw e;
+  }
   return counter.count;
 }
 
-/** A read position and the count so far; a method returns false to stop the count. */
+/** Thrown to end a count: the decoder would fail here, or the count passed the limit. */
+const STOP = Symbol('stop');
+
+const VARINT = 0;
+const I64 = 1;
+const LEN = 2;
+const START_GROUP = 3;
+const END_GROUP = 4;
+const I32 = 5;
+/** protobuf-es's default recursion limit, in messages (and groups skipped). */
+const RECURSION_LIMIT = 100;
+
+/** A read of `bytes` as protobuf-es's `BinaryReader` makes it, counting nodes. */
 class NodeCounter {
   count = 0;
   #pos = 0;
-  constructor(
-    readonly bytes: Uint8Array,
-    readonly limit: number,
-  ) {}
+  #depth = 0;
+  /** The field number and wire type of the last tag read. */
+  #fieldNo = 0;
+  #wireType = 0;
+  readonly #bytes: Uint8Array;
+  readonly #limit: number;
 
-  /** Counts the nodes of a `schema` message in `[start, end)`. */
-  message(schema: DescMessage, start: number, end: number, depth: number): boolean {
-    if (depth > MAX_DEPTH) return false;
+  constructor(bytes: Uint8Array, limit: number) {
+    this.#bytes = bytes;
+    this.#limit = limit;
+  }
+
+  /**
+   * The fields of a `schema` message up to `end`, or up to the end-group tag
+   * of field `groupField` when it is not 0 (protobuf-es's `readMessage`).
+   */
+  message(schema: DescMessage, end: number, groupField: number): void {
+    if (++this.#depth > RECURSION_LIMIT) throw STOP;
     const fields = fieldsOf(schema);
-    this.#pos = start;
     while (this.#pos < end) {
-      const tag = this.#varint(end);
-      if (tag < 0) return false;
-      const number = Math.floor(tag / 8);
-      const wireType = tag % 8;
-      const field = fields.get(number);
-      // A field decoded as its declared type's node, or kept as an unknown one.
-      if (field === undefined || field.fieldKind === 'list' || field.fieldKind === 'map') {
-        this.count += 1;
+      this.#tag();
+      if (groupField !== 0 && this.#wireType === END_GROUP) break;
+      const field = fields.get(this.#fieldNo);
+      if (field === undefined) {
+        // Kept as an unknown field: one object, whatever it holds.
+        this.#skip(this.#wireType, this.#fieldNo, RECURSION_LIMIT - this.#depth);
+        this.#add(1);
+      } else {
+        this.#field(field, this.#wireType);
       }
-      if (wireType === LEN && field !== undefined) {
-        const length = this.#varint(end);
-        if (length < 0 || this.#pos + length > end) return false;
-        const from = this.#pos;
-        if (!this.#value(field, from, from + length, depth)) return false;
-        this.#pos = from + length;
-      } else if (!this.#skip(wireType, end)) {
-        return false; // a group or an invalid wire type: the decoder decides
-      }
-      if (this.count > this.limit) return false;
     }
-    return true;
+    if (groupField !== 0 && (this.#wireType !== END_GROUP || this.#fieldNo !== groupField)) {
+      throw STOP;
+    }
+    this.#depth -= 1;
   }
 
-  /** Counts what a length-delimited value of `field` holds beyond itself. */
-  #value(field: DescField, from: number, to: number, depth: number): boolean {
+  #add(n: number): void {
+    this.count += n;
+    if (this.count > this.#limit) throw STOP;
+  }
+
+  /** A known field's value, read by its declared type (protobuf-es's `readField`). */
+  #field(field: DescField, wireType: number): void {
     switch (field.fieldKind) {
+      case 'scalar':
+        this.#scalar(field.scalar);
+        return;
+      case 'enum':
+        this.#varint();
+        return;
       case 'message':
-        this.count += 1;
-        return this.message(field.message, from, to, depth + 1);
-      case 'list':
-        if (field.listKind === 'message') return this.message(field.message, from, to, depth + 1);
-        if (field.listKind === 'enum') this.count += this.#packedVarints(from, to) - 1;
-        else if (!LENGTH_DELIMITED.has(field.scalar)) {
-          const width = FIXED_WIDTH.get(field.scalar);
-          const elements =
-            width === undefined ? this.#packedVarints(from, to) : Math.ceil((to - from) / width);
-          // A packed list: one node an element (the tag counted one already).
-          this.count += elements - 1;
+        this.#add(1);
+        this.#messageField(field.message, field);
+        return;
+      case 'list': {
+        if (field.listKind === 'message') {
+          this.#add(1);
+          this.#messageField(field.message, field);
+          return;
         }
-        return true;
-      case 'map':
-        return field.mapKind === 'message'
-          ? this.#mapEntry(field.message, from, to, depth + 1)
-          : true;
-      default:
-        return true;
-    }
-  }
-
-  /** A map entry whose value (field 2) is a `schema` message: one node more for it. */
-  #mapEntry(schema: DescMessage, from: number, to: number, depth: number): boolean {
-    this.#pos = from;
-    while (this.#pos < to) {
-      const tag = this.#varint(to);
-      if (tag < 0) return false;
-      if (tag === ENTRY_VALUE_TAG) {
-        const length = this.#varint(to);
-        if (length < 0 || this.#pos + length > to) return false;
-        const start = this.#pos;
-        this.count += 1;
-        if (!this.message(schema, start, start + length, depth + 1)) return false;
-        this.#pos = start + length;
-      } else if (!this.#skip(tag % 8, to)) {
-        return false;
+        const scalar = field.scalar ?? ScalarType.INT32;
+        if (wireType !== LEN || LENGTH_DELIMITED.has(scalar)) {
+          this.#add(1);
+          this.#scalar(scalar);
+          return;
+        }
+        const end = this.#varint() + this.#pos;
+        while (this.#pos < end) {
+          this.#add(1);
+          this.#scalar(scalar);
+        }
+        return;
       }
+      case 'map':
+        this.#add(1);
+        this.#mapEntry(field);
+        return;
     }
-    return true;
   }
 
-  /** Moves past a value of `wireType` (not a group), or returns false. */
-  #skip(wireType: number, end: number): boolean {
-    if (wireType === VARINT) return this.#varint(end) >= 0;
-    if (wireType === I64 || wireType === I32) {
-      this.#pos += wireType === I64 ? 8 : 4;
-      return this.#pos <= end;
+  /** A message field's value: length-delimited, or a group when so declared. */
+  #messageField(schema: DescMessage, field: DescField): void {
+    if ('delimitedEncoding' in field && field.delimitedEncoding === true) {
+      this.message(schema, this.#bytes.length, field.number);
+    } else {
+      const length = this.#varint();
+      this.message(schema, this.#pos + length, 0);
     }
-    if (wireType !== LEN) return false;
-    const length = this.#varint(end);
-    if (length < 0 || this.#pos + length > end) return false;
-    this.#pos += length;
-    return true;
   }
 
-  /** The elements of a packed list of varints: each ends in a byte under 0x80. */
-  #packedVarints(from: number, to: number): number {
-    let n = 0;
-    for (let i = from; i < to; i++) if ((this.bytes[i] as number) < 0x80) n += 1;
-    return n;
+  /** A map entry (protobuf-es's `readMapEntry`): its value counts one more when a message. */
+  #mapEntry(field: DescField & { fieldKind: 'map' }): void {
+    const end = this.#varint() + this.#pos;
+    while (this.#pos < end) {
+      this.#tag();
+      if (this.#fieldNo === 1) {
+        this.#scalar(field.mapKey);
+      } else if (this.#fieldNo === 2) {
+        if (field.mapKind === 'scalar') this.#scalar(field.scalar);
+        else if (field.mapKind === 'enum') this.#varint();
+        else {
+          this.#add(1);
+          this.#messageField(field.message, field);
+        }
+      }
+      // Any other field number: protobuf-es reads on from the next byte.
+    }
   }
 
-  /** A varint of at most 10 bytes ending before `end` (exact up to 2^53), or -1. */
-  #varint(end: number): number {
+  /** A scalar of `type`, moved past. */
+  #scalar(type: ScalarType): void {
+    switch (type) {
+      case ScalarType.STRING:
+      case ScalarType.BYTES: {
+        const length = this.#varint(); // read before the position it moves is
+        this.#pos += length;
+        break;
+      }
+      case ScalarType.DOUBLE:
+      case ScalarType.FIXED64:
+      case ScalarType.SFIXED64:
+        this.#pos += 8;
+        break;
+      case ScalarType.FLOAT:
+      case ScalarType.FIXED32:
+      case ScalarType.SFIXED32:
+        this.#pos += 4;
+        break;
+      default:
+        this.#varint();
+        return;
+    }
+    if (this.#pos > this.#bytes.length) throw STOP;
+  }
+
+  /** A tag, into {@link #fieldNo} and {@link #wireType}; protobuf-es refuses the same ones. */
+  #tag(): void {
+    const start = this.#pos;
+    const tag = this.#varint();
+    const read = this.#pos - start;
+    if (read > 5 || (read === 5 && (this.#bytes[this.#pos - 1] as number) > 0x0f)) throw STOP;
+    this.#fieldNo = tag >>> 3;
+    this.#wireType = tag & 7;
+    if (this.#fieldNo <= 0 || this.#wireType > I32) throw STOP;
+  }
+
+  /**
+   * A varint of at most 10 bytes, as its low 32 bits unsigned (how
+   * protobuf-es reads lengths and tags); past the bytes, or longer, stops.
+   */
+  #varint(): number {
+    const bytes = this.#bytes;
     let value = 0;
-    let scale = 1;
-    for (let i = 0; i < 10 && this.#pos < end; i++) {
-      const byte = this.bytes[this.#pos++] as number;
-      value += (byte & 0x7f) * scale;
-      if (byte < 0x80) return value;
-      scale *= 128;
+    for (let i = 0; i < 10; i++) {
+      const byte = bytes[this.#pos++];
+      if (byte === undefined) throw STOP;
+      if (i < 5) value |= (byte & 0x7f) << (7 * i);
+      if (byte < 0x80) return value >>> 0;
     }
-    return -1;
+    throw STOP;
+  }
+
+  /** Moves past an unknown field's value (protobuf-es's `skip`), groups in them included. */
+  #skip(wireType: number, fieldNo: number, recursionLimit: number): void {
+    const bytes = this.#bytes;
+    switch (wireType) {
+      case VARINT:
+        // Any number of bytes, as protobuf-es skips it.
+        while (((bytes[this.#pos++] ?? 0) & 0x80) !== 0) {}
+        break;
+      case I64:
+        this.#pos += 8;
+        break;
+      case I32:
+        this.#pos += 4;
+        break;
+      case LEN: {
+        const length = this.#varint();
+        this.#pos += length;
+        break;
+      }
+      case START_GROUP:
+        if (recursionLimit <= 0) throw STOP;
+        for (;;) {
+          this.#tag();
+          if (this.#wireType === END_GROUP) {
+            if (this.#fieldNo !== fieldNo) throw STOP;
+            break;
+          }
+          this.#skip(this.#wireType, this.#fieldNo, recursionLimit - 1);
+        }
+        break;
+      default:
+        throw STOP;
+    }
+    if (this.#pos > bytes.length) throw STOP;
   }
 }
 

@@ -1214,6 +1214,45 @@ describe('protocol parity of a request over --max-message-nodes', () => {
     }
   });
 
+  it('answers an envelope declared past --max-message-bytes from its header, holding none of its body', async () => {
+    const [host, port] = (sidecar.http as string).split(':') as [string, string];
+    const head = Buffer.alloc(5);
+    head.writeUInt32BE(0xffff_ffff, 1);
+    const req = httpRequest({
+      host,
+      port: Number(port),
+      method: 'POST',
+      path: DISPATCH_PATH,
+      headers: { 'content-type': 'application/grpc-web+proto' },
+    });
+    try {
+      // The body never ends: the answer must come without it.
+      const answered = new Promise<Parameters<typeof grpcWebStatus>[0] & { status: number }>(
+        (resolve, reject) => {
+          req.on('response', (res) => {
+            const chunks: Buffer[] = [];
+            res.on('data', (c: Buffer) => chunks.push(c));
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                headers: res.headers,
+                body: Buffer.concat(chunks),
+              }),
+            );
+          });
+          req.on('error', reject);
+        },
+      );
+      req.write(head);
+      req.write(Buffer.alloc(256 * 1024));
+      const res = await answered;
+      expect(res.status).toBe(200);
+      expect(grpcWebStatus(res)).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    } finally {
+      req.destroy();
+    }
+  });
+
   it('counts every refusal as a call answered RESOURCE_EXHAUSTED, over HTTP as over gRPC', async () => {
     const series = 'agenthooks_rpc_calls_total{method="Dispatch",code="RESOURCE_EXHAUSTED"}';
     const before = await metric(sidecar, series);

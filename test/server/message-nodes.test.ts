@@ -6,13 +6,14 @@
 import {
   create,
   type DescMessage,
+  fromBinary,
   fromJson,
   type JsonObject,
   type JsonValue,
   toBinary,
   toJsonString,
 } from '@bufbuild/protobuf';
-import { EmptySchema, SourceCodeInfo_LocationSchema, StructSchema } from '@bufbuild/protobuf/wkt';
+import { EmptySchema, SourceCodeInfo_LocationSchema, ValueSchema } from '@bufbuild/protobuf/wkt';
 import { describe, expect, it } from 'vitest';
 import {
   DecideToolCallRequestSchema,
@@ -86,19 +87,72 @@ describe('countNodes', () => {
     expect(binaryCount(DispatchRequestSchema, message as never, 100)).toBe(101);
   });
 
-  it('stops without throwing at bytes that do not parse, and past 100 levels of nesting', () => {
+  it('counts what protobuf-es builds before it fails, and stops past 100 levels of nesting', () => {
     const bytes = toBinary(DispatchRequestSchema, dispatchOf(Array(50).fill(null)));
-    expect(countNodes(DispatchRequestSchema, bytes.subarray(0, bytes.length - 7), UNBOUNDED)).toBe(
-      // The cut-off lengths of the outer messages stop the count at the first of them.
-      0,
-    );
-    const nested = new Uint8Array(400);
-    // 200 levels of ListValue.values (field 1), each one byte shorter than the last.
-    for (let i = 0; i < 200; i++) {
-      nested[2 * i] = 0x0a;
-      nested[2 * i + 1] = 400 - 2 * i - 2;
+    // Cut short, every message's length runs past the end: protobuf-es decodes what is
+    // there and then fails, and so many nodes were built.
+    const cut = bytes.subarray(0, bytes.length - 7);
+    expect(() => fromBinary(DispatchRequestSchema, cut)).toThrow();
+    expect(countNodes(DispatchRequestSchema, cut, UNBOUNDED)).toBe(5 + 48);
+    let value = create(ValueSchema, { kind: { case: 'nullValue', value: 0 } });
+    for (let i = 0; i < 150; i++) {
+      value = create(ValueSchema, { kind: { case: 'listValue', value: { values: [value] } } });
     }
-    expect(countNodes(StructSchema, nested, UNBOUNDED)).toBeLessThan(110);
+    const nested = toBinary(ValueSchema, value);
+    // protobuf-es makes the 100th message below the root, then fails to read it.
+    expect(countNodes(ValueSchema, nested, UNBOUNDED)).toBe(100);
+  });
+
+  describe('reads the bytes as protobuf-es does, so no encoding hides nodes from it', () => {
+    const N = 5000;
+    const list = toBinary(DispatchRequestSchema, dispatchOf(Array(N).fill(null)));
+    /** Bytes of a field `number` with wire type `type`, then the rest. */
+    const tag = (number: number, type: number) => varint(number * 8 + type);
+    const variants: Record<string, Uint8Array | [DescMessage, Uint8Array]> = {
+      'an empty unknown group first': concat([tag(15, 3), tag(15, 4)], list),
+      // The event's length plus 2^32: read as 32 bits, it is the same length.
+      'a length past 32 bits': withEventLength(list, (n) => varint(n + 2 ** 32)),
+      'a message field sent as a varint': withEventTag(list, tag(1, 0)),
+      'a message field sent as a group': withEventTag(list, tag(1, 3)),
+      // The entry's value (field 2) tagged as a varint, after its key "list".
+      'a Struct member sent as a varint field': [
+        DecideToolCallRequestSchema,
+        toBinary(DecideToolCallRequestSchema, decideOf({ list: Array(N).fill(null) })).map(
+          (b, i, all) => (b === 0x12 && all[i - 1] === 0x74 ? 0x10 : b),
+        ),
+      ],
+      'a list after a Struct nested 40 levels': (() => {
+        let deep: JsonValue = 'x';
+        for (let i = 0; i < 40; i++) deep = { a: deep };
+        return toBinary(DispatchRequestSchema, dispatchOf([deep, ...Array(N).fill(null)]));
+      })(),
+    };
+    for (const [name, variant] of Object.entries(variants)) {
+      it(name, () => {
+        const [schema, bytes] = Array.isArray(variant) ? variant : [DispatchRequestSchema, variant];
+        const decoded = nodesOf(safeDecode(schema, bytes) ?? {});
+        expect(decoded).toBeGreaterThan(N);
+        expect(countNodes(schema, bytes, UNBOUNDED)).toBeGreaterThanOrEqual(decoded);
+      });
+    }
+
+    it('counts at least what protobuf-es decodes, for 3000 mutations of a request', () => {
+      const base = toBinary(
+        DecideToolCallRequestSchema,
+        decideOf({ a: [null, 1, 'x', { b: [true, [2]] }], c: { d: 'e' } }),
+      );
+      const random = seeded(20261203);
+      let decodedOnes = 0;
+      for (let i = 0; i < 3000; i++) {
+        const bytes = mutate(base, random);
+        const message = safeDecode(DecideToolCallRequestSchema, bytes);
+        if (message === undefined) continue;
+        decodedOnes += 1;
+        const counted = countNodes(DecideToolCallRequestSchema, bytes, UNBOUNDED);
+        expect(counted, Buffer.from(bytes).toString('hex')).toBeGreaterThanOrEqual(nodesOf(message));
+      }
+      expect(decodedOnes).toBeGreaterThan(300);
+    });
   });
 
   it('is bounded by the byte count, so a short message needs no count', () => {
@@ -140,3 +194,108 @@ describe('countJsonNodes', () => {
     }
   });
 });
+
+/**
+ * The objects a decoded message holds below itself: each message, list
+ * element, map entry and unknown field.
+ */
+function nodesOf(root: unknown): number {
+  let count = -1; // the root message
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const next = stack.pop();
+    if (typeof next !== 'object' || next === null || next instanceof Uint8Array) continue;
+    if (Array.isArray(next)) {
+      // An element that is a message counts as one below.
+      for (const element of next) if (!isMessage(element)) count += 1;
+      stack.push(...next);
+      continue;
+    }
+    const message = '$typeName' in next;
+    // A oneof's `{ case, value }` is the field it holds, not a node of its own.
+    const holder = message || 'case' in next;
+    if (message) count += 1;
+    for (const [key, member] of Object.entries(next)) {
+      if (key === '$typeName') continue;
+      if (key === '$unknown') count += (member as unknown[]).length;
+      else {
+        if (!holder) count += 1;
+        stack.push(member);
+      }
+    }
+  }
+  return count;
+}
+
+function isMessage(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && '$typeName' in value;
+}
+
+function safeDecode(schema: DescMessage, bytes: Uint8Array): object | undefined {
+  try {
+    return fromBinary(schema, bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+function varint(value: number): Uint8Array {
+  const out: number[] = [];
+  let v = value;
+  while (v >= 0x80) {
+    out.push((v % 0x80) | 0x80);
+    v = Math.floor(v / 0x80);
+  }
+  out.push(v);
+  return Uint8Array.from(out);
+}
+
+function concat(parts: Uint8Array[], rest: Uint8Array): Uint8Array {
+  return Buffer.concat([...parts, rest]);
+}
+
+/** `bytes` (a message whose first field is a message) with that field's tag replaced. */
+function withEventTag(bytes: Uint8Array, tag: Uint8Array): Uint8Array {
+  return concat([tag], bytes.subarray(1));
+}
+
+/** `bytes` with its first field's length rewritten by `length`. */
+function withEventLength(bytes: Uint8Array, length: (n: number) => Uint8Array): Uint8Array {
+  let at = 1;
+  let n = 0;
+  for (let scale = 1; ; scale *= 0x80) {
+    const byte = bytes[at++] as number;
+    n += (byte & 0x7f) * scale;
+    if (byte < 0x80) break;
+  }
+  return concat([bytes.subarray(0, 1), length(n)], bytes.subarray(at));
+}
+
+/** A small deterministic generator of numbers in [0, 1). */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+}
+
+/** `bytes` with one random change: a byte changed, inserted or removed, or a span repeated. */
+function mutate(bytes: Uint8Array, random: () => number): Uint8Array {
+  const at = Math.floor(random() * bytes.length);
+  const byte = Math.floor(random() * 256);
+  const copy = Buffer.from(bytes);
+  switch (Math.floor(random() * 4)) {
+    case 0:
+      copy[at] = byte;
+      return copy;
+    case 1:
+      return Buffer.concat([copy.subarray(0, at), Buffer.from([byte]), copy.subarray(at)]);
+    case 2:
+      return Buffer.concat([copy.subarray(0, at), copy.subarray(at + 1)]);
+    default: {
+      const end = Math.min(bytes.length, at + 1 + Math.floor(random() * 12));
+      return Buffer.concat([copy.subarray(0, end), copy.subarray(at, end), copy.subarray(end)]);
+    }
+  }
+}
