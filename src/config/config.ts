@@ -374,7 +374,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_MAX_MESSAGE_NODES',
     value: 'N',
     default: String(DEFAULT_MAX_MESSAGE_NODES),
-    help: 'values a request message may decode into (each message, list element and map entry; over JSON each object, array, member and element); more answer RESOURCE_EXHAUSTED (MESSAGE_TOO_COMPLEX) before decoding',
+    help: 'values a request message may decode into (each message, list element and map entry, counted alike over JSON); more answer RESOURCE_EXHAUSTED (MESSAGE_TOO_COMPLEX) before decoding',
   },
   {
     flag: 'max-hooks-per-operation',

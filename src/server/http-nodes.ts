@@ -16,7 +16,12 @@ import type { DescMethod } from '@bufbuild/protobuf';
 import type { UniversalServerRequest } from '@connectrpc/connect/protocol';
 import { extend } from '../extend.js';
 import { TooComplexRequest } from './errors.js';
-import { countJsonNodes, countNodes, mayExceedJsonNodes, mayExceedNodes } from './message-nodes.js';
+import {
+  countJsonMessageNodes,
+  countNodes,
+  mayExceedJsonNodes,
+  mayExceedNodes,
+} from './message-nodes.js';
 
 /** How a body is read: its compression, and the bound decompressed. */
 export interface Decoding {
@@ -78,7 +83,7 @@ export function boundNodes(
     const message = compressed ? decompress(data, bound.decoding) : data;
     if (message === undefined || !mayExceed(message.byteLength, bound)) return;
     const nodes = bound.json
-      ? countJsonNodes(message, bound.limit)
+      ? countJsonMessageNodes(bound.method.input, message, bound.limit)
       : countNodes(bound.method.input, message, bound.limit);
     if (nodes <= bound.limit) return;
     refusal = new TooComplexRequest(bound.method, bound.limit);

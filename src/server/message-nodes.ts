@@ -29,9 +29,12 @@ export function mayExceedNodes(bytes: number, limit: number): boolean {
   return bytes > limit;
 }
 
-/** The same for JSON text, where one byte (`{` or `[`) counts two nodes. */
+/**
+ * The same for JSON text: its nodes (counted as {@link countJsonMessageNodes}
+ * does) are at most 1.5 times its text count, which counts at most two a byte.
+ */
 export function mayExceedJsonNodes(bytes: number, limit: number): boolean {
-  return 2 * bytes > limit;
+  return 3 * bytes > limit;
 }
 
 /** Fields by number, per message type: built once per type. */
@@ -330,4 +333,131 @@ function stringEnd(text: Uint8Array, from: number): number {
     if (backslashes % 2 === 0) return quote;
     at = quote + 1;
   }
+}
+
+/**
+ * Text counts past this many times the limit are refused without parsing:
+ * `JSON.parse` itself makes an object or more for each value.
+ */
+export const JSON_PARSE_FACTOR = 8;
+
+/**
+ * The nodes a JSON `schema` message decodes into, counted as the binary
+ * count counts them (a typed message one, whatever its fields), or a count
+ * past `limit`. Its text count first: at most `limit / 2` is under the
+ * bound (the nodes are at most 1.5 times it), past `JSON_PARSE_FACTOR`
+ * times the bound it is over; in between the text is parsed and walked
+ * with its schema. Text that does not parse is left to the decoder.
+ */
+export function countJsonMessageNodes(
+  schema: DescMessage,
+  text: Uint8Array,
+  limit: number,
+): number {
+  const rough = countJsonNodes(text, JSON_PARSE_FACTOR * limit);
+  if (2 * rough <= limit || rough > JSON_PARSE_FACTOR * limit) return rough;
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(text));
+  } catch {
+    return 0;
+  }
+  return jsonMessageNodes(schema, json, 0);
+}
+
+/** Fields by JSON and proto name, per message type: built once per type. */
+const fieldsByJsonName = new WeakMap<DescMessage, Map<string, DescField>>();
+
+function jsonFieldsOf(schema: DescMessage): Map<string, DescField> {
+  let fields = fieldsByJsonName.get(schema);
+  if (fields === undefined) {
+    fields = new Map();
+    for (const f of schema.fields) fields.set(f.name, f).set(f.jsonName, f);
+    fieldsByJsonName.set(schema, fields);
+  }
+  return fields;
+}
+
+/** Deeper than connect decodes JSON (50 levels): the decoder refuses it first. */
+const MAX_JSON_DEPTH = 120;
+
+/** The nodes below a JSON object read as a `schema` message. */
+function jsonMessageNodes(schema: DescMessage, json: unknown, depth: number): number {
+  if (typeof json !== 'object' || json === null || Array.isArray(json) || depth > MAX_JSON_DEPTH) {
+    return 0;
+  }
+  const fields = jsonFieldsOf(schema);
+  let count = 0;
+  for (const [key, value] of Object.entries(json)) {
+    const field = fields.get(key);
+    if (field === undefined || value === null) continue; // refused, or unset, by the decoder
+    count += jsonFieldNodes(field, value, depth);
+  }
+  return count;
+}
+
+function jsonFieldNodes(field: DescField, value: unknown, depth: number): number {
+  switch (field.fieldKind) {
+    case 'message':
+      return jsonMessageValueNodes(field.message, value, depth + 1);
+    case 'list': {
+      if (!Array.isArray(value)) return 0;
+      if (field.listKind !== 'message') return value.length;
+      let count = 0;
+      for (const element of value)
+        count += jsonMessageValueNodes(field.message, element, depth + 1);
+      return count;
+    }
+    case 'map': {
+      if (typeof value !== 'object' || Array.isArray(value)) return 0;
+      let count = 0;
+      for (const member of Object.values(value as object)) {
+        count += 1;
+        if (field.mapKind === 'message') {
+          count += jsonMessageValueNodes(field.message, member, depth + 1);
+        }
+      }
+      return count;
+    }
+    default:
+      return 0;
+  }
+}
+
+/** A message (one node) with what it holds: the JSON types as their binary form. */
+function jsonMessageValueNodes(schema: DescMessage, value: unknown, depth: number): number {
+  switch (schema.typeName) {
+    case 'google.protobuf.Value':
+      return valueNodes(value, depth);
+    case 'google.protobuf.Struct':
+      return 1 + membersNodes(value, depth);
+    case 'google.protobuf.ListValue':
+      return 1 + elementsNodes(value, depth);
+    default:
+      if (schema.typeName.startsWith('google.protobuf.')) {
+        // Timestamps, durations, wrappers, masks: one message, their JSON is a scalar.
+        return typeof value === 'object' && value !== null ? 1 + Object.keys(value).length : 1;
+      }
+      return 1 + jsonMessageNodes(schema, value, depth);
+  }
+}
+
+/** A `google.protobuf.Value` of `value`: itself, and its `Struct` or `ListValue`. */
+function valueNodes(value: unknown, depth: number): number {
+  if (typeof value !== 'object' || value === null || depth > MAX_JSON_DEPTH) return 1;
+  return Array.isArray(value) ? 2 + elementsNodes(value, depth) : 2 + membersNodes(value, depth);
+}
+
+function membersNodes(value: unknown, depth: number): number {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 0;
+  let count = 0;
+  for (const member of Object.values(value)) count += 1 + valueNodes(member, depth + 1);
+  return count;
+}
+
+function elementsNodes(value: unknown, depth: number): number {
+  if (!Array.isArray(value)) return 0;
+  let count = 0;
+  for (const element of value) count += valueNodes(element, depth + 1);
+  return count;
 }

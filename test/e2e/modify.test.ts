@@ -303,6 +303,7 @@ describe('Modify', () => {
       'connect-json': createConnectTransport({
         baseUrl: `http://${sidecar.http}`,
         httpVersion: '1.1',
+        useBinaryFormat: false,
       }),
     };
     for (const [request, field, reason, message] of cases) {

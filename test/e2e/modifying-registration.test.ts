@@ -127,6 +127,7 @@ describe('modifying hooks: registration', () => {
         'connect-json': createConnectTransport({
           baseUrl: `http://${sidecar.http}`,
           httpVersion: '1.1',
+          useBinaryFormat: false,
         }),
       };
       for (const [name, transport] of Object.entries(transports)) {

@@ -62,7 +62,8 @@ function transportFor(protocol: Protocol, sidecar: SidecarProcess): Transport {
     case 'grpc':
       return createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` });
     case 'connect-json':
-      return createConnectTransport({ baseUrl: http, httpVersion: '1.1' });
+      // connect-node's client sends binary unless told otherwise.
+      return createConnectTransport({ baseUrl: http, httpVersion: '1.1', useBinaryFormat: false });
     case 'connect-binary':
       return createConnectTransport({ baseUrl: http, httpVersion: '1.1', useBinaryFormat: true });
     case 'grpc-web':
@@ -1160,6 +1161,31 @@ describe('protocol parity of a request over --max-message-nodes', () => {
       const decision = await client.decideToolCall(decideOf(200));
       expect(decision.decision?.outcome.case, protocol).toBe('allow');
     }
+  });
+
+  it('counts a typed message once over JSON as over binary, however many fields it has', async () => {
+    // An attachment is one node; its JSON has three members.
+    const withAttachments = (n: number) =>
+      fromJson(DispatchRequestSchema, {
+        event: {
+          beforeStep: {
+            operationId: 'op-nodes',
+            userId: 'u',
+            attachments: Array.from({ length: n }, (_, i) => ({
+              type: 'ATTACHMENT_TYPE_IMAGE',
+              fetchUrl: `https://example.com/${i}.png`,
+              mimeType: 'image/png',
+            })),
+          },
+        },
+      });
+    for (const protocol of PROTOCOLS) {
+      const client = createClient(HookService, transportFor(protocol, sidecar));
+      await expect(client.dispatch(withAttachments(990)), protocol).resolves.toBeDefined();
+    }
+    const answers = await answersOver(sidecar, (c) => c.dispatch(withAttachments(1010)));
+    expect(answers.grpc.reason).toBe('MESSAGE_TOO_COMPLEX');
+    for (const protocol of PROTOCOLS) expect(answers[protocol], protocol).toEqual(answers.grpc);
   });
 
   it('refuses a compressed message by what it decompresses to, on every HTTP framing', async () => {

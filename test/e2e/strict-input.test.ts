@@ -155,7 +155,11 @@ describe('strict input', () => {
         httpVersion: '1.1',
         useBinaryFormat: true,
       }),
-      'connect-json': createConnectTransport({ baseUrl: http, httpVersion: '1.1' }),
+      'connect-json': createConnectTransport({
+        baseUrl: http,
+        httpVersion: '1.1',
+        useBinaryFormat: false,
+      }),
       'grpc-web': createGrpcWebTransport({ baseUrl: http, httpVersion: '1.1' }),
     };
   });
