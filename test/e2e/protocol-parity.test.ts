@@ -8,7 +8,7 @@
  * client errors leave no log line; a call whose deadline passes answers, and
  * is counted as, DEADLINE_EXCEEDED everywhere.
  */
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import {
@@ -342,20 +342,27 @@ function post(
         headers: { 'content-type': contentType, ...headers },
       },
       (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks),
-          }),
-        );
-        res.on('error', reject);
+        readResponse(res).then(resolve, reject);
       },
     );
     req.on('error', reject);
     req.end(body);
+  });
+}
+
+/** A response's status, headers and whole body. */
+function readResponse(res: IncomingMessage): Promise<{
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () =>
+      resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+    );
+    res.on('error', reject);
   });
 }
 
@@ -1253,22 +1260,10 @@ describe('protocol parity of a request over --max-message-nodes', () => {
     });
     try {
       // The body never ends: the answer must come without it.
-      const answered = new Promise<Parameters<typeof grpcWebStatus>[0] & { status: number }>(
-        (resolve, reject) => {
-          req.on('response', (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () =>
-              resolve({
-                status: res.statusCode ?? 0,
-                headers: res.headers,
-                body: Buffer.concat(chunks),
-              }),
-            );
-          });
-          req.on('error', reject);
-        },
-      );
+      const answered = new Promise<IncomingMessage>((resolve, reject) => {
+        req.on('response', resolve);
+        req.on('error', reject);
+      }).then(readResponse);
       req.write(head);
       req.write(Buffer.alloc(256 * 1024));
       const res = await answered;
