@@ -177,9 +177,15 @@ class NodeCounter {
     }
   }
 
-  /** A map entry (protobuf-es's `readMapEntry`): its value counts one more when a message. */
+  /**
+   * A map entry (protobuf-es's `readMapEntry`): its value counts one more
+   * when a message, also when the entry has none (protobuf-es makes an
+   * empty one).
+   */
   #mapEntry(field: DescField & { fieldKind: 'map' }): void {
     const end = this.#varint() + this.#pos;
+    if (field.mapKind === 'message') this.#add(1);
+    let valued = false;
     while (this.#pos < end) {
       this.#tag();
       if (this.#fieldNo === 1) {
@@ -188,7 +194,8 @@ class NodeCounter {
         if (field.mapKind === 'scalar') this.#scalar(field.scalar);
         else if (field.mapKind === 'enum') this.#varint();
         else {
-          this.#add(1);
+          if (valued) this.#add(1); // a second value in one entry is another message
+          valued = true;
           this.#messageField(field.message, field);
         }
       }
@@ -336,33 +343,27 @@ function stringEnd(text: Uint8Array, from: number): number {
 }
 
 /**
- * Text counts past this many times the limit are refused without parsing:
- * `JSON.parse` itself makes an object or more for each value.
- */
-export const JSON_PARSE_FACTOR = 8;
-
-/**
  * The nodes a JSON `schema` message decodes into, counted as the binary
- * count counts them (a typed message one, whatever its fields), or a count
- * past `limit`. Its text count first: at most `limit / 2` is under the
- * bound (the nodes are at most 1.5 times it), past `JSON_PARSE_FACTOR`
- * times the bound it is over; in between the text is parsed and walked
- * with its schema. Text that does not parse is left to the decoder.
+ * count counts them, or a count past `limit`: one pass over the text with
+ * the schema, no parse. A typed message is one node however many fields
+ * it sets; arguments, results and other `google.protobuf.Value`s count a
+ * `Value` for each JSON value, with a `Struct` or `ListValue` and map
+ * entries for objects and arrays. What the decoder refuses (an unknown
+ * field, a value of the wrong kind) counts as a `Value` would, and text
+ * that is not JSON stops the count where it goes wrong.
  */
 export function countJsonMessageNodes(
   schema: DescMessage,
   text: Uint8Array,
   limit: number,
 ): number {
-  const rough = countJsonNodes(text, JSON_PARSE_FACTOR * limit);
-  if (2 * rough <= limit || rough > JSON_PARSE_FACTOR * limit) return rough;
-  let json: unknown;
+  const counter = new JsonCounter(text, limit);
   try {
-    json = JSON.parse(new TextDecoder().decode(text));
-  } catch {
-    return 0;
+    counter.messageValue(schema, 0, false);
+  } catch (e: unknown) {
+    if (e !== STOP) throw e;
   }
-  return jsonMessageNodes(schema, json, 0);
+  return counter.count;
 }
 
 /** Fields by JSON and proto name, per message type: built once per type. */
@@ -378,86 +379,244 @@ function jsonFieldsOf(schema: DescMessage): Map<string, DescField> {
   return fields;
 }
 
-/** Deeper than connect decodes JSON (50 levels): the decoder refuses it first. */
-const MAX_JSON_DEPTH = 120;
+/**
+ * Nesting past which JSON is counted by its text alone: the decoder takes
+ * 50 levels, so no schema matters there, and the count goes on without
+ * recursion however deep the text is.
+ */
+const MAX_JSON_DEPTH = 64;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
+const VALUE_TYPE = 'google.protobuf.Value';
+const STRUCT_TYPE = 'google.protobuf.Struct';
+const LIST_VALUE_TYPE = 'google.protobuf.ListValue';
+const KEY_DECODER = new TextDecoder();
 
-/** The nodes below a JSON object read as a `schema` message. */
-function jsonMessageNodes(schema: DescMessage, json: unknown, depth: number): number {
-  if (typeof json !== 'object' || json === null || Array.isArray(json) || depth > MAX_JSON_DEPTH) {
-    return 0;
-  }
-  const fields = jsonFieldsOf(schema);
-  let count = 0;
-  for (const [key, value] of Object.entries(json)) {
-    const field = fields.get(key);
-    if (field === undefined || value === null) continue; // refused, or unset, by the decoder
-    count += jsonFieldNodes(field, value, depth);
-  }
-  return count;
-}
+/** A read of JSON text with a message schema, counting nodes. */
+class JsonCounter {
+  count = 0;
+  #pos = 0;
+  readonly #text: Uint8Array;
+  readonly #limit: number;
 
-function jsonFieldNodes(field: DescField, value: unknown, depth: number): number {
-  switch (field.fieldKind) {
-    case 'message':
-      return jsonMessageValueNodes(field.message, value, depth + 1);
-    case 'list': {
-      if (!Array.isArray(value)) return 0;
-      if (field.listKind !== 'message') return value.length;
-      let count = 0;
-      for (const element of value)
-        count += jsonMessageValueNodes(field.message, element, depth + 1);
-      return count;
+  constructor(text: Uint8Array, limit: number) {
+    this.#text = text;
+    this.#limit = limit;
+  }
+
+  #add(n: number): void {
+    this.count += n;
+    if (this.count > this.#limit) throw STOP;
+  }
+
+  /**
+   * A value of a `schema` message field: one node (unless `root`), and what
+   * it holds. The JSON types count as their binary form.
+   */
+  messageValue(schema: DescMessage, depth: number, counted: boolean): void {
+    switch (schema.typeName) {
+      case VALUE_TYPE:
+        this.#value(depth);
+        return;
+      case STRUCT_TYPE:
+        if (this.#peek() !== OPEN_BRACE) break;
+        this.#add(1);
+        this.#members(() => {
+          this.#add(1); // the map entry
+          this.#value(depth + 1);
+        });
+        return;
+      case LIST_VALUE_TYPE:
+        if (this.#peek() !== OPEN_BRACKET) break;
+        this.#add(1);
+        this.#elements(() => this.#value(depth + 1));
+        return;
+      default:
+        if (this.#peek() !== OPEN_BRACE || depth > MAX_JSON_DEPTH) break;
+        if (counted) this.#add(1);
+        this.#members((key) => this.#field(jsonFieldsOf(schema).get(key), depth + 1));
+        return;
     }
-    case 'map': {
-      if (typeof value !== 'object' || Array.isArray(value)) return 0;
-      let count = 0;
-      for (const member of Object.values(value as object)) {
-        count += 1;
-        if (field.mapKind === 'message') {
-          count += jsonMessageValueNodes(field.message, member, depth + 1);
-        }
-      }
-      return count;
+    // Timestamps and durations are strings; anything else the decoder refuses.
+    if (counted) this.#add(1);
+    this.#value(depth);
+  }
+
+  /** A member's value: by its field's declared type, or as a `Value` when unknown. */
+  #field(field: DescField | undefined, depth: number): void {
+    if (field === undefined) {
+      this.#value(depth);
+      return;
     }
-    default:
-      return 0;
+    if (this.#peek() === NULL_START) {
+      // null leaves a field unset, but makes a Value of a Value field.
+      if (field.fieldKind === 'message' && field.message.typeName === VALUE_TYPE) this.#add(1);
+      this.#scalar();
+      return;
+    }
+    switch (field.fieldKind) {
+      case 'message':
+        this.messageValue(field.message, depth, true);
+        return;
+      case 'list':
+        if (this.#peek() !== OPEN_BRACKET) break;
+        this.#elements(() => {
+          if (field.listKind === 'message') this.messageValue(field.message, depth + 1, true);
+          else this.#value(depth + 1);
+        });
+        return;
+      case 'map':
+        if (this.#peek() !== OPEN_BRACE) break;
+        this.#members(() => {
+          this.#add(1);
+          if (field.mapKind === 'message') this.messageValue(field.message, depth + 1, true);
+          else this.#skipValue(depth + 1);
+        });
+        return;
+      default:
+        this.#skipValue(depth);
+        return;
+    }
+    this.#value(depth);
   }
-}
 
-/** A message (one node) with what it holds: the JSON types as their binary form. */
-function jsonMessageValueNodes(schema: DescMessage, value: unknown, depth: number): number {
-  switch (schema.typeName) {
-    case 'google.protobuf.Value':
-      return valueNodes(value, depth);
-    case 'google.protobuf.Struct':
-      return 1 + membersNodes(value, depth);
-    case 'google.protobuf.ListValue':
-      return 1 + elementsNodes(value, depth);
-    default:
-      if (schema.typeName.startsWith('google.protobuf.')) {
-        // Timestamps, durations, wrappers, masks: one message, their JSON is a scalar.
-        return typeof value === 'object' && value !== null ? 1 + Object.keys(value).length : 1;
+  /** A JSON value as a `google.protobuf.Value`: one, and two more a container with its members. */
+  #value(depth: number): void {
+    const c = this.#peek();
+    if (depth > MAX_JSON_DEPTH && (c === OPEN_BRACE || c === OPEN_BRACKET)) {
+      this.#flat();
+    } else if (c === OPEN_BRACE) {
+      this.#add(2);
+      this.#members(() => {
+        this.#add(1);
+        this.#value(depth + 1);
+      });
+    } else if (c === OPEN_BRACKET) {
+      this.#add(2);
+      this.#elements(() => this.#value(depth + 1));
+    } else {
+      this.#add(1);
+      this.#scalar();
+    }
+  }
+
+  /** A value the decoder reads as a scalar: nothing counted unless it is a container. */
+  #skipValue(depth: number): void {
+    const c = this.#peek();
+    if (c === OPEN_BRACE || c === OPEN_BRACKET) this.#value(depth);
+    else this.#scalar();
+  }
+
+  /** An object's members: `each` reads a member's value, given its key. */
+  #members(each: (key: string) => void): void {
+    this.#pos += 1; // {
+    if (this.#peek() === CLOSE_BRACE) {
+      this.#pos += 1;
+      return;
+    }
+    for (;;) {
+      if (this.#peek() !== QUOTE) throw STOP;
+      const key = this.#key();
+      if (this.#peek() !== COLON) throw STOP;
+      this.#pos += 1;
+      this.#peek();
+      each(key);
+      const c = this.#peek();
+      this.#pos += 1;
+      if (c === CLOSE_BRACE) return;
+      if (c !== COMMA) throw STOP;
+    }
+  }
+
+  /** An array's elements: `each` reads one. */
+  #elements(each: () => void): void {
+    this.#pos += 1; // [
+    if (this.#peek() === CLOSE_BRACKET) {
+      this.#pos += 1;
+      return;
+    }
+    for (;;) {
+      each();
+      const c = this.#peek();
+      this.#pos += 1;
+      if (c === CLOSE_BRACKET) return;
+      if (c !== COMMA) throw STOP;
+    }
+  }
+
+  /** A member's key, decoded: escapes through JSON.parse, as they are rare. */
+  #key(): string {
+    const start = this.#pos + 1;
+    const end = stringEnd(this.#text, start);
+    if (end >= this.#text.length) throw STOP;
+    this.#pos = end + 1;
+    const raw = this.#text.subarray(start, end);
+    if (!raw.includes(BACKSLASH)) return KEY_DECODER.decode(raw);
+    try {
+      return JSON.parse(KEY_DECODER.decode(this.#text.subarray(start - 1, end + 1))) as string;
+    } catch {
+      throw STOP;
+    }
+  }
+
+  /** A string, number or literal, moved past. */
+  #scalar(): void {
+    const text = this.#text;
+    if (text[this.#pos] === QUOTE) {
+      const end = stringEnd(text, this.#pos + 1);
+      if (end >= text.length) throw STOP;
+      this.#pos = end + 1;
+      return;
+    }
+    const start = this.#pos;
+    while (this.#pos < text.length && !ENDS_SCALAR.has(text[this.#pos] as number)) this.#pos += 1;
+    if (this.#pos === start) throw STOP;
+  }
+
+  /**
+   * A container counted by its text alone ({@link countJsonNodes}'s rule),
+   * without recursion: for nesting no decoder reads.
+   */
+  #flat(): void {
+    const text = this.#text;
+    let open = 0;
+    do {
+      const c = text[this.#pos];
+      if (c === undefined) throw STOP;
+      if (c === QUOTE) {
+        this.#pos = stringEnd(text, this.#pos + 1);
+      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
+        open += 1;
+        this.#add(2);
+      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+        open -= 1;
+      } else if (c === COLON || c === COMMA) {
+        this.#add(1);
       }
-      return 1 + jsonMessageNodes(schema, value, depth);
+      this.#pos += 1;
+    } while (open > 0);
+  }
+
+  /** The next byte that is not white space (left unread); past the end, stops. */
+  #peek(): number {
+    const text = this.#text;
+    for (;;) {
+      const c = text[this.#pos];
+      if (c === undefined) throw STOP;
+      if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return c;
+      this.#pos += 1;
+    }
   }
 }
 
-/** A `google.protobuf.Value` of `value`: itself, and its `Struct` or `ListValue`. */
-function valueNodes(value: unknown, depth: number): number {
-  if (typeof value !== 'object' || value === null || depth > MAX_JSON_DEPTH) return 1;
-  return Array.isArray(value) ? 2 + elementsNodes(value, depth) : 2 + membersNodes(value, depth);
-}
-
-function membersNodes(value: unknown, depth: number): number {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return 0;
-  let count = 0;
-  for (const member of Object.values(value)) count += 1 + valueNodes(member, depth + 1);
-  return count;
-}
-
-function elementsNodes(value: unknown, depth: number): number {
-  if (!Array.isArray(value)) return 0;
-  let count = 0;
-  for (const element of value) count += valueNodes(element, depth + 1);
-  return count;
-}
+const NULL_START = 0x6e; // n
+/** Bytes that end a number or literal. */
+const ENDS_SCALAR: ReadonlySet<number> = new Set([
+  COMMA,
+  CLOSE_BRACE,
+  CLOSE_BRACKET,
+  0x20,
+  0x0a,
+  0x0d,
+  0x09,
+]);

@@ -8,6 +8,7 @@ import {
   type DescMessage,
   fromBinary,
   fromJson,
+  fromJsonString,
   type JsonObject,
   type JsonValue,
   toBinary,
@@ -20,6 +21,7 @@ import {
   ValueSchema,
 } from '@bufbuild/protobuf/wkt';
 import { describe, expect, it } from 'vitest';
+import { ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   DecideToolCallRequestSchema,
   DispatchRequestSchema,
@@ -28,7 +30,6 @@ import {
   countJsonMessageNodes,
   countJsonNodes,
   countNodes,
-  JSON_PARSE_FACTOR,
   mayExceedJsonNodes,
   mayExceedNodes,
 } from '../../src/server/message-nodes.js';
@@ -128,6 +129,16 @@ describe('countNodes', () => {
           (b, i, all) => (b === 0x12 && all[i - 1] === 0x74 ? 0x10 : b),
         ),
       ],
+      // protobuf-es makes an empty Value for an entry with a key alone.
+      'Struct entries with no value': [
+        StructSchema,
+        Buffer.concat(
+          Array.from({ length: N }, (_, i) => {
+            const key = Buffer.from(`k${i}`);
+            return Buffer.from([0x0a, key.length + 2, 0x0a, key.length, ...key]);
+          }),
+        ),
+      ],
       'a list after a Struct nested 40 levels': (() => {
         let deep: JsonValue = 'x';
         for (let i = 0; i < 40; i++) deep = { a: deep };
@@ -213,8 +224,10 @@ describe('countJsonMessageNodes', () => {
           userId: 'u',
           attachments: Array.from({ length: n }, (_, i) => ({
             type: 'ATTACHMENT_TYPE_IMAGE',
+            data: 'aGk=',
             fetchUrl: `https://example.com/${i}.png`,
             mimeType: 'image/png',
+            name: `${i}.png`,
           })),
         },
       },
@@ -226,7 +239,7 @@ describe('countJsonMessageNodes', () => {
       DecideToolCallRequestSchema,
       decideOf(Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`k${i}`, [i, { i }]]))),
     ],
-    // Each attachment is one node, however many fields its JSON has.
+    // Each attachment is one node, however many fields its JSON has (five: 12 in its text).
     '2000 attachments': [DispatchRequestSchema, attachments(2000)],
   } as const;
   for (const [name, [schema, message]] of Object.entries(cases)) {
@@ -239,13 +252,54 @@ describe('countJsonMessageNodes', () => {
     });
   }
 
-  it('refuses text far past the bound without parsing it, and leaves text that does not parse', () => {
-    const text = Buffer.from(`[${'0,'.repeat(100_000)}0]`);
-    expect(countJsonMessageNodes(ValueSchema, text, 1000)).toBeGreaterThan(
-      JSON_PARSE_FACTOR * 1000,
+  it('counts at least what protobuf-es decodes, for 3000 mutations of a JSON request', () => {
+    const base = toJsonString(
+      DecideToolCallRequestSchema,
+      decideOf({ a: [null, 1, 'x', { b: [true, [2]] }], c: { d: 'e' } }),
+    );
+    const alphabet = '{}[]:,"0n ';
+    const random = seeded(20261204);
+    let decodedOnes = 0;
+    for (let i = 0; i < 3000; i++) {
+      const at = Math.floor(random() * base.length);
+      const char = alphabet[Math.floor(random() * alphabet.length)] as string;
+      const text =
+        random() < 0.5
+          ? `${base.slice(0, at)}${char}${base.slice(at)}`
+          : `${base.slice(0, at)}${base.slice(at + 1)}`;
+      let message: object;
+      try {
+        message = fromJsonString(DecideToolCallRequestSchema, text, { ignoreUnknownFields: false });
+      } catch {
+        continue;
+      }
+      decodedOnes += 1;
+      const counted = countJsonMessageNodes(
+        DecideToolCallRequestSchema,
+        Buffer.from(text),
+        UNBOUNDED,
+      );
+      expect(counted, text).toBeGreaterThanOrEqual(nodesOf(message));
+    }
+    expect(decodedOnes).toBeGreaterThan(300);
+  });
+
+  it('counts nesting no decoder reads by its text alone, and stops where the text is not JSON', () => {
+    const deep = Buffer.from(`{"args": {"a": ${'['.repeat(500_000)}${']'.repeat(500_000)}}}`);
+    expect(countJsonMessageNodes(ToolCallContextSchema, deep, UNBOUNDED)).toBeGreaterThan(
+      1_000_000,
     );
     const broken = Buffer.from(`{"a": [${'0,'.repeat(1500)}`);
-    expect(countJsonMessageNodes(StructSchema, broken, 1000)).toBe(0);
+    expect(countJsonMessageNodes(StructSchema, broken, UNBOUNDED)).toBe(1 + 1 + 2 + 1500);
+  });
+
+  it('counts null as a Value in a Value field and as nothing elsewhere', () => {
+    const text = (json: string) => Buffer.from(json);
+    const afterStep = (toolsResult: string) =>
+      text(`{"event": {"afterStep": {"operationId": null, "toolsResult": ${toolsResult}}}}`);
+    // The event, its afterStep, then the Value.
+    expect(countJsonMessageNodes(DispatchRequestSchema, afterStep('null'), UNBOUNDED)).toBe(3);
+    expect(countJsonMessageNodes(DispatchRequestSchema, afterStep('[null]'), UNBOUNDED)).toBe(5);
   });
 });
 
