@@ -350,14 +350,16 @@ function stringEnd(text: Uint8Array, from: number): number {
  * `Value` for each JSON value, with a `Struct` or `ListValue` and map
  * entries for objects and arrays. What the decoder refuses (an unknown
  * field, a value of the wrong kind) counts as a `Value` would, and text
- * that is not JSON stops the count where it goes wrong.
+ * that is not JSON stops the count where it goes wrong. A leading byte
+ * order mark is skipped, as the UTF-8 decoder before the JSON drops it.
  */
 export function countJsonMessageNodes(
   schema: DescMessage,
   text: Uint8Array,
   limit: number,
 ): number {
-  const counter = new JsonCounter(text, limit);
+  const bom = text[0] === BOM[0] && text[1] === BOM[1] && text[2] === BOM[2];
+  const counter = new JsonCounter(bom ? text.subarray(BOM.length) : text, limit);
   try {
     counter.messageValue(schema, 0, false);
   } catch (e: unknown) {
@@ -366,15 +368,29 @@ export function countJsonMessageNodes(
   return counter.count;
 }
 
-/** Fields by JSON and proto name, per message type: built once per type. */
-const fieldsByJsonName = new WeakMap<DescMessage, Map<string, DescField>>();
+/** A message type's fields by JSON and proto name, as text and as UTF-8 bytes by length. */
+interface JsonFields {
+  readonly byName: Map<string, DescField>;
+  readonly byLength: Map<number, { readonly name: Uint8Array; readonly field: DescField }[]>;
+}
 
-function jsonFieldsOf(schema: DescMessage): Map<string, DescField> {
-  let fields = fieldsByJsonName.get(schema);
+/** Built once per message type. */
+const jsonFieldsByType = new WeakMap<DescMessage, JsonFields>();
+
+function jsonFieldsOf(schema: DescMessage): JsonFields {
+  let fields = jsonFieldsByType.get(schema);
   if (fields === undefined) {
-    fields = new Map();
-    for (const f of schema.fields) fields.set(f.name, f).set(f.jsonName, f);
-    fieldsByJsonName.set(schema, fields);
+    const byName = new Map<string, DescField>();
+    for (const f of schema.fields) byName.set(f.name, f).set(f.jsonName, f);
+    const byLength: JsonFields['byLength'] = new Map();
+    for (const [name, field] of byName) {
+      const bytes = new TextEncoder().encode(name);
+      const same = byLength.get(bytes.length) ?? [];
+      same.push({ name: bytes, field });
+      byLength.set(bytes.length, same);
+    }
+    fields = { byName, byLength };
+    jsonFieldsByType.set(schema, fields);
   }
   return fields;
 }
@@ -391,6 +407,8 @@ const VALUE_TYPE = 'google.protobuf.Value';
 const STRUCT_TYPE = 'google.protobuf.Struct';
 const LIST_VALUE_TYPE = 'google.protobuf.ListValue';
 const KEY_DECODER = new TextDecoder();
+/** What a strict UTF-8 decoder drops at the start of a text, before JSON sees it. */
+const BOM = [0xef, 0xbb, 0xbf] as const;
 
 /** A read of JSON text with a message schema, counting nodes. */
 class JsonCounter {
@@ -434,7 +452,7 @@ class JsonCounter {
       default:
         if (this.#peek() !== OPEN_BRACE || depth > MAX_JSON_DEPTH) break;
         if (counted) this.#add(1);
-        this.#members((key) => this.#field(jsonFieldsOf(schema).get(key), depth + 1));
+        this.#members((field) => this.#field(field, depth + 1), jsonFieldsOf(schema));
         return;
     }
     // Timestamps and durations are strings; anything else the decoder refuses.
@@ -508,7 +526,7 @@ class JsonCounter {
   }
 
   /** An object's members: `each` reads a member's value, given its key. */
-  #members(each: (key: string) => void): void {
+  #members(each: (field: DescField | undefined) => void, fields?: JsonFields): void {
     this.#pos += 1; // {
     if (this.#peek() === CLOSE_BRACE) {
       this.#pos += 1;
@@ -516,11 +534,11 @@ class JsonCounter {
     }
     for (;;) {
       if (this.#peek() !== QUOTE) throw STOP;
-      const key = this.#key();
+      const field = this.#key(fields);
       if (this.#peek() !== COLON) throw STOP;
       this.#pos += 1;
       this.#peek();
-      each(key);
+      each(field);
       const c = this.#peek();
       this.#pos += 1;
       if (c === CLOSE_BRACE) return;
@@ -544,19 +562,32 @@ class JsonCounter {
     }
   }
 
-  /** A member's key, decoded: escapes through JSON.parse, as they are rare. */
-  #key(): string {
+  /**
+   * A member's key, moved past, and the field of `fields` it names: its
+   * bytes compared with the names of that length, or, escaped, decoded by
+   * JSON.parse (rare).
+   */
+  #key(fields: JsonFields | undefined): DescField | undefined {
+    const text = this.#text;
     const start = this.#pos + 1;
-    const end = stringEnd(this.#text, start);
-    if (end >= this.#text.length) throw STOP;
+    const end = stringEnd(text, start);
+    if (end >= text.length) throw STOP;
     this.#pos = end + 1;
-    const raw = this.#text.subarray(start, end);
-    if (!raw.includes(BACKSLASH)) return KEY_DECODER.decode(raw);
-    try {
-      return JSON.parse(KEY_DECODER.decode(this.#text.subarray(start - 1, end + 1))) as string;
-    } catch {
-      throw STOP;
+    if (fields === undefined) return undefined;
+    if (text.subarray(start, end).includes(BACKSLASH)) {
+      try {
+        const key = JSON.parse(KEY_DECODER.decode(text.subarray(start - 1, end + 1))) as string;
+        return fields.byName.get(key);
+      } catch {
+        throw STOP;
+      }
     }
+    for (const { name, field } of fields.byLength.get(end - start) ?? []) {
+      let i = 0;
+      while (i < name.length && name[i] === text[start + i]) i += 1;
+      if (i === name.length) return field;
+    }
+    return undefined;
   }
 
   /** A string, number or literal, moved past. */

@@ -1223,6 +1223,23 @@ describe('protocol parity of a request over --max-message-nodes', () => {
     expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toContain('--max-message-nodes');
   });
 
+  it('counts JSON behind a byte order mark, which the UTF-8 decoder drops', async () => {
+    const json = new TextEncoder().encode(toJsonString(DispatchRequestSchema, dispatchOf(1500)));
+    const body = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), json]);
+    const answer = await post(sidecar.http as string, DISPATCH_PATH, 'application/json', body);
+    expect(answer.status).toBe(429);
+    expect(JSON.parse(answer.body.toString('utf8'))).toMatchObject({ code: 'resource_exhausted' });
+    // Under the bound, the same request behind a BOM is taken, as before.
+    const under = new TextEncoder().encode(toJsonString(DispatchRequestSchema, dispatchOf(400)));
+    const taken = await post(
+      sidecar.http as string,
+      DISPATCH_PATH,
+      'application/json',
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), under]),
+    );
+    expect(taken.status).toBe(200);
+  });
+
   it('ends a DispatchStream at its first event over the bound, after the acks before it', async () => {
     // Native gRPC only: the HTTP/1.1 listener serves no bidi stream (connect answers 505).
     const events = [streamEventOf('e-1', 10), streamEventOf('e-2', 1500), streamEventOf('e-3', 10)];

@@ -293,6 +293,27 @@ describe('countJsonMessageNodes', () => {
     expect(countJsonMessageNodes(StructSchema, broken, UNBOUNDED)).toBe(1 + 1 + 2 + 1500);
   });
 
+  it('skips a leading byte order mark, as the decoder before the JSON does', () => {
+    const text = Buffer.from(
+      toJsonString(DispatchRequestSchema, dispatchOf(Array(500).fill(null))),
+    );
+    const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text]);
+    const count = countJsonMessageNodes(DispatchRequestSchema, text, UNBOUNDED);
+    expect(count).toBeGreaterThan(500);
+    expect(countJsonMessageNodes(DispatchRequestSchema, withBom, UNBOUNDED)).toBe(count);
+  });
+
+  it('counts a typed message by its field names, escaped or not, and a key no field has as unknown', () => {
+    const count = (json: string) =>
+      countJsonMessageNodes(DispatchRequestSchema, Buffer.from(json), UNBOUNDED);
+    const list = '[null, null, null]';
+    // The event, afterStep, the Value, its ListValue, three elements.
+    expect(count(`{"event": {"afterStep": {"toolsResult": ${list}}}}`)).toBe(7);
+    expect(count(`{"event": {"\u0061fterStep": {"tools_result": ${list}}}}`)).toBe(7);
+    // Unknown (refused by the decoder): its value counts as a Value would.
+    expect(count(`{"event": {"afterStep": {"toolsResulté": ${list}}}}`)).toBe(7);
+  });
+
   it('counts null as a Value in a Value field and as nothing elsewhere', () => {
     const text = (json: string) => Buffer.from(json);
     const afterStep = (toolsResult: string) =>
