@@ -309,7 +309,7 @@ describe('countJsonMessageNodes', () => {
     const list = '[null, null, null]';
     // The event, afterStep, the Value, its ListValue, three elements.
     expect(count(`{"event": {"afterStep": {"toolsResult": ${list}}}}`)).toBe(7);
-    expect(count(`{"event": {"\u0061fterStep": {"tools_result": ${list}}}}`)).toBe(7);
+    expect(count(`{"event": {"\\u0061fterStep": {"tools_result": ${list}}}}`)).toBe(7);
     // Unknown (refused by the decoder): its value counts as a Value would.
     expect(count(`{"event": {"afterStep": {"toolsResulté": ${list}}}}`)).toBe(7);
   });
