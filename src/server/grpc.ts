@@ -40,7 +40,7 @@ import {
 } from './errors.js';
 import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
-import { RequestStream } from './request-stream.js';
+import { RequestStream, readsRequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
 import { noteWireBytes } from './wire-bytes.js';
 
@@ -75,8 +75,7 @@ export function addService(
   for (const method of service.methods) {
     const decode =
       handDecoderOf(method.input) ?? ((bytes: Uint8Array) => fromBinary(method.input, bytes));
-    const requestStream =
-      method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
+    const requestStream = readsRequestStream(method);
     // grpc-js answers INTERNAL when a deserializer throws; the guard answers
     // INVALID_ARGUMENT instead, as connect-node does for bad JSON. A message
     // that would decode into too many nodes is refused before it is decoded.

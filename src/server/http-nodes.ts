@@ -35,7 +35,7 @@ export interface Decoding {
  * fails or the encoding is another.
  */
 export function decompress(data: Uint8Array, decoding: Decoding): Uint8Array | undefined {
-  if (decoding.encoding === null || decoding.encoding === 'identity') return data;
+  if (!isCompressed(decoding)) return data;
   const options = { maxOutputLength: decoding.maxBytes };
   try {
     if (decoding.encoding === 'gzip') return gunzipSync(data, options);
@@ -44,6 +44,11 @@ export function decompress(data: Uint8Array, decoding: Decoding): Uint8Array | u
     // Not what connect takes: it refuses it itself.
   }
   return undefined;
+}
+
+/** Whether an encoding header names a compression (not none, not `identity`). */
+function isCompressed(decoding: Decoding): boolean {
+  return decoding.encoding !== null && decoding.encoding !== 'identity';
 }
 
 /** What {@link boundNodes} needs to know of a request. */
@@ -97,8 +102,7 @@ export function boundNodes(
 
 /** Whether a unary body is uncompressed and declares a length within the node bound. */
 function isSmallPlain(uReq: UniversalServerRequest, bound: NodeBound): boolean {
-  const { encoding } = bound.decoding;
-  if (encoding !== null && encoding !== 'identity') return false;
+  if (isCompressed(bound.decoding)) return false;
   const length = uReq.header.get('content-length');
   return length !== null && /^\d{1,15}$/.test(length) && !mayExceed(Number(length), bound);
 }
@@ -114,8 +118,8 @@ async function* unary(
   bound: NodeBound,
   check: (data: Uint8Array, compressed: boolean) => void,
 ): AsyncGenerator<Uint8Array> {
-  const { encoding, maxBytes } = bound.decoding;
-  const compressed = encoding !== null && encoding !== 'identity';
+  const { maxBytes } = bound.decoding;
+  const compressed = isCompressed(bound.decoding);
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of source) {

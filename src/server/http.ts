@@ -64,6 +64,7 @@ import {
 } from './errors.js';
 import { boundNodes, type Decoding, decompress } from './http-nodes.js';
 import { findJsonFieldProblem } from './json-field.js';
+import { readsRequestStream } from './request-stream.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 
 /** A guarded method as a transport calls it. */
@@ -232,14 +233,13 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       return;
     }
     clampTimeoutHeaders(req.headers);
-    const captured = captureJson(
-      universalRequestFromNodeRequest(req, res, undefined, undefined),
-      options.readMaxBytes,
-    );
+    const nodeRequest = universalRequestFromNodeRequest(req, res, undefined, undefined);
+    const json = JSON_CONTENT_TYPE.test(nodeRequest.header.get('content-type') ?? '');
+    const captured = captureJson(nodeRequest, json, options.readMaxBytes);
     const framing = framingOf(captured.uReq);
     const { uReq, refused } = boundNodes(captured.uReq, {
       method: handler.method,
-      json: JSON_CONTENT_TYPE.test(captured.uReq.header.get('content-type') ?? ''),
+      json,
       enveloped: framing !== 'unary',
       decoding: {
         encoding: captured.uReq.header.get(ENCODING_HEADER[framing]),
@@ -392,11 +392,6 @@ async function answerRefused(
   return errorResponse(framing, err, 200, header);
 }
 
-/** Whether connect hands a method its requests as a stream (client or bidi streaming). */
-function readsRequestStream(method: DescMethod): boolean {
-  return method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
-}
-
 /**
  * Answers a call without the token its method needs, before connect reads
  * its body: the guarded method is called as for a body that does not decode,
@@ -466,15 +461,11 @@ const JSON_CONTENT_TYPE = /^application\/(?:json|connect\+json|grpc-web\+json)\b
  */
 function captureJson(
   uReq: UniversalServerRequest,
+  json: boolean,
   maxBytes: number,
 ): { uReq: UniversalServerRequest; body: () => Uint8Array | undefined } {
   const source = uReq.body;
-  if (
-    !JSON_CONTENT_TYPE.test(uReq.header.get('content-type') ?? '') ||
-    typeof source !== 'object' ||
-    source === null ||
-    !(Symbol.asyncIterator in source)
-  ) {
+  if (!json || typeof source !== 'object' || source === null || !(Symbol.asyncIterator in source)) {
     return { uReq, body: () => undefined };
   }
   const chunks: Uint8Array[] = [];

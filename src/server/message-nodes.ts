@@ -9,13 +9,12 @@
  *
  * A node is what makes an object when decoded: each message in the request
  * (a `Value`, `Struct` or `ListValue` too), each map entry, each element of
- * a repeated field and each unknown field. JSON is counted by its text:
- * each member and element (`:` and `,` outside strings) one, each object
- * and array (`{`, `[`) two, for the `Value` that holds it. That is about the
- * same count for the same request, so the bound holds on every protocol.
- * A count stops as soon as it passes the bound.
+ * a repeated field and each unknown field. JSON is counted with the same
+ * schema and the same rules, so the same request gets the same answer on
+ * every protocol. A count stops as soon as it passes the bound.
  */
 import { type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
+import { WireType } from '@bufbuild/protobuf/wire';
 
 /** Scalars whose list elements are each a field of their own (never packed). */
 const LENGTH_DELIMITED: ReadonlySet<ScalarType> = new Set([ScalarType.STRING, ScalarType.BYTES]);
@@ -37,14 +36,32 @@ export function mayExceedJsonNodes(bytes: number, limit: number): boolean {
   return 3 * bytes > limit;
 }
 
-/** Fields by number, per message type: built once per type. */
-const fieldsByNumber = new WeakMap<DescMessage, Map<number, DescField>>();
+/** A message type's fields as the two counts look them up. */
+interface Fields {
+  readonly byNumber: Map<number, DescField>;
+  /** By JSON and proto name. */
+  readonly byName: Map<string, DescField>;
+  /** The same names as UTF-8 bytes, by their length. */
+  readonly byLength: Map<number, { readonly name: Uint8Array; readonly field: DescField }[]>;
+}
 
-function fieldsOf(schema: DescMessage): Map<number, DescField> {
-  let fields = fieldsByNumber.get(schema);
+/** Built once per message type. */
+const fieldsByType = new WeakMap<DescMessage, Fields>();
+
+function fieldsOf(schema: DescMessage): Fields {
+  let fields = fieldsByType.get(schema);
   if (fields === undefined) {
-    fields = new Map(schema.fields.map((f) => [f.number, f]));
-    fieldsByNumber.set(schema, fields);
+    const byName = new Map<string, DescField>();
+    for (const f of schema.fields) byName.set(f.name, f).set(f.jsonName, f);
+    const byLength: Fields['byLength'] = new Map();
+    for (const [name, field] of byName) {
+      const bytes = new TextEncoder().encode(name);
+      const same = byLength.get(bytes.length) ?? [];
+      same.push({ name: bytes, field });
+      byLength.set(bytes.length, same);
+    }
+    fields = { byNumber: new Map(schema.fields.map((f) => [f.number, f])), byName, byLength };
+    fieldsByType.set(schema, fields);
   }
   return fields;
 }
@@ -73,12 +90,14 @@ export function countNodes(schema: DescMessage, bytes: Uint8Array, limit: number
 /** Thrown to end a count: the decoder would fail here, or the count passed the limit. */
 const STOP = Symbol('stop');
 
-const VARINT = 0;
-const I64 = 1;
-const LEN = 2;
-const START_GROUP = 3;
-const END_GROUP = 4;
-const I32 = 5;
+const {
+  Varint: VARINT,
+  Bit64: I64,
+  LengthDelimited: LEN,
+  StartGroup: START_GROUP,
+  EndGroup: END_GROUP,
+  Bit32: I32,
+} = WireType;
 /** protobuf-es's default recursion limit, in messages (and groups skipped). */
 const RECURSION_LIMIT = 100;
 
@@ -104,7 +123,7 @@ class NodeCounter {
    */
   message(schema: DescMessage, end: number, groupField: number): void {
     if (++this.#depth > RECURSION_LIMIT) throw STOP;
-    const fields = fieldsOf(schema);
+    const fields = fieldsOf(schema).byNumber;
     while (this.#pos < end) {
       this.#tag();
       if (groupField !== 0 && this.#wireType === END_GROUP) break;
@@ -296,33 +315,59 @@ class NodeCounter {
 /** The characters of JSON text that start a counted node outside strings. */
 const OPEN_BRACE = 0x7b;
 const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACE = 0x7d;
+const CLOSE_BRACKET = 0x5d;
 const COLON = 0x3a;
 const COMMA = 0x2c;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /**
- * The nodes of a JSON message's UTF-8 text, or the first count past
- * `limit`: one for each `:` and `,` outside strings (a member or element
- * after the first) and two for each `{` and `[` (where the JSON is
- * arguments or results, a `Value` and its `Struct` or `ListValue`; their
- * first member or element is counted here too).
+ * The nodes of a JSON message's UTF-8 text counted by the text alone, or
+ * the first count past `limit`: one for each `:` and `,` outside strings (a
+ * member or element after the first) and two for each `{` and `[` (where
+ * the JSON is arguments or results, a `Value` and its `Struct` or
+ * `ListValue`; their first member or element is counted here too).
  */
 export function countJsonNodes(text: Uint8Array, limit: number): number {
+  return textCount(text, 0, limit, false).count;
+}
+
+/**
+ * {@link countJsonNodes}'s count from `from`: to the end of the text, or,
+ * when `oneValue`, to the bracket that closes the container there (`end`
+ * just past it; `closed` false if the text ends first).
+ */
+function textCount(
+  text: Uint8Array,
+  from: number,
+  limit: number,
+  oneValue: boolean,
+): { count: number; end: number; closed: boolean } {
   let count = 0;
-  for (let i = 0; i < text.length; i++) {
+  let open = 0;
+  let i = from;
+  for (; i < text.length; i++) {
     const c = text[i] as number;
     if (c === QUOTE) {
       i = stringEnd(text, i + 1);
-    } else if (c === COLON || c === COMMA) {
+      continue;
+    }
+    if (c === COLON || c === COMMA) {
       count += 1;
-      if (count > limit) return count;
     } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
       count += 2;
-      if (count > limit) return count;
+      open += 1;
+    } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
+      open -= 1;
+      if (oneValue && open === 0) return { count, end: i + 1, closed: true };
+      continue;
+    } else {
+      continue;
     }
+    if (count > limit) break;
   }
-  return count;
+  return { count, end: i, closed: false };
 }
 
 /**
@@ -368,41 +413,12 @@ export function countJsonMessageNodes(
   return counter.count;
 }
 
-/** A message type's fields by JSON and proto name, as text and as UTF-8 bytes by length. */
-interface JsonFields {
-  readonly byName: Map<string, DescField>;
-  readonly byLength: Map<number, { readonly name: Uint8Array; readonly field: DescField }[]>;
-}
-
-/** Built once per message type. */
-const jsonFieldsByType = new WeakMap<DescMessage, JsonFields>();
-
-function jsonFieldsOf(schema: DescMessage): JsonFields {
-  let fields = jsonFieldsByType.get(schema);
-  if (fields === undefined) {
-    const byName = new Map<string, DescField>();
-    for (const f of schema.fields) byName.set(f.name, f).set(f.jsonName, f);
-    const byLength: JsonFields['byLength'] = new Map();
-    for (const [name, field] of byName) {
-      const bytes = new TextEncoder().encode(name);
-      const same = byLength.get(bytes.length) ?? [];
-      same.push({ name: bytes, field });
-      byLength.set(bytes.length, same);
-    }
-    fields = { byName, byLength };
-    jsonFieldsByType.set(schema, fields);
-  }
-  return fields;
-}
-
 /**
  * Nesting past which JSON is counted by its text alone: the decoder takes
  * 50 levels, so no schema matters there, and the count goes on without
  * recursion however deep the text is.
  */
 const MAX_JSON_DEPTH = 64;
-const CLOSE_BRACE = 0x7d;
-const CLOSE_BRACKET = 0x5d;
 const VALUE_TYPE = 'google.protobuf.Value';
 const STRUCT_TYPE = 'google.protobuf.Struct';
 const LIST_VALUE_TYPE = 'google.protobuf.ListValue';
@@ -452,7 +468,7 @@ class JsonCounter {
       default:
         if (this.#peek() !== OPEN_BRACE || depth > MAX_JSON_DEPTH) break;
         if (counted) this.#add(1);
-        this.#members((field) => this.#field(field, depth + 1), jsonFieldsOf(schema));
+        this.#members((field) => this.#field(field, depth + 1), fieldsOf(schema));
         return;
     }
     // Timestamps and durations are strings; anything else the decoder refuses.
@@ -526,7 +542,7 @@ class JsonCounter {
   }
 
   /** An object's members: `each` reads a member's value, given its key. */
-  #members(each: (field: DescField | undefined) => void, fields?: JsonFields): void {
+  #members(each: (field: DescField | undefined) => void, fields?: Fields): void {
     this.#pos += 1; // {
     if (this.#peek() === CLOSE_BRACE) {
       this.#pos += 1;
@@ -567,7 +583,7 @@ class JsonCounter {
    * bytes compared with the names of that length, or, escaped, decoded by
    * JSON.parse (rare).
    */
-  #key(fields: JsonFields | undefined): DescField | undefined {
+  #key(fields: Fields | undefined): DescField | undefined {
     const text = this.#text;
     const start = this.#pos + 1;
     const end = stringEnd(text, start);
@@ -609,23 +625,10 @@ class JsonCounter {
    * without recursion: for nesting no decoder reads.
    */
   #flat(): void {
-    const text = this.#text;
-    let open = 0;
-    do {
-      const c = text[this.#pos];
-      if (c === undefined) throw STOP;
-      if (c === QUOTE) {
-        this.#pos = stringEnd(text, this.#pos + 1);
-      } else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-        open += 1;
-        this.#add(2);
-      } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
-        open -= 1;
-      } else if (c === COLON || c === COMMA) {
-        this.#add(1);
-      }
-      this.#pos += 1;
-    } while (open > 0);
+    const { count, end, closed } = textCount(this.#text, this.#pos, this.#limit - this.count, true);
+    this.#add(count);
+    if (!closed) throw STOP;
+    this.#pos = end;
   }
 
   /** The next byte that is not white space (left unread); past the end, stops. */

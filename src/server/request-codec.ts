@@ -19,6 +19,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { type DescMessage, fromBinary, type MessageShape, ScalarType } from '@bufbuild/protobuf';
+import { WireType } from '@bufbuild/protobuf/wire';
 import { ToolCallContextSchema } from '../../gen/agenthooks/v1/events_pb.js';
 import {
   type DecideToolCallRequest,
@@ -37,10 +38,7 @@ export const DEFER_ARGS_MIN_BYTES = 16 * 1024;
  */
 const MAX_NESTING = 60;
 
-const VARINT = 0;
-const I64 = 1;
-const LEN = 2;
-const I32 = 5;
+const { Varint: VARINT, Bit64: I64, LengthDelimited: LEN, Bit32: I32 } = WireType;
 
 /** Field numbers on the path to the arguments, and in `google.protobuf` Struct types. */
 const EVENT_FIELD = 1;

@@ -10,10 +10,17 @@
  * while the consumer holds one, nothing is read ahead: a stream keeps at most
  * one large request the consumer has not asked for.
  */
+
+import type { DescMethod } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type * as grpc from '@grpc/grpc-js';
 import { RefusedRequest } from './errors.js';
 import { largeWireBytes } from './wire-bytes.js';
+
+/** Whether a method reads a stream of requests (client or bidi streaming), on any transport. */
+export function readsRequestStream(method: DescMethod): boolean {
+  return method.methodKind === 'client_streaming' || method.methodKind === 'bidi_streaming';
+}
 
 /** Requests buffered before the call stops reading (a Readable's object-mode default). */
 const HIGH_WATER = 16;
