@@ -6,9 +6,12 @@
  *
  * The checks, their order and their messages are the reference system's:
  * first every variable's own format (all failures reported together, as
- * field paths, never values), then the cross-variable rules. The one
- * departure: without `AGENT_HOOK_WEBHOOK_URL` (unset or empty) the feature
- * is off and the other four variables are not read at all.
+ * field paths, never values), then the cross-variable rules. As there, all
+ * five are checked whether or not `AGENT_HOOK_WEBHOOK_URL` is set: only an
+ * unset URL turns the feature off, and only once the others are valid
+ * (an empty URL is set, and invalid; `ON_ERROR=block` without `toolCall`
+ * fails with or without a URL). A half-configured environment never means
+ * "no hooks".
  */
 import { create } from '@bufbuild/protobuf';
 import type { HookType } from '../../gen/agenthooks/v1/events_pb.js';
@@ -47,7 +50,7 @@ export { INVALID_ENVIRONMENT, invalidEnvironment, VARIABLES_METADATA_KEY };
  * @example env[ENV_VARS.URL] // the webhook URL, or undefined when the feature is off
  */
 export const ENV_VARS = {
-  /** Webhook URL; setting it (non-empty) turns environment hooks on. */
+  /** Webhook URL; setting it turns environment hooks on (an empty value is set, and invalid). */
   URL: 'AGENT_HOOK_WEBHOOK_URL',
   /** Bearer token, required and non-blank when the URL is set. */
   TOKEN: 'AGENT_HOOK_WEBHOOK_TOKEN',
@@ -135,7 +138,6 @@ export function environmentHooks(
   const secrets = signingSecrets(env);
   if (!secrets.ok) return { ok: false, error: secrets.error };
   const url = env[ENV_VARS.URL];
-  if (url === undefined || url === '') return { ok: true, hooks: Object.freeze([]) };
 
   const token = env[ENV_VARS.TOKEN];
   const eventsText = env[ENV_VARS.EVENTS];
@@ -164,7 +166,7 @@ export function environmentHooks(
     fail(ENV_VARS.RESPONSE_HANDLING);
   }
   if (token !== undefined && token.trim() === '') fail(ENV_VARS.TOKEN);
-  if (!isValidWebhookUrl(url)) fail(ENV_VARS.URL);
+  if (url !== undefined && !isValidWebhookUrl(url)) fail(ENV_VARS.URL);
   const failed = [...paths].filter(([, p]) => p.length > 0);
   if (failed.length > 0) {
     return invalid(
@@ -173,8 +175,10 @@ export function environmentHooks(
     );
   }
 
-  if (token === undefined) return invalid(MESSAGE.TOKEN_REQUIRED, [ENV_VARS.TOKEN]);
-  if (events === undefined) return invalid(MESSAGE.EVENTS_REQUIRED, [ENV_VARS.EVENTS]);
+  if (url !== undefined) {
+    if (token === undefined) return invalid(MESSAGE.TOKEN_REQUIRED, [ENV_VARS.TOKEN]);
+    if (events === undefined) return invalid(MESSAGE.EVENTS_REQUIRED, [ENV_VARS.EVENTS]);
+  }
   const mode = (responseHandling ?? DEFAULT_RESPONSE_HANDLING) as ResponseHandlingMode;
   const onErrorMode = (onError ?? DEFAULT_ON_ERROR) as OnErrorMode;
   if (onErrorMode === 'block' && mode !== 'toolCall') {
@@ -186,6 +190,8 @@ export function environmentHooks(
   if (mode === 'toolCall' && !types.some((t) => CONTROL_HOOK_TYPES.has(t))) {
     return invalid(MESSAGE.TOOL_CALL_REQUIRES_EVENT, [ENV_VARS.RESPONSE_HANDLING, ENV_VARS.EVENTS]);
   }
+  // The feature is off, and the four others are valid.
+  if (url === undefined) return { ok: true, hooks: Object.freeze([]) };
 
   const signingSecret = env[ENV_SIGNING_SECRET_VAR] ?? '';
   const unsigned = checkSigningRegistration({ url, signingSecret }, env);

@@ -27,10 +27,11 @@ import {
 } from './matcher.js';
 import {
   checkIdLength,
+  isReservedHookId,
   MAX_OPERATION_ID_BYTES,
   REASON,
   type ValidationOptions,
-  validateHooks,
+  validateHook,
   validateOperationId,
   validateStoredHook,
 } from './validate.js';
@@ -63,6 +64,26 @@ export const DEFAULT_MAX_HOOKS_PER_OPERATION = 1_000;
  * JSON of its hooks, existing and new together (1 MiB, documented in the proto).
  */
 export const MAX_OPERATION_CONFIG_BYTES = 1_048_576;
+
+/**
+ * The hooks of a registration batch that are registered: those without an
+ * environment hook's id, each validated at its index in the request (so an
+ * error's field names the hook the caller sent). The contract's `register()`
+ * strips reserved ids before validating: a caller cannot use or replace an
+ * environment hook, and a batch that holds a copy of one (as a list saved
+ * with the environment hooks in it) registers the rest.
+ *
+ * @throws InvalidArgumentError naming the first invalid field of a kept hook.
+ */
+function withoutReservedIds(hooks: readonly Hook[], options: ValidationOptions): Hook[] {
+  const kept: Hook[] = [];
+  for (const [i, hook] of hooks.entries()) {
+    if (isReservedHookId(hook.id)) continue;
+    validateHook(hook, `hooks[${i}]`, options);
+    kept.push(hook);
+  }
+  return kept;
+}
 
 /**
  * Reason of a call that would run an operation's hooks while one of its
@@ -192,7 +213,9 @@ export class HookRegistry {
   }
 
   /**
-   * Validates the whole batch, then appends it after the operation's hooks,
+   * Drops the hooks of the batch that carry an environment hook's id
+   * (`server-env-webhook:`, see {@link withoutReservedIds}), validates the
+   * rest of the batch, then appends it after the operation's hooks,
    * committed before this resolves. Resolves to the operation's hook count.
    * Registrations of one operation run one after another on this sidecar,
    * and the store checks the hook limit again under the operation's lock,
@@ -206,7 +229,7 @@ export class HookRegistry {
   async register(
     operationId: string,
     parentOperationId: string | undefined,
-    hooks: readonly Hook[],
+    requested: readonly Hook[],
   ): Promise<number> {
     validateOperationId(operationId);
     checkIdLength(
@@ -216,7 +239,7 @@ export class HookRegistry {
       MAX_OPERATION_ID_BYTES,
       'An operation id',
     );
-    validateHooks(hooks, 'hooks', this.#validation);
+    const hooks = withoutReservedIds(requested, this.#validation);
     if (hooks.length > this.#maxHooks) throw this.#tooMany(0, hooks.length);
     const previous = this.#registering.get(operationId) ?? Promise.resolve();
     const run = previous.then(

@@ -145,10 +145,18 @@ const MESSAGE = {
 } as const;
 
 /**
- * Prefix of the ids of environment hooks (`AGENT_HOOK_WEBHOOK_*`). Caller
- * hooks with such an id are refused; the reference system drops them silently.
+ * Prefix of the ids of environment hooks (`AGENT_HOOK_WEBHOOK_*`). A caller
+ * cannot use or replace one: `RegisterHooks` strips caller hooks with such an
+ * id from its batch before validating the rest, as the reference system's
+ * `register()` does (`HookRegistry.register`). Anywhere else (a stored row, a
+ * plugin's hook, {@link validateHook}) such an id is refused.
  */
 export const RESERVED_HOOK_ID_PREFIX = 'server-env-webhook:';
+
+/** Whether `id` is an environment hook's (see {@link RESERVED_HOOK_ID_PREFIX}). */
+export function isReservedHookId(id: string): boolean {
+  return id.startsWith(RESERVED_HOOK_ID_PREFIX);
+}
 
 /** Size limits on one caller hook, beyond the reference system's rules. */
 export interface HookLimits extends WebhookLimits {
@@ -359,7 +367,7 @@ function checkHook(
   if (limits !== undefined) {
     checkIdLength(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
   }
-  if (hook.id.startsWith(RESERVED_HOOK_ID_PREFIX)) {
+  if (isReservedHookId(hook.id)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
   }
   const modifying = hook.point !== ModifyPoint.UNSPECIFIED;

@@ -189,7 +189,7 @@ describe('EffectiveEnvironment', () => {
       expect(hook?.webhook?.url).toBe(URL);
     });
 
-    it('turns environment hooks of the process environment off with an empty URL in the file', () => {
+    it('reads an empty URL in the file over the process environment as set, and invalid (as the reference reads one)', () => {
       writeFileSync(envFile, 'AGENT_HOOK_WEBHOOK_URL=\n');
       const environment = open({
         processEnv: {
@@ -200,7 +200,10 @@ describe('EffectiveEnvironment', () => {
         envFile,
         logger: recordingLogger().logger,
       });
-      expect(environment.hooksOrThrow()).toEqual([]);
+      // Never "no hooks": a URL templated to nothing would otherwise drop the policy.
+      expect(() => environment.hooksOrThrow()).toThrow(
+        'Invalid Agent Hook environment: AGENT_HOOK_WEBHOOK_URL',
+      );
     });
 
     it('keeps the snapshot until a reload, then counts generations one by one', () => {
@@ -328,7 +331,7 @@ describe('EffectiveEnvironment', () => {
       expect(environment.hooksOrThrow()).toHaveLength(1);
 
       mkdirSync(join(dir, '..v2'));
-      writeFileSync(join(dir, '..v2', 'agent.env'), 'AGENT_HOOK_WEBHOOK_URL=\n');
+      writeFileSync(join(dir, '..v2', 'agent.env'), '# environment hooks off\n');
       symlinkSync('..v2', join(dir, '..data_tmp'));
       renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
       rmSync(join(dir, '..v1'), { recursive: true });

@@ -474,6 +474,20 @@ describe('control order, live environment hooks and cancellation', () => {
       expect(errorInfoOf(err)?.reason).toBe('INVALID_ENVIRONMENT');
       expect(err.details).not.toContain(receiver.url);
     }
+    // Half-configured without a URL, or with an empty one: refused too, never "no hooks".
+    for (const lines of [
+      ['AGENT_HOOK_WEBHOOK_URL='],
+      ['AGENT_HOOK_WEBHOOK_ON_ERROR=block'],
+      ['AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolResult'],
+    ]) {
+      await writeEnv(lines);
+      const err = (await decide(client, 'before', 'op-invalid-env').then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      )) as grpc.ServiceError;
+      expect(err?.code, lines[0]).toBe(9);
+      expect(errorInfoOf(err)?.reason, lines[0]).toBe('INVALID_ENVIRONMENT');
+    }
     await writeEnv(['# fixed']);
     const res = await decide(client, 'before', 'op-invalid-env');
     expect(res.decision?.outcome.case).toBe('allow');

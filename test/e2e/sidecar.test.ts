@@ -269,12 +269,6 @@ describe('the sidecar process, over gRPC from a proto-loader client', () => {
         message: 'A hook requires a handler or webhook',
       },
       {
-        hook: webhookHook('server-env-webhook:afterStep', 'HOOK_TYPE_AFTER_STEP', '/hook'),
-        field: 'hooks[2].id',
-        reason: 'HOOK_ID_RESERVED',
-        message: 'Hook ids starting with server-env-webhook: are reserved for environment hooks',
-      },
-      {
         hook: webhookHook('bad', 'HOOK_TYPE_AFTER_STEP', '/hook', { headers: { Host: 'x' } }),
         field: 'hooks[2].webhook.headers["Host"]',
         reason: 'FORBIDDEN_HEADER',
@@ -340,6 +334,43 @@ describe('the sidecar process, over gRPC from a proto-loader client', () => {
     } finally {
       db.close();
     }
+  });
+
+  it('strips hooks with an environment hook id from a batch, validates the rest at their indexes, and registers them', async () => {
+    const hook = (id: string, url = `${receiver.url}/ok`) =>
+      webhookHook(id, 'HOOK_TYPE_AFTER_STEP', url);
+    // The contract's register(): reserved ids are stripped before validation, so a
+    // reserved copy that breaks a rule is not an error either.
+    const res = (await unary(client, 'RegisterHooks', {
+      operationId: 'op-reserved',
+      hooks: [
+        hook('first'),
+        hook('server-env-webhook:afterStep'),
+        hook('server-env-webhook:onComplete', 'ftp://example.com/x'),
+        hook('second'),
+      ],
+    })) as { hookCount: number };
+    expect(res.hookCount).toBe(2);
+    const listed = (await unary(client, 'ListHooks', { operationId: 'op-reserved' })) as {
+      hooks: { id: string }[];
+    };
+    expect(listed.hooks.map((h) => h.id)).toEqual(['first', 'second']);
+    // A batch of reserved ids alone appends nothing.
+    const again = (await unary(client, 'RegisterHooks', {
+      operationId: 'op-reserved',
+      hooks: [hook('server-env-webhook:afterStep')],
+    })) as { hookCount: number };
+    expect(again.hookCount).toBe(2);
+    // A kept hook's error names its index in the request, not in the kept list.
+    const err = (await unary(client, 'RegisterHooks', {
+      operationId: 'op-reserved',
+      hooks: [hook('server-env-webhook:afterStep'), hook('bad', 'ftp://example.com/x')],
+    }).then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as grpc.ServiceError | undefined;
+    expect(err?.code).toBe(3);
+    expect(errorInfoOf(err as grpc.ServiceError)?.metadata.field).toBe('hooks[1].webhook.url');
   });
 
   it('lists hooks as registered and purges them on request', async () => {

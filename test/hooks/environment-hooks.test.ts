@@ -64,15 +64,92 @@ function webhook(
 describe('environmentHooks', () => {
   describe('when the feature is off', () => {
     it.each([
-      ['unset', {}],
-      ['empty', { [ENV_VARS.URL]: '' }],
+      ['nothing set', {}],
+      ['a valid token alone', { [ENV_VARS.TOKEN]: TOKEN }],
+      ['valid events alone', { [ENV_VARS.EVENTS]: 'afterStep, onComplete' }],
       [
-        'empty, with the other variables invalid',
-        { [ENV_VARS.URL]: '', [ENV_VARS.TOKEN]: ' ', [ENV_VARS.ON_ERROR]: 'explode' },
+        'toolCall and block with a control event',
+        {
+          [ENV_VARS.EVENTS]: 'beforeToolCall',
+          [ENV_VARS.RESPONSE_HANDLING]: 'toolCall',
+          [ENV_VARS.ON_ERROR]: 'block',
+        },
       ],
-    ] satisfies [string, Env][])('returns no hooks when AGENT_HOOK_WEBHOOK_URL is %s', (_, env) => {
-      expect(environmentHooks(env)).toEqual({ ok: true, hooks: [] });
-    });
+      [
+        'the defaults written out',
+        { [ENV_VARS.RESPONSE_HANDLING]: 'ignore', [ENV_VARS.ON_ERROR]: 'continue' },
+      ],
+    ] satisfies [string, Env][])(
+      'returns no hooks without AGENT_HOOK_WEBHOOK_URL and with %s',
+      (_, env) => {
+        expect(environmentHooks(env)).toEqual({ ok: true, hooks: [] });
+      },
+    );
+  });
+
+  describe('without a URL, the other variables are still checked (as the reference does)', () => {
+    const P = 'Invalid Agent Hook environment: ';
+    it.each([
+      {
+        name: 'an empty URL (set, and not a URL)',
+        env: { [ENV_VARS.URL]: '', [ENV_VARS.TOKEN]: TOKEN, [ENV_VARS.EVENTS]: 'beforeToolCall' },
+        message: `${P}AGENT_HOOK_WEBHOOK_URL`,
+        variables: 'AGENT_HOOK_WEBHOOK_URL',
+      },
+      {
+        name: 'an empty URL and invalid others, reported together',
+        env: { [ENV_VARS.URL]: '', [ENV_VARS.TOKEN]: ' ', [ENV_VARS.ON_ERROR]: 'explode' },
+        message: `${P}AGENT_HOOK_WEBHOOK_ON_ERROR, AGENT_HOOK_WEBHOOK_TOKEN, AGENT_HOOK_WEBHOOK_URL`,
+        variables: 'AGENT_HOOK_WEBHOOK_ON_ERROR,AGENT_HOOK_WEBHOOK_TOKEN,AGENT_HOOK_WEBHOOK_URL',
+      },
+      {
+        name: 'the removed toolResult mode',
+        env: { [ENV_VARS.RESPONSE_HANDLING]: 'toolResult' },
+        message: `${P}AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING`,
+        variables: 'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING',
+      },
+      {
+        name: 'block with the default response handling',
+        env: { [ENV_VARS.ON_ERROR]: 'block' },
+        message:
+          'AGENT_HOOK_WEBHOOK_ON_ERROR=block requires AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall',
+        variables: 'AGENT_HOOK_WEBHOOK_ON_ERROR,AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING',
+      },
+      {
+        name: 'toolCall without events',
+        env: { [ENV_VARS.RESPONSE_HANDLING]: 'toolCall' },
+        message:
+          'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall requires beforeToolCall or afterToolCall in AGENT_HOOK_WEBHOOK_EVENTS',
+        variables: 'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING,AGENT_HOOK_WEBHOOK_EVENTS',
+      },
+      {
+        name: 'an unknown event',
+        env: { [ENV_VARS.EVENTS]: 'afterStep,nope' },
+        message: `${P}AGENT_HOOK_WEBHOOK_EVENTS.1`,
+        variables: 'AGENT_HOOK_WEBHOOK_EVENTS',
+      },
+      {
+        name: 'events with no entry',
+        env: { [ENV_VARS.EVENTS]: '' },
+        message: `${P}AGENT_HOOK_WEBHOOK_EVENTS`,
+        variables: 'AGENT_HOOK_WEBHOOK_EVENTS',
+      },
+      {
+        name: 'a blank token',
+        env: { [ENV_VARS.TOKEN]: '  ' },
+        message: `${P}AGENT_HOOK_WEBHOOK_TOKEN`,
+        variables: 'AGENT_HOOK_WEBHOOK_TOKEN',
+      },
+    ] satisfies { name: string; env: Env; message: string; variables: string }[])(
+      'refuses $name',
+      ({ env, message, variables }) => {
+        const error = errorOf(environmentHooks(env));
+        expect(error.kind).toBe('failed_precondition');
+        expect(error.reason).toBe(INVALID_ENVIRONMENT);
+        expect(error.message).toBe(message);
+        expect(error.metadata).toEqual({ variables });
+      },
+    );
   });
 
   describe('invalid environments', () => {
