@@ -325,11 +325,16 @@ export class DeferredPublisher {
     signal: AbortSignal,
   ): Promise<Publication> {
     const { toolCallId } = record;
+    // Set once the placeholder's write starts: it ends the lease itself, so a
+    // renewal that runs or answers from then on finds no lease, and that is
+    // not a loss (and none is renewed from then on).
+    const progress = { writing: false };
     const renewal = setInterval(
       () => {
+        if (progress.writing) return;
         deps.parks.renewPublication(toolCallId, holder, this.#leaseMs).then(
           (held) => {
-            if (!held) {
+            if (!held && !progress.writing) {
               deps.logger.warn('publication lease lost while the controls run', {
                 toolCallId,
                 holder,
@@ -344,7 +349,7 @@ export class DeferredPublisher {
       Math.max(1, Math.floor(this.#leaseMs / RENEWALS_PER_LEASE)),
     );
     try {
-      return await this.#publishOnce(deps, record, result, requestedChain, signal);
+      return await this.#publishOnce(deps, record, result, requestedChain, signal, progress);
     } catch (e: unknown) {
       // Best effort: when the store cannot release it either, the lease lapses by itself.
       await deps.parks.releasePublication(toolCallId, holder).catch((err: unknown) => {
@@ -363,6 +368,7 @@ export class DeferredPublisher {
     result: ToolResult,
     requestedChain: readonly string[],
     signal: AbortSignal,
+    progress?: { writing: boolean },
   ): Promise<Publication> {
     // An expired operation of the chain fails the controls' hook read (OPERATION_EXPIRED).
     const chain =
@@ -382,6 +388,7 @@ export class DeferredPublisher {
       decision.outcome.case === 'deny' && decision.outcome.value.blockedResult !== undefined
         ? decision.outcome.value.blockedResult
         : result;
+    if (progress !== undefined) progress.writing = true;
     const publication = await deps.parks.publishResult(record.toolCallId, final, deps.now());
     if (publication.published) {
       // The call that published sends the afterToolCall notification, once.

@@ -58,6 +58,8 @@ export const REASON = {
   HOOK_ID_REQUIRED: 'HOOK_ID_REQUIRED',
   /** `id` starts with the prefix reserved for environment hooks. */
   HOOK_ID_RESERVED: 'HOOK_ID_RESERVED',
+  /** An identifier contains U+0000 (see {@link checkIdLength}). */
+  ID_INVALID_CHARACTER: 'ID_INVALID_CHARACTER',
   /** `type` is unspecified or not a known hook type. */
   HOOK_TYPE_REQUIRED: 'HOOK_TYPE_REQUIRED',
   /** The hook has neither a handler nor a webhook. */
@@ -266,11 +268,14 @@ export function validateOperationId(id: string, field = 'operationId'): void {
 }
 
 /**
- * Checks the size of an identifier: at most `max` bytes in UTF-8. An empty
- * one passes; whether it may be empty is the caller's rule.
+ * Checks an identifier: at most `max` bytes in UTF-8, and no U+0000 (a
+ * PostgreSQL `text` column cannot hold one, so the shared store would fail
+ * the write; both stores refuse it, the same way). An empty one passes;
+ * whether it may be empty is the caller's rule.
  *
  * @param what The identifier as the message names it, such as `A hook id`.
- * @throws InvalidArgumentError with `reason` when `id` is longer.
+ * @throws InvalidArgumentError with `reason` when `id` is longer, or
+ *   `ID_INVALID_CHARACTER` when it holds U+0000.
  * @example
  * checkIdLength(parentId, 'parentOperationId', REASON.OPERATION_ID_TOO_LONG,
  *   MAX_OPERATION_ID_BYTES, 'An operation id');
@@ -282,6 +287,13 @@ export function checkIdLength(
   max: number,
   what: string,
 ): void {
+  if (id.includes('\0')) {
+    throw new InvalidArgumentError(
+      field,
+      REASON.ID_INVALID_CHARACTER,
+      `${what} cannot contain U+0000`,
+    );
+  }
   // A UTF-8 byte is at least one UTF-16 unit, so a short string needs no count.
   if (id.length * 3 <= max) return;
   if (Buffer.byteLength(id, 'utf8') > max) {

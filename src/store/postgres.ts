@@ -288,6 +288,8 @@ class PostgresStoreImpl implements PostgresStore {
   }
 
   async lookupUserEmail(userId: string): Promise<string | null> {
+    // A `text` column holds no U+0000, so no user has such an id (and the query would fail).
+    if (userId.includes('\0')) return null;
     const { rows } = await this.#run('lookupUserEmail', 'look up a user', (db) =>
       db.query<{ email: string | null }>('SELECT email FROM agenthooks_users WHERE id = $1', [
         userId,
@@ -354,12 +356,14 @@ class PostgresStoreImpl implements PostgresStore {
         throw tooManyHooksError(maxHooks, existing.count, rows.length);
       }
       if (checkMatchers !== undefined) {
-        const { rows: matchers } = await db.query<{ matcher: string }>(
-          `SELECT DISTINCT config::jsonb ->> 'matcher' AS matcher FROM agenthooks_hooks
-           WHERE operation_id = $1 AND config::jsonb ->> 'matcher' IS NOT NULL`,
+        // Read as text and parsed here: a `jsonb` cast refuses the `\u0000`
+        // escape that a stored hook's body or header may hold.
+        const { rows: configs } = await db.query<{ config: string }>(
+          `SELECT config FROM agenthooks_hooks
+           WHERE operation_id = $1 AND strpos(config, '"matcher"') > 0`,
           [operationId],
         );
-        checkMatchers(matchers.map((r) => r.matcher));
+        checkMatchers(storedMatchers(configs));
       }
       if (maxConfigBytes !== undefined) {
         const adding = rows.reduce((sum, row) => sum + Buffer.byteLength(row.config, 'utf8'), 0);
@@ -448,6 +452,8 @@ class PostgresStoreImpl implements PostgresStore {
       if (found !== undefined) {
         return found;
       }
+      // Undone if another pod parks the same call first: the losing park leaves no operation rows.
+      await db.query('SAVEPOINT park');
       await db.query(
         `INSERT INTO agenthooks_operations (id, parent_id, created_at, updated_at)
          SELECT id, NULL, $2, $2 FROM unnest($1::text[]) WITH ORDINALITY AS o (id, ord)
@@ -475,6 +481,7 @@ class PostgresStoreImpl implements PostgresStore {
       );
       if (rowCount === 0) {
         // Another pod parked the same call since the read above; its row is committed.
+        await db.query('ROLLBACK TO SAVEPOINT park');
         return selectParked(db, row.tool_call_id);
       }
       await db.query(
@@ -520,18 +527,7 @@ class PostgresStoreImpl implements PostgresStore {
   ): Promise<PublishOutcome> {
     assertEpochMs('publishedAt', publishedAt);
     const bytes = encodeResult(result);
-    const stored = await this.#run('publishResult', 'publish a deferred result', async (db) => {
-      // The whole arbitration: a concurrent UPDATE waits for the row lock,
-      // then re-checks `final_result IS NULL` on the committed row.
-      const { rowCount } = await db.query(
-        `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2,
-           lease_holder = NULL, lease_expires_at = NULL
-         WHERE tool_call_id = $3 AND final_result IS NULL`,
-        [bytes, publishedAt, toolCallId],
-      );
-      if (rowCount === 1) {
-        return null;
-      }
+    const readStored = async (db: Queryable) => {
       const { rows } = await db.query<{
         final_result: Uint8Array | null;
         published_at: number | null;
@@ -539,7 +535,38 @@ class PostgresStoreImpl implements PostgresStore {
         toolCallId,
       ]);
       return rows[0];
-    });
+    };
+    let stored: Awaited<ReturnType<typeof readStored>> | null;
+    try {
+      stored = await this.#run('publishResult', 'publish a deferred result', async (db) => {
+        // The whole arbitration: a concurrent UPDATE waits for the row lock,
+        // then re-checks `final_result IS NULL` on the committed row.
+        const { rowCount } = await db.query(
+          `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2,
+             lease_holder = NULL, lease_expires_at = NULL
+           WHERE tool_call_id = $3 AND final_result IS NULL`,
+          [bytes, publishedAt, toolCallId],
+        );
+        return rowCount === 1 ? null : readStored(db);
+      });
+    } catch (e: unknown) {
+      // The write is one autocommit statement: when the connection drops after
+      // the server committed it, its answer is lost. Read once more, on another
+      // connection: a placeholder holding these bytes at this time was filled
+      // by this call, which then publishes (sends the notification, records the
+      // decision) as if the answer had come.
+      const after = await this.#run('publishResult', 'publish a deferred result', readStored).catch(
+        () => undefined,
+      );
+      if (
+        after?.final_result == null ||
+        Number(after.published_at) !== publishedAt ||
+        !Buffer.from(after.final_result).equals(bytes)
+      ) {
+        throw e;
+      }
+      stored = null;
+    }
     if (stored === null) {
       return { published: true, finalResult: result, publishedAt };
     }
@@ -918,4 +945,18 @@ async function selectParked(db: Queryable, toolCallId: string): Promise<ParkedCa
 function sortLike(ids: readonly string[], order: readonly string[]): string[] {
   const wanted = new Set(ids);
   return order.filter((id) => wanted.has(id));
+}
+
+/**
+ * The distinct matchers of stored hook configs (each a `Hook` in proto JSON,
+ * whose `matcher` is a top-level member when set), as SQLite's
+ * `json_extract(config, '$.matcher')` reads them.
+ */
+function storedMatchers(rows: readonly { config: string }[]): string[] {
+  const matchers = new Set<string>();
+  for (const { config } of rows) {
+    const matcher = (JSON.parse(config) as { matcher?: unknown }).matcher;
+    if (typeof matcher === 'string') matchers.add(matcher);
+  }
+  return [...matchers];
 }

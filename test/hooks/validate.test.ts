@@ -14,6 +14,7 @@ import {
   type WebhookSchema,
 } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { checkToolCallId } from '../../src/hooks/tool-call.js';
 import {
   isControlHook,
   REASON,
@@ -521,6 +522,25 @@ describe('validateOperationId', () => {
 
   it('accepts a non-empty operation id', () => {
     expect(() => validateOperationId('op_1')).not.toThrow();
+  });
+
+  it('refuses U+0000 anywhere in an identifier, which the PostgreSQL store cannot hold', () => {
+    for (const id of ['\0', 'op\0', '\0op', 'o\0p']) {
+      expect(invalidArgument(() => validateOperationId(id, 'operationChain[1]'))).toMatchObject({
+        field: 'operationChain[1]',
+        reason: REASON.ID_INVALID_CHARACTER,
+        message: 'An operation id cannot contain U+0000',
+      });
+    }
+    expect(invalidArgument(() => checkToolCallId('call\0', 'toolCallId'))).toMatchObject({
+      field: 'toolCallId',
+      reason: REASON.ID_INVALID_CHARACTER,
+    });
+    expect(
+      invalidArgument(() =>
+        validateHook(create(HookSchema, { ...notification, id: 'h\0' }), 'hooks[0]'),
+      ),
+    ).toMatchObject({ field: 'hooks[0].id', reason: REASON.ID_INVALID_CHARACTER });
   });
 });
 

@@ -20,7 +20,7 @@ import {
   createHandlerContext,
   createRouterTransport,
 } from '@connectrpc/connect';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
@@ -427,5 +427,74 @@ describe('the publication lease across two apps on one store', () => {
 
     expect(err.code).toBe(Code.NotFound);
     expect(err.findDetails(ErrorInfoSchema)[0]?.reason).toBe('PARKED_CALL_NOT_FOUND');
+  });
+
+  it('does not report a lost lease when a renewal finds the lease the placeholder write just ended', async () => {
+    const dir = sharedDir();
+    const path = join(dir, 'agenthooks.db');
+    const real = openSqliteStore(path);
+    const renewals: Promise<unknown>[] = [];
+    // The real store, but every renewal timer due in one lease fires right after the
+    // placeholder's write, before the write answers: the race a slow database shows.
+    const store = new Proxy(real, {
+      get(target, prop) {
+        if (prop === 'publishResult') {
+          return async (...args: Parameters<typeof real.publishResult>) => {
+            const out = await target.publishResult(...args);
+            vi.advanceTimersByTime(SHORT_LEASE_MS);
+            await Promise.all(renewals);
+            return out;
+          };
+        }
+        if (prop === 'renewPublication') {
+          return (...args: Parameters<typeof real.renewPublication>) => {
+            const renewal = target.renewPublication(...args);
+            renewals.push(renewal.catch(() => undefined));
+            return renewal;
+          };
+        }
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const lines: string[] = [];
+    const config = parseServeConfig(
+      ['--db', path, '--publication-lease', `${SHORT_LEASE_MS}ms`],
+      {},
+    );
+    const logger = createLogger({ level: 'warn', write: (line) => lines.push(line) });
+    const app = createApp(config, logger, {
+      store: { store, shared: false },
+      processEnv: {},
+      globalDispatcher: false,
+    });
+    cleanups.push(() => app.close());
+    const edge = createEdge(app, {
+      checkToken: createTokenCheck(undefined),
+      reflectionPublic: false,
+    });
+    const client = createClient(
+      HookService,
+      createRouterTransport((router) => edge.routes(router)),
+    );
+    receiver = await startReceiver({
+      answer: {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: '{"decision":"allow"}',
+      },
+    });
+    await parkWithControl(client, receiver.url, 'call-race');
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const answer = await client.publishDeferredResult({
+        toolCallId: 'call-race',
+        result: { content: 'done' },
+      });
+      expect(answer.published).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(lines.filter((l) => l.includes('lease lost'))).toEqual([]);
   });
 });

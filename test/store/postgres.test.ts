@@ -5,9 +5,11 @@
  * cluster started for this file (`../users/postgres-cluster.ts`) with a
  * fresh database per test.
  */
-import { toJsonString } from '@bufbuild/protobuf';
+import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
+import { create, toJsonString } from '@bufbuild/protobuf';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   openPostgresStore,
@@ -179,6 +181,146 @@ describe('PostgreSQL store across pools and processes', () => {
     expect(new Set(outcomes.map((o) => o.finalResult.content)).size).toBe(1);
   });
 });
+
+describe('PostgreSQL store edge cases', () => {
+  it('leaves no operation rows of a park that lost the race for the same tool call', async () => {
+    const a = await open();
+    const b = await open();
+    for (let round = 0; round < 10; round++) {
+      const call = `race-${round}`;
+      const parked = await Promise.all([
+        a.parkCall(parkedCall(call, [`opA-${round}`, `chainA-${round}`])),
+        b.parkCall(parkedCall(call, [`opB-${round}`, `chainB-${round}`])),
+      ]);
+      // Both answer the one record that won.
+      expect(parked[0].record).toEqual(parked[1].record);
+      const winner = parked[0].record.operationId === `opA-${round}` ? 'A' : 'B';
+      const loser = winner === 'A' ? 'B' : 'A';
+      const { rows } = await sql(
+        'SELECT id FROM agenthooks_operations WHERE id = ANY($1::text[])',
+        [[`op${loser}-${round}`, `chain${loser}-${round}`]],
+      );
+      expect(rows, `round ${round}`).toEqual([]);
+    }
+  });
+
+  it('checks the matcher budget when a stored hook holds U+0000 in its body', async () => {
+    const store = await open();
+    const withNul = create(HookSchema, {
+      id: 'nul-body',
+      type: HookType.AFTER_STEP,
+      webhook: {
+        url: 'https://hooks.example.com/nul',
+        body: { fields: { note: { kind: { case: 'stringValue', value: 'a\u0000b' } } } },
+      },
+    });
+    await store.appendHooks('op-1', undefined, [withNul]);
+    const matcher = create(HookSchema, {
+      id: 'guard',
+      type: HookType.BEFORE_TOOL_CALL,
+      matcher: '^fs/',
+      webhook: { url: 'https://hooks.example.com/guard' },
+    });
+    const seen: string[][] = [];
+    const count = await store.appendHooks('op-1', undefined, [matcher], {
+      checkMatchers: (stored) => {
+        seen.push([...stored]);
+      },
+    });
+    expect(count).toBe(2);
+    expect(seen).toEqual([[]]);
+    // The stored matcher is read back for the next batch.
+    await store.appendHooks('op-1', undefined, [create(HookSchema, { ...matcher, id: 'g2' })], {
+      checkMatchers: (stored) => {
+        seen.push([...stored]);
+      },
+    });
+    expect(seen[1]).toEqual(['^fs/']);
+  });
+
+  it('answers no email for a user id holding U+0000, which no row can have', async () => {
+    const store = await open();
+    expect(await store.lookupUserEmail('user\u0000x')).toBeNull();
+  });
+
+  it('publishes when the write committed but its answer was lost with the connection', async () => {
+    const proxy = await cuttingProxy(new URL(url));
+    cleanups.push(() => proxy.close());
+    const viaProxy = await openPostgresStore(proxy.url);
+    cleanups.push(() => viaProxy.close());
+    await viaProxy.parkCall(parkedCall('call-cut'));
+    proxy.cutAfter('UPDATE agenthooks_parked_calls SET final_result');
+
+    const outcome = await viaProxy.publishResult('call-cut', toolResult('the result'), 4_242);
+
+    expect(proxy.cuts()).toBe(1);
+    expect(outcome).toMatchObject({ published: true, publishedAt: 4_242 });
+    const again = await viaProxy.publishResult('call-cut', toolResult('other'), 5_000);
+    expect(again).toMatchObject({ published: false, publishedAt: 4_242 });
+    expect(again.finalResult.content).toBe('the result');
+  });
+});
+
+/**
+ * A TCP proxy to the cluster that, once armed with `cutAfter(text)`, forwards
+ * the client's message holding `text`, then drops the server's answer to it
+ * (the first answer holding a command tag) and closes both sides: a write
+ * the server committed whose answer the client never gets.
+ */
+async function cuttingProxy(target: URL): Promise<{
+  url: string;
+  cutAfter(text: string): void;
+  cuts(): number;
+  close(): Promise<void>;
+}> {
+  let armed: string | undefined;
+  let cuts = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    sockets.add(client).add(upstream);
+    let cutting = false;
+    client.on('data', (chunk: Buffer) => {
+      if (armed !== undefined && chunk.includes(armed)) {
+        armed = undefined;
+        cutting = true;
+      }
+      upstream.write(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      if (cutting && chunk.includes('UPDATE ')) {
+        cuts += 1;
+        client.destroy();
+        upstream.destroy();
+        return;
+      }
+      client.write(chunk);
+    });
+    for (const socket of [client, upstream]) {
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        client.destroy();
+        upstream.destroy();
+        sockets.delete(socket);
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxied = new URL(target);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String((server.address() as AddressInfo).port);
+  return {
+    url: proxied.toString(),
+    cutAfter: (text) => {
+      armed = text;
+    },
+    cuts: () => cuts,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 describe('PostgreSQL migrations', () => {
   it('migrates an empty database once when two stores open it at the same time', async () => {

@@ -39,7 +39,9 @@ const (
 	// INVALID_ARGUMENT: a hook's `id` is empty.
 	ErrorReason_HOOK_ID_REQUIRED ErrorReason = 1
 	// INVALID_ARGUMENT: a hook's `id` starts with `server-env-webhook:`, the
-	// prefix reserved for environment hooks.
+	// prefix reserved for environment hooks: a stored hook or a plugin's hook.
+	// (`RegisterHooks` strips such hooks from its batch instead, as the
+	// reference system's `register()` does.)
 	ErrorReason_HOOK_ID_RESERVED ErrorReason = 2
 	// INVALID_ARGUMENT: a hook's `type` is unspecified or not a known hook type
 	// (and, for a modifying hook, its `point` is unspecified too).
@@ -340,6 +342,10 @@ const (
 	// member and element). Refused before it is decoded; `metadata.limit`
 	// holds the bound. In a stream, the stream ends with it.
 	ErrorReason_MESSAGE_TOO_COMPLEX ErrorReason = 101
+	// INVALID_ARGUMENT: an identifier (an operation id, a parent operation id,
+	// a tool call id, a hook id, a plugin name, an event id) contains U+0000,
+	// which the PostgreSQL store cannot hold; refused on every store alike.
+	ErrorReason_ID_INVALID_CHARACTER ErrorReason = 102
 )
 
 // Enum value maps for ErrorReason.
@@ -447,6 +453,7 @@ var (
 		99:  "INVALID_TIME_RANGE",
 		100: "EVENT_ID_TOO_LONG",
 		101: "MESSAGE_TOO_COMPLEX",
+		102: "ID_INVALID_CHARACTER",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -551,6 +558,7 @@ var (
 		"INVALID_TIME_RANGE":                99,
 		"EVENT_ID_TOO_LONG":                 100,
 		"MESSAGE_TOO_COMPLEX":               101,
+		"ID_INVALID_CHARACTER":              102,
 	}
 )
 
@@ -585,7 +593,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x9d\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xb7\x14\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -690,7 +698,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x12INVALID_PAGE_TOKEN\x10b\x12\x16\n" +
 	"\x12INVALID_TIME_RANGE\x10c\x12\x15\n" +
 	"\x11EVENT_ID_TOO_LONG\x10d\x12\x17\n" +
-	"\x13MESSAGE_TOO_COMPLEX\x10eB\xa9\x01\n" +
+	"\x13MESSAGE_TOO_COMPLEX\x10e\x12\x18\n" +
+	"\x14ID_INVALID_CHARACTER\x10fB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -108,6 +108,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_TIME_RANGE: _ClassVar[ErrorReason]
     EVENT_ID_TOO_LONG: _ClassVar[ErrorReason]
     MESSAGE_TOO_COMPLEX: _ClassVar[ErrorReason]
+    ID_INVALID_CHARACTER: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -210,3 +211,4 @@ INVALID_PAGE_TOKEN: ErrorReason
 INVALID_TIME_RANGE: ErrorReason
 EVENT_ID_TOO_LONG: ErrorReason
 MESSAGE_TOO_COMPLEX: ErrorReason
+ID_INVALID_CHARACTER: ErrorReason
