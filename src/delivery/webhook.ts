@@ -57,6 +57,7 @@ import {
   destinationDeniedError,
   type Resolver,
 } from './destination.js';
+import { OriginSlots } from './origin-slots.js';
 import {
   checkSigningSecret,
   isSigningViolation,
@@ -287,6 +288,12 @@ export interface PostWebhookOptions {
    * `tracestate` are added to the headers, over a hook header of the same name.
    */
   readonly trace?: DeliverySpan | undefined;
+  /**
+   * The dispatcher's connections per origin, when the sender owns it: the
+   * request waits here for a connection of its own and is signed only then
+   * (see `origin-slots.ts`). Without it, the dispatcher's own queue.
+   */
+  readonly slots?: OriginSlots | undefined;
 }
 
 /** Options of a {@link DeliveryError}. */
@@ -518,17 +525,24 @@ export async function postWebhook(
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
-  // After the hook's own headers: the delivery's trace context wins. The
-  // signature covers the body only, so these headers do not change it.
-  options.trace?.inject(headers);
-  const unsigned = sign(webhook, target.origin, options.env, body, headers, options.messageId);
-  if (unsigned !== undefined)
-    return extend(unsigned, { durationMs: performance.now() - startedAt });
-
   const { timeoutMs } = target;
   const deadline = requestDeadline(timeoutMs, signal);
+  // A connection of its own first (the timeout covers the wait): signed after
+  // it, the request carries the time it is sent in `webhook-timestamp`.
+  const { slots } = options;
+  const origin = target.origin;
+  let holdsSlot = false;
+  if (slots !== undefined) {
+    holdsSlot = slots.tryTake(origin) || (await slots.wait(origin, deadline.signal));
+  }
+  const releaseSlot = () => {
+    if (!holdsSlot) return;
+    holdsSlot = false;
+    slots?.release(origin);
+  };
   const failure = (e: unknown): DeliveryFailure => {
     deadline.release();
+    releaseSlot();
     // The caller's abort wins: a result nobody waits for is `cancelled`.
     if (signal?.aborted === true) return deliveryFailure('cancelled', startedAt);
     if (deadline.timedOut()) return deliveryFailure('timeout', startedAt, `after ${timeoutMs} ms`);
@@ -540,6 +554,16 @@ export async function postWebhook(
     }
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
+  if (slots !== undefined && !holdsSlot) return failure(deadline.signal.reason);
+  // After the hook's own headers: the delivery's trace context wins. The
+  // signature covers the body only, so these headers do not change it.
+  options.trace?.inject(headers);
+  const unsigned = sign(webhook, origin, options.env, body, headers, options.messageId);
+  if (unsigned !== undefined) {
+    deadline.release();
+    releaseSlot();
+    return extend(unsigned, { durationMs: performance.now() - startedAt });
+  }
   try {
     const pending = options.dispatcher.request({
       origin: target.origin,
@@ -556,15 +580,30 @@ export async function postWebhook(
     // connection takes it (and then sends nothing): stop waiting at the abort.
     const response = await untilAborted(pending, deadline.signal);
     if (response === ABORTED) {
-      pending.then(
-        (late) => late.body.destroy(),
-        () => undefined,
-      );
+      // Its connection is busy until undici is done with the request.
+      const slotHeld = holdsSlot;
+      holdsSlot = false;
+      const done = () => {
+        if (slotHeld) slots?.release(origin);
+      };
+      pending.then((late) => {
+        late.body.once('close', done);
+        late.body.destroy();
+      }, done);
       return failure(deadline.signal.reason);
     }
     const status = response.statusCode;
-    // The deadline covers the body too; it is released once the body is read or discarded.
-    response.body.once('close', deadline.release);
+    // The deadline covers the body too; it and the connection's slot are
+    // released once the body is read or discarded.
+    response.body.once(
+      'close',
+      holdsSlot
+        ? () => {
+            deadline.release();
+            releaseSlot();
+          }
+        : deadline.release,
+    );
     if (!isSuccess(status)) {
       (options.discard ?? discardBody)(response.body);
       return deliveryFailure('http_error', startedAt, `HTTP ${status}`, status);
@@ -587,6 +626,8 @@ export async function postWebhook(
 export class WebhookSender {
   readonly #dispatcher: Dispatcher;
   readonly #ownsDispatcher: boolean;
+  /** Requests in flight per origin, held to the owned Agent's connections; none for a given dispatcher. */
+  readonly #slots: OriginSlots | undefined;
   readonly #env: EnvReader;
   readonly #logger: Logger;
   readonly #qstashUrl: string;
@@ -601,17 +642,21 @@ export class WebhookSender {
     // Agent defaults: keep-alive connections, one pool per origin, no
     // redirects (undici follows them only through an interceptor). Every
     // connection goes through the destination check, on the resolved address.
+    const connections = options.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN;
     this.#dispatcher =
       options.dispatcher ??
       new Agent({
         // Per origin: a burst of calls queues on these sockets instead of opening one each.
-        connections: options.connectionsPerOrigin ?? DEFAULT_CONNECTIONS_PER_ORIGIN,
+        connections,
         connect: createGuardedConnector(
           options.destinations ?? new DestinationPolicy(),
           options.resolver,
         ),
       });
     this.#ownsDispatcher = options.dispatcher === undefined;
+    // The burst waits in `#slots` rather than in the Agent's queue, so that each
+    // request is signed when it has a connection (`origin-slots.ts`).
+    this.#slots = this.#ownsDispatcher ? new OriginSlots(connections) : undefined;
     this.#env = options.env ?? (() => process.env);
     this.#logger = options.logger ?? silentLogger;
     const qstashUrl = options.qstashUrl;
@@ -818,6 +863,7 @@ export class WebhookSender {
       discard: (body) => this.#discard(body),
       messageId,
       trace,
+      slots: this.#slots,
     });
   }
 

@@ -5,6 +5,7 @@
  * fallback requests against real receivers on 127.0.0.1.
  */
 import { randomBytes } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
 import { inspect } from 'node:util';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
@@ -375,6 +376,37 @@ describe('signed delivery', () => {
     expect(req.headers['webhook-id']).toMatch(/^msg_[0-9a-f]{32}$/);
     for (const k of [OLD, NEW])
       expect(new StandardWebhook(k).verify(req.body, headersOf(req))).toEqual(PAYLOAD);
+  });
+
+  it('signs a request that waited for a connection when it goes out, not when it was made', async () => {
+    const held: ServerResponse[] = [];
+    const r = await startReceiver({ answer: (_req, res) => void held.push(res) });
+    receivers.push(r);
+    const env = { AGENTHOOKS_SIGNING_SECRET_A: OLD, AGENTHOOKS_SIGNING_ORIGINS_A: r.url };
+    const s = new WebhookSender({ env: () => env, connectionsPerOrigin: 1 });
+    senders.push(s);
+    const start = Date.parse('2026-01-01T00:00:00Z');
+    vi.useFakeTimers({ toFake: ['Date'], now: start });
+    try {
+      const first = s.notify(webhook(`${r.url}/first`), PAYLOAD);
+      await r.waitForRequests(1);
+      const second = s.notify(webhook(`${r.url}/second`), PAYLOAD);
+      // One turn: the second call runs as far as it can while the one connection is busy.
+      await new Promise((resolve) => setImmediate(resolve));
+      // Ten minutes with the connection held (a slow control), past the receivers' 5.
+      vi.setSystemTime(start + 600_000);
+      const answer = (res: ServerResponse | undefined) => res?.writeHead(204).end();
+      answer(held.shift());
+      expect((await first).ok).toBe(true);
+      const [, req] = await r.waitForRequests(2);
+      answer(held.shift());
+      expect((await second).ok).toBe(true);
+      if (req === undefined) throw new Error('no second request');
+      expect(req.headers['webhook-timestamp']).toBe(String((start + 600_000) / 1000));
+      expect(new StandardWebhook(OLD).verify(req.body, headersOf(req))).toEqual(PAYLOAD);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('signs a control request read with post()', async () => {
