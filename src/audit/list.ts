@@ -20,6 +20,14 @@ import type { DecisionQuery, DecisionStore } from '../store/store.js';
 export const DEFAULT_PAGE_SIZE = 100;
 /** Most entries of a page. */
 export const MAX_PAGE_SIZE = 1_000;
+/**
+ * Most bytes of encoded records a page holds, unless its first record alone
+ * is larger (a page holds at least one): 4 MiB, what a gRPC client receives
+ * by default. Records that keep payloads (`--audit-payloads`) can be as
+ * large as a request; without this bound one page of 1,000 of them was
+ * loaded and sent at once.
+ */
+export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
 
 /** Latest time a Timestamp may hold (9999-12-31T23:59:59Z), in seconds. */
 const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
@@ -54,16 +62,30 @@ export async function listDecisions(
     );
   }
   // One more than the page: tells whether a next page exists.
-  const rows = await store.listDecisions(extend(query, { limit: query.limit + 1 }));
-  const page = rows.slice(0, query.limit);
+  const rows = await store.listDecisions(
+    extend(query, { limit: query.limit + 1, maxBytes: MAX_PAGE_BYTES }),
+  );
+  const page = pageOf(rows, query.limit);
   const last = page.at(-1);
   return {
     decisions: page.map((row) => fromBinary(DecisionRecordSchema, row.record)),
     nextPageToken:
-      rows.length > query.limit && last !== undefined
+      rows.length > page.length && last !== undefined
         ? encodeToken(last.time, last.decisionId, filterKey(request))
         : '',
   };
+}
+
+/** The first rows within `limit` entries and {@link MAX_PAGE_BYTES} (at least one row). */
+function pageOf<T extends { readonly record: Uint8Array }>(rows: readonly T[], limit: number): T[] {
+  let bytes = 0;
+  let end = 0;
+  while (end < rows.length && end < limit) {
+    bytes += (rows[end] as T).record.byteLength;
+    if (end > 0 && bytes > MAX_PAGE_BYTES) break;
+    end += 1;
+  }
+  return rows.slice(0, end);
 }
 
 /** Validates the whole request into a store query. */
@@ -157,6 +179,14 @@ function encodeToken(time: number, decisionId: string, filters: string): string 
   return Buffer.from(JSON.stringify({ t: time, i: decisionId, f: filters })).toString('base64url');
 }
 
+/**
+ * What a decision id is made of (`audit/decision-id.ts`: a UUID in lower-case
+ * hex): a token's id is checked against it before it reaches a query, so a
+ * forged token (the token is not signed) cannot carry what a store's text
+ * column refuses, such as U+0000.
+ */
+const DECISION_ID_TEXT = /^[0-9a-f-]{1,64}$/;
+
 function decodeToken(token: string, filters: string): { time: number; decisionId: string } {
   let parsed: unknown;
   try {
@@ -171,6 +201,7 @@ function decodeToken(token: string, filters: string): { time: number; decisionId
     typeof p !== 'object' ||
     !Number.isSafeInteger(p.t) ||
     typeof p.i !== 'string' ||
+    !DECISION_ID_TEXT.test(p.i) ||
     p.f !== filters
   ) {
     throw new InvalidArgumentError(

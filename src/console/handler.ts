@@ -154,13 +154,14 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): ConsoleHan
     json: boolean,
     limit: number,
   ): Promise<void> {
-    if (id === '' || id.length > MAX_OPERATION_ID_LENGTH) {
+    // As the RPCs check one (`checkIdLength`): a store cannot look up U+0000.
+    if (id === '' || id.length > MAX_OPERATION_ID_LENGTH || id.includes('\0')) {
       return failure(
         req,
         res,
         400,
         'Bad request',
-        `an operation id has 1 to ${MAX_OPERATION_ID_LENGTH} characters`,
+        `an operation id has 1 to ${MAX_OPERATION_ID_LENGTH} characters, none of them U+0000`,
       );
     }
     return page(req, res, json, await source.operation(id, limit), operationPage);

@@ -325,21 +325,22 @@ export class DeferredPublisher {
     signal: AbortSignal,
   ): Promise<Publication> {
     const { toolCallId } = record;
-    // Set once the placeholder's write starts: it ends the lease itself, so a
-    // renewal that runs or answers from then on finds no lease, and that is
-    // not a loss (and none is renewed from then on).
-    const progress = { writing: false };
+    // The placeholder's write ends the lease itself: a renewal that finds no
+    // lease once the write started lost nothing if the write published. Such
+    // a finding waits for the write's outcome (renewals go on meanwhile: a
+    // slow write must not let the lease lapse).
+    const progress: LeaseProgress = { writing: false, published: undefined };
+    let lostWhileWriting = false;
+    const lost = () =>
+      deps.logger.warn('publication lease lost while the controls run', { toolCallId, holder });
     const renewal = setInterval(
       () => {
-        if (progress.writing) return;
         deps.parks.renewPublication(toolCallId, holder, this.#leaseMs).then(
           (held) => {
-            if (!held && !progress.writing) {
-              deps.logger.warn('publication lease lost while the controls run', {
-                toolCallId,
-                holder,
-              });
-            }
+            if (held) return;
+            if (!progress.writing) lost();
+            else if (progress.published === undefined) lostWhileWriting = true;
+            else if (!progress.published) lost();
           },
           (e: unknown) => {
             deps.logger.warn('cannot renew a publication lease', { toolCallId, holder, err: e });
@@ -349,7 +350,17 @@ export class DeferredPublisher {
       Math.max(1, Math.floor(this.#leaseMs / RENEWALS_PER_LEASE)),
     );
     try {
-      return await this.#publishOnce(deps, record, result, requestedChain, signal, progress);
+      const publication = await this.#publishOnce(
+        deps,
+        record,
+        result,
+        requestedChain,
+        signal,
+        progress,
+      );
+      progress.published = publication.published;
+      if (lostWhileWriting && !publication.published) lost();
+      return publication;
     } catch (e: unknown) {
       // Best effort: when the store cannot release it either, the lease lapses by itself.
       await deps.parks.releasePublication(toolCallId, holder).catch((err: unknown) => {
@@ -368,7 +379,7 @@ export class DeferredPublisher {
     result: ToolResult,
     requestedChain: readonly string[],
     signal: AbortSignal,
-    progress?: { writing: boolean },
+    progress?: LeaseProgress,
   ): Promise<Publication> {
     // An expired operation of the chain fails the controls' hook read (OPERATION_EXPIRED).
     const chain =
@@ -413,6 +424,14 @@ export class DeferredPublisher {
       evaluation: { context: record.context, chain, decision, outcomes },
     });
   }
+}
+
+/** How far a leased publication got, for its lease renewals. */
+interface LeaseProgress {
+  /** The placeholder's write has started. */
+  writing: boolean;
+  /** Whether the write published; undefined until it answered. */
+  published: boolean | undefined;
 }
 
 /**

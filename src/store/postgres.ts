@@ -802,9 +802,22 @@ class PostgresStoreImpl implements PostgresStore {
         `(time, decision_id) < (${param(query.before.time)}, ${param(query.before.decisionId)})`,
       );
     }
-    const sql = `SELECT decision_id, time, operation_id, outcome, record FROM agenthooks_decisions
-      ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}
-      ORDER BY time DESC, decision_id DESC LIMIT ${param(query.limit)}`;
+    const filtered = `FROM agenthooks_decisions
+      ${where.length === 0 ? '' : `WHERE ${where.join(' AND ')}`}`;
+    const order = 'ORDER BY time DESC, decision_id DESC';
+    // With a byte bound: a row only while the records before it, all but the
+    // last, hold at most the bound (see DecisionQuery.maxBytes); the running
+    // sum streams over the index scan, and rows past it are never sent.
+    const sql =
+      query.maxBytes === undefined
+        ? `SELECT decision_id, time, operation_id, outcome, record ${filtered} ${order}
+           LIMIT ${param(query.limit)}`
+        : `SELECT decision_id, time, operation_id, outcome, record FROM (
+             SELECT decision_id, time, operation_id, outcome, record,
+               coalesce(sum(octet_length(record)) OVER (${order}
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND 2 PRECEDING), 0) AS bytes_before
+             ${filtered} ${order} LIMIT ${param(query.limit)}
+           ) page WHERE bytes_before <= ${param(query.maxBytes)} ${order}`;
     const { rows } = await this.#run('listDecisions', 'list decision audit entries', (db) =>
       db.query<{
         decision_id: string;

@@ -840,13 +840,23 @@ export class SqliteConnection {
       params.beforeTime = query.before.time;
       params.beforeId = query.before.decisionId;
     }
-    return statement.all(params).map((row) => ({
-      decisionId: row.decision_id,
-      time: row.time,
-      operationId: row.operation_id,
-      outcome: row.outcome,
-      record: row.record,
-    }));
+    const rows: DecisionRow[] = [];
+    // Row by row, so that rows past the byte bound are never read.
+    let bytesBeforeLast = 0;
+    let lastBytes = 0;
+    for (const row of statement.iterate(params)) {
+      if (query.maxBytes !== undefined && bytesBeforeLast > query.maxBytes) break;
+      rows.push({
+        decisionId: row.decision_id,
+        time: row.time,
+        operationId: row.operation_id,
+        outcome: row.outcome,
+        record: row.record,
+      });
+      bytesBeforeLast += lastBytes;
+      lastBytes = row.record.byteLength;
+    }
+    return rows;
   }
 
   /**

@@ -553,6 +553,14 @@ export interface DecisionQuery {
   readonly before?: { readonly time: number; readonly decisionId: string };
   /** Most rows answered. */
   readonly limit: number;
+  /**
+   * When set, the rows stop by their records' bytes too: a row is answered
+   * only while the records of the rows before it, all but the last one,
+   * hold at most this many bytes. So the answer holds the rows whose records
+   * fit (at least one), and one or two more, by which the caller knows that
+   * more follow: never every row of a large log loaded at once.
+   */
+  readonly maxBytes?: number;
 }
 
 /**

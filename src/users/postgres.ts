@@ -77,6 +77,8 @@ export function createPostgresUserDirectory(options: PostgresUserDirectoryOption
   let closing: Promise<void> | undefined;
   return {
     async lookupEmail(userId: string): Promise<string | null> {
+      // PostgreSQL text holds no U+0000: no user has such an id, and the query would fail.
+      if (userId.includes('\0')) return null;
       try {
         const result = await pool.query<unknown[]>({
           name: STATEMENT_NAME,

@@ -94,6 +94,9 @@ describe('the console handler', () => {
       operationId: 'x.json',
     });
     expect((await fetch(`${base}/ops/%E0%A4%A`)).status).toBe(400);
+    // U+0000, which a store cannot look up: a bad id, as over the RPCs.
+    expect((await fetch(`${base}/ops/op%00x.json`)).status).toBe(400);
+    expect((await fetch(`${base}/ops.json?id=op%00x`)).status).toBe(400);
     expect((await fetch(`${base}/nope`)).status).toBe(404);
     const css = await fetch(`${base}/console.css`);
     expect(css.headers.get('content-type')).toBe('text/css; charset=utf-8');

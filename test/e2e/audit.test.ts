@@ -531,6 +531,18 @@ describe('the decision audit log, in every sink', () => {
       operationId: 'op-deny',
     }).catch((e: unknown) => e)) as grpc.ServiceError;
     expect(errorInfoOf(err)?.reason).toBe('INVALID_PAGE_TOKEN');
+    // Tokens are not signed: one forged with an id no decision has (U+0000, which
+    // PostgreSQL's text refuses) is refused before it reaches a query.
+    const claims = JSON.parse(Buffer.from(page.nextPageToken, 'base64url').toString('utf8')) as {
+      i: string;
+    };
+    for (const i of ['a\u0000', 'not an id', '']) {
+      const forged = Buffer.from(JSON.stringify({ ...claims, i })).toString('base64url');
+      const refused = (await listDecisions(client, { pageSize: 1, pageToken: forged }).catch(
+        (e: unknown) => e,
+      )) as grpc.ServiceError;
+      expect(errorInfoOf(refused)?.reason, JSON.stringify(i)).toBe('INVALID_PAGE_TOKEN');
+    }
   });
 });
 
@@ -687,6 +699,45 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
       client.close();
       await killSidecar(sidecar);
       await sink.close();
+    }
+  });
+
+  it('cuts a ListDecisions page at 4 MiB of records, and the pages still hold every entry once', async () => {
+    const sidecar = await startSidecar({
+      args: ['--audit-store', '--audit-payloads', '--webhook-deny', 'loopback'],
+    });
+    const client = hookClient(sidecar.grpc);
+    try {
+      const ids: string[] = [];
+      // About 1.5 MB a record: two fit in a page of 4 MiB, a third would not.
+      for (let i = 0; i < 5; i += 1) {
+        const args = { blob: `${i}`.repeat(1_500_000) };
+        ids.push((await decideToolCall(client, 'op-pages', `pages_${i}`, args)).decisionId);
+      }
+      // Written in group commits after the answers: wait until all five are stored.
+      await eventually(
+        () => listAll(client, { operationId: 'op-pages' }, 100),
+        (all) => all.length === ids.length,
+      );
+      const sizes: number[] = [];
+      const seen: string[] = [];
+      let pageToken = '';
+      for (let pages = 0; pages < 10; pages += 1) {
+        const page = await listDecisions(client, {
+          operationId: 'op-pages',
+          pageSize: 100,
+          pageToken,
+        });
+        sizes.push(page.decisions.length);
+        seen.push(...page.decisions.map((d) => d.decisionId));
+        if (page.nextPageToken === '') break;
+        pageToken = page.nextPageToken;
+      }
+      expect(sizes).toEqual([2, 2, 1]);
+      expect(seen).toEqual([...ids].reverse());
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
     }
   });
 

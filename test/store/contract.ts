@@ -724,6 +724,37 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         await store.close();
       });
 
+      it("stops the rows by their records' bytes: those that fit, and at most two more", async () => {
+        const store = await backend.open();
+        const sized = (id: string, time: number, bytes: number) => ({
+          decisionId: id,
+          time,
+          operationId: 'op-1',
+          outcome: 1,
+          record: new Uint8Array(bytes).fill(7),
+        });
+        // Newest first: e (400), d (300), c (300), b (100), a (100).
+        await store.appendDecisions([
+          sized('a', 1, 100),
+          sized('b', 2, 100),
+          sized('c', 3, 300),
+          sized('d', 4, 300),
+          sized('e', 5, 400),
+        ]);
+        const ids = async (maxBytes: number, limit = 10) =>
+          (await store.listDecisions({ limit, maxBytes })).map((r) => r.decisionId);
+        // A row is answered while the rows before it, all but the last, hold at most maxBytes.
+        expect(await ids(10_000)).toEqual(['e', 'd', 'c', 'b', 'a']);
+        expect(await ids(699)).toEqual(['e', 'd', 'c']);
+        expect(await ids(700)).toEqual(['e', 'd', 'c', 'b']);
+        expect(await ids(999)).toEqual(['e', 'd', 'c', 'b']);
+        expect(await ids(1_000)).toEqual(['e', 'd', 'c', 'b', 'a']);
+        // The first row comes whatever its size, and the one after it too.
+        expect(await ids(0)).toEqual(['e', 'd']);
+        expect(await ids(1_000, 2)).toEqual(['e', 'd']);
+        await store.close();
+      });
+
       it('deletes entries older than the retention cutoff, in batches', async () => {
         const store = await backend.open();
         await store.appendDecisions([

@@ -191,7 +191,9 @@ export type ListDecisionsRequest = Message<"agenthooks.v1.ListDecisionsRequest">
   outcome: DecisionOutcome;
 
   /**
-   * Entries per page: 1 to 1000; 0 means 100.
+   * Most entries per page: 1 to 1000; 0 means 100. A page also stops at
+   * 4 MiB of entries (it holds at least one), so it may hold fewer entries
+   * and still have a `next_page_token`.
    *
    * @generated from field: int32 page_size = 5;
    */

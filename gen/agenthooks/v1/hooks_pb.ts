@@ -29,9 +29,11 @@ export type Hook = Message<"agenthooks.v1.Hook"> & {
   /**
    * Caller-chosen id, sent to receivers as `hookId`. Required and non-empty;
    * ids starting with `server-env-webhook:` are reserved for environment
-   * hooks and refused. Ids need not be unique. At most 256 bytes (UTF-8);
-   * a longer id is refused (`HOOK_ID_TOO_LONG`). Hooks stored before this
-   * limit keep working.
+   * hooks: `RegisterHooks` drops such a hook from its batch (as the reference
+   * system's `register()` does), and a stored or plugin hook with one is
+   * refused. Ids need not be unique. At most 256 bytes (UTF-8), without
+   * U+0000; a longer id is refused (`HOOK_ID_TOO_LONG`), one with U+0000 too
+   * (`ID_INVALID_CHARACTER`). Hooks stored before these limits keep working.
    *
    * @generated from field: string id = 1;
    */

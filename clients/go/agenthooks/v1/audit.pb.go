@@ -358,7 +358,9 @@ type ListDecisionsRequest struct {
 	EndTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
 	// Only decisions with this outcome; every outcome when unspecified.
 	Outcome DecisionOutcome `protobuf:"varint,4,opt,name=outcome,proto3,enum=agenthooks.v1.DecisionOutcome" json:"outcome,omitempty"`
-	// Entries per page: 1 to 1000; 0 means 100.
+	// Most entries per page: 1 to 1000; 0 means 100. A page also stops at
+	// 4 MiB of entries (it holds at least one), so it may hold fewer entries
+	// and still have a `next_page_token`.
 	PageSize int32 `protobuf:"varint,5,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// `next_page_token` of the previous page, with the same filters; empty
 	// for the first page.

@@ -345,9 +345,11 @@ type Hook struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Caller-chosen id, sent to receivers as `hookId`. Required and non-empty;
 	// ids starting with `server-env-webhook:` are reserved for environment
-	// hooks and refused. Ids need not be unique. At most 256 bytes (UTF-8);
-	// a longer id is refused (`HOOK_ID_TOO_LONG`). Hooks stored before this
-	// limit keep working.
+	// hooks: `RegisterHooks` drops such a hook from its batch (as the reference
+	// system's `register()` does), and a stored or plugin hook with one is
+	// refused. Ids need not be unique. At most 256 bytes (UTF-8), without
+	// U+0000; a longer id is refused (`HOOK_ID_TOO_LONG`), one with U+0000 too
+	// (`ID_INVALID_CHARACTER`). Hooks stored before these limits keep working.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Lifecycle event the hook runs on (`agent-runtime-hooks.md`). Exactly
 	// one of `type` and `point` is set (`HOOK_KIND_CONFLICT` when both are,
