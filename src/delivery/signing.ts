@@ -163,7 +163,8 @@ function parseSigningSecrets(env: Readonly<Record<string, string | undefined>>):
     }
   }
   const secrets = new Map<string, SigningSecret>();
-  const seenKeys = new Set<string>();
+  /** Each key declared so far (its bytes in hex), with the variable that declares it. */
+  const seenKeys = new Map<string, string>();
   for (const name of [...names].sort()) {
     const secretVar = `${SIGNING_SECRET_PREFIX}${name}`;
     const originsVar = `${SIGNING_ORIGINS_PREFIX}${name}`;
@@ -198,9 +199,19 @@ function parseSigningSecrets(env: Readonly<Record<string, string | undefined>>):
           [secretVar],
         );
       }
-      if (seenKeys.has(text))
+      const key = bytes.toString('hex');
+      const declaredIn = seenKeys.get(key);
+      if (declaredIn === secretVar) {
         return fail(`secret ${i + 1} of ${secretVar} is declared twice`, [secretVar]);
-      seenKeys.add(text);
+      }
+      if (declaredIn !== undefined) {
+        // One key under two names would sign, for either name, to the origins of both.
+        return fail(
+          `secret ${i + 1} of ${secretVar} is also declared in ${declaredIn}: each key signs for one name's origins`,
+          [declaredIn, secretVar],
+        );
+      }
+      seenKeys.set(key, secretVar);
       keys.push(new SigningKey(bytes));
     }
     const origins = new Set<string>();
@@ -231,6 +242,8 @@ function decodeSecret(text: string): Buffer | undefined {
   if (!BASE64.test(base64)) return undefined;
   const bytes = Buffer.from(base64, 'base64');
   if (bytes.length < MIN_SECRET_BYTES || bytes.length > MAX_SECRET_BYTES) return undefined;
+  // Canonical: unused bits of the last character zero, so one key has one text.
+  if (bytes.toString('base64') !== base64) return undefined;
   return bytes;
 }
 

@@ -125,6 +125,14 @@ describe('signingSecrets', () => {
       },
     ],
     [
+      'non-canonical base64 (unused bits set)',
+      {
+        // 24 bytes of 0x41 end in "QUFB"; 25 end in "QQ==": "QR==" decodes the same.
+        AGENTHOOKS_SIGNING_SECRET_A: `whsec_${Buffer.alloc(25, 0x41).toString('base64').replace(/QQ==$/, 'QR==')}`,
+        AGENTHOOKS_SIGNING_ORIGINS_A: 'https://a.example',
+      },
+    ],
+    [
       'an origin with a path',
       { AGENTHOOKS_SIGNING_SECRET_A: OLD, AGENTHOOKS_SIGNING_ORIGINS_A: 'https://a.example/in' },
     ],
@@ -157,6 +165,23 @@ describe('signingSecrets', () => {
     expect(parsed.error.metadata.variables).toMatch(/^AGENTHOOKS_SIGNING_/);
     const said = inspect(parsed.error, { depth: 5 });
     for (const s of [OLD, NEW, OTHER, OLD.slice(6)]) expect(said).not.toContain(s);
+  });
+
+  it('refuses one key under two names, naming both variables', () => {
+    const parsed = signingSecrets({
+      AGENTHOOKS_SIGNING_SECRET_BILLING: OLD,
+      AGENTHOOKS_SIGNING_ORIGINS_BILLING: 'https://billing.example',
+      AGENTHOOKS_SIGNING_SECRET_DEFAULT: `${NEW} ${OLD}`,
+      AGENTHOOKS_SIGNING_ORIGINS_DEFAULT: 'https://audit.example',
+    });
+    expect(parsed.ok).toBe(false);
+    if (parsed.ok) return;
+    expect(parsed.error.message).toContain(
+      'secret 2 of AGENTHOOKS_SIGNING_SECRET_DEFAULT is also declared in AGENTHOOKS_SIGNING_SECRET_BILLING',
+    );
+    expect(parsed.error.metadata.variables).toBe(
+      'AGENTHOOKS_SIGNING_SECRET_BILLING,AGENTHOOKS_SIGNING_SECRET_DEFAULT',
+    );
   });
 
   it('makes the environment hooks invalid, so every resolution fails closed', () => {
