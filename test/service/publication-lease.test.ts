@@ -29,7 +29,7 @@ import {
   PublishDeferredResultRequestSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
-import { type App, createApp } from '../../src/app.js';
+import { type App, createApp, type OpenedStore } from '../../src/app.js';
 import { parseServeConfig } from '../../src/config/config.js';
 import { AgentHooksError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
@@ -77,13 +77,25 @@ function sharedDir(): string {
 }
 
 /** Builds an app on the database file in `dir`, with a publication lease of `lease`. */
-function pod(dir: string, lease = '30s'): Pod {
+function pod(
+  dir: string,
+  lease = '30s',
+  extra: { store?: OpenedStore; write?: (line: string) => void } = {},
+): Pod {
   const config = parseServeConfig(
     ['--db', join(dir, 'agenthooks.db'), '--publication-lease', lease],
     {},
   );
-  const logger = createLogger({ level: 'error', write: () => undefined });
-  const app = createApp(config, logger, { processEnv: {}, globalDispatcher: false });
+  const logger = createLogger(
+    extra.write === undefined
+      ? { level: 'error', write: () => undefined }
+      : { level: 'warn', write: extra.write },
+  );
+  const app = createApp(config, logger, {
+    store: extra.store,
+    processEnv: {},
+    globalDispatcher: false,
+  });
   const edge = createEdge(app, {
     checkToken: createTokenCheck(undefined),
     reflectionPublic: false,
@@ -458,25 +470,10 @@ describe('the publication lease across two apps on one store', () => {
       },
     });
     const lines: string[] = [];
-    const config = parseServeConfig(
-      ['--db', path, '--publication-lease', `${SHORT_LEASE_MS}ms`],
-      {},
-    );
-    const logger = createLogger({ level: 'warn', write: (line) => lines.push(line) });
-    const app = createApp(config, logger, {
+    const { client } = pod(dir, `${SHORT_LEASE_MS}ms`, {
       store: { store, shared: false },
-      processEnv: {},
-      globalDispatcher: false,
+      write: (line) => lines.push(line),
     });
-    cleanups.push(() => app.close());
-    const edge = createEdge(app, {
-      checkToken: createTokenCheck(undefined),
-      reflectionPublic: false,
-    });
-    const client = createClient(
-      HookService,
-      createRouterTransport((router) => edge.routes(router)),
-    );
     receiver = await startReceiver({
       answer: {
         status: 200,
