@@ -69,7 +69,7 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
     //   operation?" through an index.
     // - Partial indexes hold only the rows retention walks: completed
     //   operations, tombstones and published calls, each by its time.
-    // - `agenthooks_probe` stays empty: `ping()` inserts a row and rolls it back.
+    // - `agenthooks_probe` stays empty: `ping()` inserts a row (a random id) and rolls it back.
     version: 1,
     minCompatibleVersion: 1,
     sql: `

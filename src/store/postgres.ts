@@ -28,6 +28,7 @@
  * `statement_timeout` (server side) and `query_timeout` (client side, for a
  * server that stopped answering), connections by a connect timeout.
  */
+import { randomInt } from 'node:crypto';
 import pg from 'pg';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -838,12 +839,16 @@ class PostgresStoreImpl implements PostgresStore {
 
   async ping(): Promise<void> {
     // A write that takes a row lock and is rolled back: fails as a write
-    // would (unreachable, read-only standby, locked past the timeout).
+    // would (unreachable, read-only standby, locked past the timeout). A row
+    // of its own each time: with one shared id, a pod stalled between its
+    // insert and its rollback held every other pod's check on that row.
     await this.#run('ping', 'check the store', async () => {
       const client = await this.#connect();
       try {
         await client.query('BEGIN');
-        await client.query('INSERT INTO agenthooks_probe (id) VALUES (1)');
+        await client.query('INSERT INTO agenthooks_probe (id) VALUES ($1)', [
+          randomInt(1, 2 ** 31 - 1),
+        ]);
         await client.query('ROLLBACK');
         client.release();
       } catch (e: unknown) {

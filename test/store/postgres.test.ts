@@ -417,6 +417,20 @@ async function storeWaitsOnLock(): Promise<void> {
 }
 
 describe('PostgreSQL store faults', () => {
+  it('checks the store while another pod holds its probe row (a pod stalled mid-check)', async () => {
+    const store = await open({ statementTimeoutMs: 300 });
+    const stalled = new pg.Client({ connectionString: url });
+    stalled.on('error', () => undefined);
+    await stalled.connect();
+    cleanups.push(() => stalled.end());
+    await stalled.query('BEGIN');
+    await stalled.query('INSERT INTO agenthooks_probe (id) VALUES (1)');
+    // Not held on the stalled pod's row: the check answers within the statement timeout.
+    await store.ping();
+    await store.ping();
+    await stalled.query('ROLLBACK');
+  });
+
   it('fails an append that waits on another transaction’s lock past the statement timeout with STORE_LOCKED', async () => {
     const store = await open({ statementTimeoutMs: 300 });
     await store.appendHooks('op-1', undefined, [webhookHook('a')]);
