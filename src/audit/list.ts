@@ -22,12 +22,15 @@ export const DEFAULT_PAGE_SIZE = 100;
 export const MAX_PAGE_SIZE = 1_000;
 /**
  * Most bytes of encoded records a page holds, unless its first record alone
- * is larger (a page holds at least one): 4 MiB, what a gRPC client receives
- * by default. Records that keep payloads (`--audit-payloads`) can be as
- * large as a request; without this bound one page of 1,000 of them was
- * loaded and sent at once.
+ * is larger (a page holds at least one), each record counted with
+ * {@link RECORD_FRAMING_BYTES}: 4 MiB, what a gRPC client receives by
+ * default, less room for the token. Records that keep payloads
+ * (`--audit-payloads`) can be as large as a request; without this bound one
+ * page of 1,000 of them was loaded and sent at once.
  */
-export const MAX_PAGE_BYTES = 4 * 1024 * 1024;
+export const MAX_PAGE_BYTES = 4 * 1024 * 1024 - 1024;
+/** A record's tag and length in the response, at most (a length under 2^28). */
+const RECORD_FRAMING_BYTES = 5;
 
 /** Latest time a Timestamp may hold (9999-12-31T23:59:59Z), in seconds. */
 const MAX_TIMESTAMP_SECONDS = 253_402_300_799n;
@@ -81,7 +84,7 @@ function pageOf<T extends { readonly record: Uint8Array }>(rows: readonly T[], l
   let bytes = 0;
   let end = 0;
   while (end < rows.length && end < limit) {
-    bytes += (rows[end] as T).record.byteLength;
+    bytes += (rows[end] as T).record.byteLength + RECORD_FRAMING_BYTES;
     if (end > 0 && bytes > MAX_PAGE_BYTES) break;
     end += 1;
   }

@@ -525,6 +525,12 @@ export async function postWebhook(
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);
     return deliveryFailure('configuration', startedAt, 'payload is not serializable');
   }
+  // The signing rule first: a hook that must not be sent fails at once, not
+  // after a wait for a connection it will never use.
+  const signer = signerOf(webhook, target.origin, options.env);
+  if (signer instanceof SignFailure) {
+    return extend(signer.failure, { durationMs: performance.now() - startedAt });
+  }
   const { timeoutMs } = target;
   const deadline = requestDeadline(timeoutMs, signal);
   // A connection of its own first (the timeout covers the wait): signed after
@@ -558,12 +564,7 @@ export async function postWebhook(
   // After the hook's own headers: the delivery's trace context wins. The
   // signature covers the body only, so these headers do not change it.
   options.trace?.inject(headers);
-  const unsigned = sign(webhook, origin, options.env, body, headers, options.messageId);
-  if (unsigned !== undefined) {
-    deadline.release();
-    releaseSlot();
-    return extend(unsigned, { durationMs: performance.now() - startedAt });
-  }
+  signer?.(body, headers, options.messageId);
   try {
     const pending = options.dispatcher.request({
       origin: target.origin,
@@ -988,18 +989,51 @@ function sign(
   headers: Record<string, string>,
   messageId: string | undefined,
 ): DeliveryFailure | undefined {
+  const signer = signerOf(webhook, origin, env);
+  if (signer instanceof SignFailure) return signer.failure;
+  signer?.(body, headers, messageId);
+  return undefined;
+}
+
+/** A hook that must not be sent: its signing rule failed. */
+class SignFailure {
+  constructor(readonly failure: DeliveryFailure) {}
+}
+
+/** Adds the signature headers of `body` to `headers`, at the time it is called. */
+type Signer = (
+  body: string,
+  headers: Record<string, string>,
+  messageId: string | undefined,
+) => void;
+
+/**
+ * The hook's signing rule for a request to `origin`, decided before the
+ * request waits for anything: a {@link SignFailure} for a hook that must not
+ * be sent (its secret undeclared or not bound, or the declaration invalid),
+ * `undefined` for one sent unsigned, else the {@link Signer} to call once the
+ * request goes out (its `webhook-timestamp` is then the time it is sent).
+ */
+function signerOf(
+  webhook: Webhook,
+  origin: string,
+  env: Readonly<Record<string, string | undefined>>,
+): Signer | SignFailure | undefined {
   let decision: ReturnType<typeof checkSigningSecret>;
   try {
     decision = checkSigningSecret(webhook, origin, signingSecrets(env));
   } catch {
     // The declaration is invalid; its error (never a secret) is the environment's to report.
-    return deliveryFailure('configuration', performance.now(), SIGNING_INVALID);
+    return new SignFailure(deliveryFailure('configuration', performance.now(), SIGNING_INVALID));
   }
-  if (isSigningViolation(decision)) return violationFailure(decision, performance.now());
-  if (decision.sign) {
-    Object.assign(headers, signatureHeaders(decision.keys, messageId ?? newMessageId(), body));
+  if (isSigningViolation(decision)) {
+    return new SignFailure(violationFailure(decision, performance.now()));
   }
-  return undefined;
+  if (!decision.sign) return undefined;
+  const { keys } = decision;
+  return (body, headers, messageId) => {
+    Object.assign(headers, signatureHeaders(keys, messageId ?? newMessageId(), body));
+  };
 }
 
 /** Base of application-relative URLs for fetch delivery: `INTERNAL_APP_URL || APP_URL`. */

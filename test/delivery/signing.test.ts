@@ -471,6 +471,33 @@ describe('signed delivery', () => {
     expect(r.count()).toBe(0);
   });
 
+  it('fails a hook that must not be sent at once, even while its origin has no free connection', async () => {
+    const held: ServerResponse[] = [];
+    const r = await startReceiver({ answer: (_req, res) => void held.push(res) });
+    receivers.push(r);
+    const env: Record<string, string> = {
+      AGENTHOOKS_SIGNING_SECRET_A: OLD,
+      AGENTHOOKS_SIGNING_ORIGINS_A: r.url,
+    };
+    const s = new WebhookSender({ env: () => env, connectionsPerOrigin: 1 });
+    senders.push(s);
+    const busy = s.notify(webhook(`${r.url}/busy`), PAYLOAD);
+    await r.waitForRequests(1);
+    // The one connection is held; the hook's timeout (5 s) is what a wait would end with.
+    const undeclared = await s.notify(
+      webhook(`${r.url}/x`, { signingSecret: 'MISSING', timeout: 5 }),
+      PAYLOAD,
+    );
+    expect(undeclared).toMatchObject({
+      ok: false,
+      code: 'configuration',
+      rule: 'UNDECLARED_SIGNING_SECRET',
+    });
+    held.shift()?.writeHead(204).end();
+    expect((await busy).ok).toBe(true);
+    expect(r.count()).toBe(1);
+  });
+
   it('sends a hook naming no secret unsigned unless DEFAULT is bound to its origin', async () => {
     const { r, s, env } = await setup();
     await s.notify(webhook(`${r.url}/in`, { signingSecret: '' }), PAYLOAD);
