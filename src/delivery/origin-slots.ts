@@ -16,10 +16,25 @@ export interface WaitSignal {
   off(event: 'abort', listener: () => void): unknown;
 }
 
-/** One origin's taken slots and the requests waiting for one, oldest first. */
+/** Queue length past which stopped waiters are dropped once they are half of it. */
+const COMPACT_AT = 64;
+
+/** A request waiting for a slot; `grant` is gone once it stopped waiting. */
+interface Waiter {
+  grant: (() => void) | undefined;
+}
+
+/**
+ * One origin's taken slots and the requests waiting for one, oldest first.
+ * A waiter that stops waiting (its deadline fired) stays in `waiting`,
+ * emptied, until a release passes it: removing it there would cost a scan
+ * of the queue per abort, quadratic for a burst that times out together.
+ */
 interface Origin {
   taken: number;
-  readonly waiting: (() => void)[];
+  readonly waiting: Waiter[];
+  /** Waiters in `waiting` still waiting. */
+  live: number;
 }
 
 /**
@@ -48,10 +63,10 @@ export class OriginSlots {
   tryTake(origin: string): boolean {
     const entry = this.#origins.get(origin);
     if (entry === undefined) {
-      this.#origins.set(origin, { taken: 1, waiting: [] });
+      this.#origins.set(origin, { taken: 1, waiting: [], live: 0 });
       return true;
     }
-    if (entry.taken >= this.#limit || entry.waiting.length > 0) return false;
+    if (entry.taken >= this.#limit || entry.live > 0) return false;
     entry.taken += 1;
     return true;
   }
@@ -65,20 +80,32 @@ export class OriginSlots {
     if (signal.aborted) return Promise.resolve(false);
     const entry = this.#origins.get(origin);
     // tryTake answered false, so the entry is there; a free slot means it was released since.
-    if (entry === undefined || (entry.taken < this.#limit && entry.waiting.length === 0)) {
+    if (entry === undefined || (entry.taken < this.#limit && entry.live === 0)) {
       return Promise.resolve(this.tryTake(origin));
     }
     return new Promise<boolean>((resolve) => {
-      const granted = () => {
-        signal.off('abort', aborted);
-        resolve(true);
+      const waiter: Waiter = {
+        grant: () => {
+          signal.off('abort', aborted);
+          resolve(true);
+        },
       };
       const aborted = () => {
-        const i = entry.waiting.indexOf(granted);
-        if (i >= 0) entry.waiting.splice(i, 1);
+        if (waiter.grant === undefined) return;
+        waiter.grant = undefined;
+        entry.live -= 1;
+        // Mostly stopped waiters (a saturated origin, no release for a while):
+        // dropped in one pass, so they cost amortised constant time and memory.
+        if (entry.waiting.length > COMPACT_AT && entry.live * 2 < entry.waiting.length) {
+          const { waiting } = entry;
+          let kept = 0;
+          for (const w of waiting) if (w.grant !== undefined) waiting[kept++] = w;
+          waiting.length = kept;
+        }
         resolve(false);
       };
-      entry.waiting.push(granted);
+      entry.waiting.push(waiter);
+      entry.live += 1;
       signal.once('abort', aborted);
     });
   }
@@ -87,10 +114,14 @@ export class OriginSlots {
   release(origin: string): void {
     const entry = this.#origins.get(origin);
     if (entry === undefined) return;
-    const next = entry.waiting.shift();
-    if (next !== undefined) {
+    // The oldest waiter still waiting; the ones that stopped are dropped on the way.
+    for (let next = entry.waiting.shift(); next !== undefined; next = entry.waiting.shift()) {
+      const grant = next.grant;
+      if (grant === undefined) continue;
+      next.grant = undefined;
+      entry.live -= 1;
       // The slot passes on, still taken.
-      next();
+      grant();
       return;
     }
     entry.taken -= 1;
@@ -100,6 +131,6 @@ export class OriginSlots {
   /** Slots taken and requests waiting for `origin` (for tests). */
   usage(origin: string): { taken: number; waiting: number } {
     const entry = this.#origins.get(origin);
-    return { taken: entry?.taken ?? 0, waiting: entry?.waiting.length ?? 0 };
+    return { taken: entry?.taken ?? 0, waiting: entry?.live ?? 0 };
   }
 }

@@ -66,3 +66,33 @@ describe('OriginSlots', () => {
     }
   });
 });
+
+describe('OriginSlots with many stopped waiters', () => {
+  it('grants in arrival order among those still waiting, however many stopped, and frees the origin', async () => {
+    const slots = new OriginSlots(1);
+    slots.tryTake(A);
+    const signals = Array.from({ length: 1_000 }, () => new Signal());
+    const granted: number[] = [];
+    const waits = signals.map((signal, i) =>
+      slots.wait(A, signal).then((ok) => {
+        if (ok) granted.push(i);
+        return ok;
+      }),
+    );
+    // Every waiter but each hundredth stops, newest first (the order a burst's timeouts fire in reverse).
+    for (let i = signals.length - 1; i >= 0; i -= 1) if (i % 100 !== 0) signals[i]?.abort();
+    expect(slots.usage(A)).toEqual({ taken: 1, waiting: 10 });
+    // While only stopped waiters are left behind the live ones, nobody jumps the queue.
+    expect(slots.tryTake(A)).toBe(false);
+    for (let n = 0; n < 10; n += 1) {
+      slots.release(A);
+      await Promise.resolve();
+    }
+    const answers = await Promise.all(waits);
+    expect(answers.filter(Boolean)).toHaveLength(10);
+    expect(granted).toEqual([0, 100, 200, 300, 400, 500, 600, 700, 800, 900]);
+    slots.release(A);
+    expect(slots.usage(A)).toEqual({ taken: 0, waiting: 0 });
+    expect(slots.tryTake(A)).toBe(true);
+  });
+});
