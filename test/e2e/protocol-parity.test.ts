@@ -282,6 +282,28 @@ const INVALID_CALLS: readonly {
     call: (c) => c.listDecisions({ pageToken: 'eyJ0IjoxfQ' }),
   },
   {
+    rpc: 'ListHooks (operation id holding U+0000)',
+    field: 'operationId',
+    reason: 'ID_INVALID_CHARACTER',
+    call: (c) => c.listHooks({ operationId: 'parity\u0000op' }),
+  },
+  {
+    rpc: 'RegisterHooks (hook id holding U+0000)',
+    field: 'hooks[0].id',
+    reason: 'ID_INVALID_CHARACTER',
+    call: (c) =>
+      c.registerHooks({
+        operationId: 'parity-op',
+        hooks: [{ id: 'h\u00001', type: HookType.ON_COMPLETE, webhook: { url: '/hook' } }],
+      }),
+  },
+  {
+    rpc: 'PublishDeferredResult (tool call id holding U+0000)',
+    field: 'toolCallId',
+    reason: 'ID_INVALID_CHARACTER',
+    call: (c) => c.publishDeferredResult({ toolCallId: 'call\u00001', result: { content: 'x' } }),
+  },
+  {
     rpc: 'ListDecisions (store sink off)',
     reason: 'AUDIT_STORE_DISABLED',
     code: 'FailedPrecondition',
