@@ -25,7 +25,7 @@ import { type Hook, HookSchema, ModifyPoint } from '../../gen/agenthooks/v1/hook
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { checkMatcherBudget } from '../hooks/registry.js';
 import {
-  checkIdLength,
+  checkIdentifier,
   MAX_PLUGIN_NAME_BYTES,
   REASON,
   type ValidationOptions,
@@ -262,7 +262,7 @@ function parsePlugins(json: unknown, validation: ValidationOptions): Plugin[] {
     if (typeof name !== 'string' || name === '') {
       throw shapeError(`${at}.name`, 'a plugin needs a non-empty name');
     }
-    checkIdLength(
+    checkIdentifier(
       name,
       `${at}.name`,
       REASON.PLUGIN_NAME_TOO_LONG,

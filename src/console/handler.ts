@@ -154,7 +154,7 @@ export function createConsoleHandler(options: ConsoleHandlerOptions): ConsoleHan
     json: boolean,
     limit: number,
   ): Promise<void> {
-    // As the RPCs check one (`checkIdLength`): a store cannot look up U+0000.
+    // As the RPCs check one (`checkIdentifier`): a store cannot look up U+0000.
     if (id === '' || id.length > MAX_OPERATION_ID_LENGTH || id.includes('\0')) {
       return failure(
         req,

@@ -27,7 +27,12 @@ import {
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { InvalidArgumentError } from '../errors.js';
 import { TOOL_RESULT_REQUIRED, validateToolCallContext } from './tool-call.js';
-import { checkIdLength, MAX_OPERATION_ID_BYTES, REASON, validateOperationId } from './validate.js';
+import {
+  checkIdentifier,
+  MAX_OPERATION_ID_BYTES,
+  REASON,
+  validateOperationId,
+} from './validate.js';
 
 /** Reason of an event that lacks a field its kind requires. */
 export const EVENT_FIELD_REQUIRED = 'EVENT_FIELD_REQUIRED';
@@ -119,7 +124,7 @@ export function validateEventFields(event: HookEvent | undefined, field = 'event
   const values = set.value as unknown as Readonly<Record<string, unknown>>;
   const parent = values.parentOperationId;
   if (typeof parent === 'string') {
-    checkIdLength(
+    checkIdentifier(
       parent,
       `${path}.parentOperationId`,
       REASON.OPERATION_ID_TOO_LONG,
@@ -163,7 +168,7 @@ export function validateEventFields(event: HookEvent | undefined, field = 'event
       break;
     case 'afterCallAgent':
       // The child's operation id has the bound of every operation id an event names.
-      checkIdLength(
+      checkIdentifier(
         set.value.subOperationId,
         `${path}.subOperationId`,
         REASON.OPERATION_ID_TOO_LONG,

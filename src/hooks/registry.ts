@@ -26,7 +26,7 @@ import {
   matcherCost,
 } from './matcher.js';
 import {
-  checkIdLength,
+  checkIdentifier,
   isReservedHookId,
   MAX_OPERATION_ID_BYTES,
   REASON,
@@ -232,7 +232,7 @@ export class HookRegistry {
     requested: readonly Hook[],
   ): Promise<number> {
     validateOperationId(operationId);
-    checkIdLength(
+    checkIdentifier(
       parentOperationId ?? '',
       'parentOperationId',
       REASON.OPERATION_ID_TOO_LONG,

@@ -5,7 +5,7 @@
 import { Executor, type ToolCallContext } from '../../gen/agenthooks/v1/events_pb.js';
 import { InvalidArgumentError } from '../errors.js';
 import {
-  checkIdLength,
+  checkIdentifier,
   MAX_OPERATION_ID_BYTES,
   MAX_TOOL_CALL_ID_BYTES,
   REASON,
@@ -86,7 +86,7 @@ export function validateToolCallContext(
     );
   }
   checkToolCallId(context.toolCallId, `${path}.toolCallId`);
-  checkIdLength(
+  checkIdentifier(
     context.operationId,
     `${path}.operationId`,
     REASON.OPERATION_ID_TOO_LONG,
@@ -94,7 +94,7 @@ export function validateToolCallContext(
     'An operation id',
   );
   if (context.parentOperationId !== undefined) {
-    checkIdLength(
+    checkIdentifier(
       context.parentOperationId,
       `${path}.parentOperationId`,
       REASON.OPERATION_ID_TOO_LONG,
@@ -110,7 +110,13 @@ export function validateToolCallContext(
  * @throws InvalidArgumentError `TOOL_CALL_ID_TOO_LONG` naming `field`.
  */
 export function checkToolCallId(id: string, field: string): void {
-  checkIdLength(id, field, REASON.TOOL_CALL_ID_TOO_LONG, MAX_TOOL_CALL_ID_BYTES, 'A tool call id');
+  checkIdentifier(
+    id,
+    field,
+    REASON.TOOL_CALL_ID_TOO_LONG,
+    MAX_TOOL_CALL_ID_BYTES,
+    'A tool call id',
+  );
 }
 
 /**
@@ -156,7 +162,7 @@ export function resolveChain(
         'operation ids in a chain cannot be empty',
       );
     }
-    checkIdLength(
+    checkIdentifier(
       id,
       `${path}[${i}]`,
       REASON.OPERATION_ID_TOO_LONG,

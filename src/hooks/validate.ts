@@ -58,7 +58,7 @@ export const REASON = {
   HOOK_ID_REQUIRED: 'HOOK_ID_REQUIRED',
   /** `id` starts with the prefix reserved for environment hooks. */
   HOOK_ID_RESERVED: 'HOOK_ID_RESERVED',
-  /** An identifier contains U+0000 (see {@link checkIdLength}). */
+  /** An identifier contains U+0000 (see {@link checkIdentifier}). */
   ID_INVALID_CHARACTER: 'ID_INVALID_CHARACTER',
   /** `type` is unspecified or not a known hook type. */
   HOOK_TYPE_REQUIRED: 'HOOK_TYPE_REQUIRED',
@@ -264,7 +264,13 @@ export function validateOperationId(id: string, field = 'operationId'): void {
       MESSAGE.OPERATION_ID_REQUIRED,
     );
   }
-  checkIdLength(id, field, REASON.OPERATION_ID_TOO_LONG, MAX_OPERATION_ID_BYTES, 'An operation id');
+  checkIdentifier(
+    id,
+    field,
+    REASON.OPERATION_ID_TOO_LONG,
+    MAX_OPERATION_ID_BYTES,
+    'An operation id',
+  );
 }
 
 /**
@@ -277,10 +283,10 @@ export function validateOperationId(id: string, field = 'operationId'): void {
  * @throws InvalidArgumentError with `reason` when `id` is longer, or
  *   `ID_INVALID_CHARACTER` when it holds U+0000.
  * @example
- * checkIdLength(parentId, 'parentOperationId', REASON.OPERATION_ID_TOO_LONG,
+ * checkIdentifier(parentId, 'parentOperationId', REASON.OPERATION_ID_TOO_LONG,
  *   MAX_OPERATION_ID_BYTES, 'An operation id');
  */
-export function checkIdLength(
+export function checkIdentifier(
   id: string,
   field: string,
   reason: ValidationReason,
@@ -377,7 +383,7 @@ function checkHook(
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_REQUIRED, MESSAGE.HOOK_ID_REQUIRED);
   }
   if (limits !== undefined) {
-    checkIdLength(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
+    checkIdentifier(hook.id, `${path}.id`, REASON.HOOK_ID_TOO_LONG, MAX_HOOK_ID_BYTES, 'A hook id');
   }
   if (isReservedHookId(hook.id)) {
     throw new InvalidArgumentError(`${path}.id`, REASON.HOOK_ID_RESERVED, MESSAGE.HOOK_ID_RESERVED);
@@ -400,7 +406,7 @@ function checkHook(
     );
   }
   if (limits !== undefined) {
-    checkIdLength(
+    checkIdentifier(
       hook.plugin,
       `${path}.plugin`,
       REASON.PLUGIN_NAME_TOO_LONG,

@@ -65,7 +65,7 @@ import {
   validateToolCallContext,
 } from '../hooks/tool-call.js';
 import {
-  checkIdLength,
+  checkIdentifier,
   MAX_EVENT_ID_BYTES,
   MAX_PLUGIN_NAME_BYTES,
   REASON,
@@ -242,7 +242,7 @@ export function createHookService(
       validateOperationId(request.operationId);
       const plugin = request.plugin === '' ? undefined : request.plugin;
       if (plugin !== undefined) {
-        checkIdLength(
+        checkIdentifier(
           plugin,
           'plugin',
           REASON.PLUGIN_NAME_TOO_LONG,
@@ -349,7 +349,7 @@ export function createHookService(
       async function readAll(): Promise<void> {
         for await (const request of requests) {
           // An id too long to echo in every ack ends the stream, as a malformed request does.
-          checkIdLength(
+          checkIdentifier(
             request.eventId,
             'eventId',
             REASON.EVENT_ID_TOO_LONG,
