@@ -176,6 +176,22 @@ export const POSTGRES_MIGRATIONS: readonly PostgresMigration[] = [
         ON agenthooks_decisions (operation_id, time, decision_id);
     `,
   },
+  {
+    // Version 4: who published a deferred result (PostgreSQL only: SQLite's
+    // write answers in process and is never in doubt). Expand-only (one
+    // nullable column), so the minimum stays 1: older pods publish without
+    // it, and their rows never match a newer pod's marker.
+    // - `published_by` is a random id each publication attempt writes with
+    //   its result. When the connection drops before the write's answer
+    //   comes, the attempt reads the row again and published it iff the row
+    //   holds its id: two attempts writing the same bytes in the same
+    //   millisecond cannot both take the publication.
+    version: 4,
+    minCompatibleVersion: 1,
+    sql: `
+      ALTER TABLE agenthooks_parked_calls ADD COLUMN published_by text;
+    `,
+  },
 ];
 
 /** The schema version this code writes and reads. */

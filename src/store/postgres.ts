@@ -28,7 +28,7 @@
  * `statement_timeout` (server side) and `query_timeout` (client side, for a
  * server that stopped answering), connections by a connect timeout.
  */
-import { randomInt } from 'node:crypto';
+import { randomInt, randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -528,13 +528,19 @@ class PostgresStoreImpl implements PostgresStore {
   ): Promise<PublishOutcome> {
     assertEpochMs('publishedAt', publishedAt);
     const bytes = encodeResult(result);
+    // This attempt's mark on the row: what tells it, reading the row again,
+    // that the write in doubt was its own (bytes and time can repeat).
+    const marker = randomUUID();
     const readStored = async (db: Queryable) => {
       const { rows } = await db.query<{
         final_result: Uint8Array | null;
         published_at: number | null;
-      }>('SELECT final_result, published_at FROM agenthooks_parked_calls WHERE tool_call_id = $1', [
-        toolCallId,
-      ]);
+        published_by: string | null;
+      }>(
+        `SELECT final_result, published_at, published_by
+         FROM agenthooks_parked_calls WHERE tool_call_id = $1`,
+        [toolCallId],
+      );
       return rows[0];
     };
     let stored: Awaited<ReturnType<typeof readStored>> | null;
@@ -544,29 +550,25 @@ class PostgresStoreImpl implements PostgresStore {
         // then re-checks `final_result IS NULL` on the committed row.
         const { rowCount } = await db.query(
           `UPDATE agenthooks_parked_calls SET final_result = $1, published_at = $2,
-             lease_holder = NULL, lease_expires_at = NULL
+             published_by = $4, lease_holder = NULL, lease_expires_at = NULL
            WHERE tool_call_id = $3 AND final_result IS NULL`,
-          [bytes, publishedAt, toolCallId],
+          [bytes, publishedAt, toolCallId, marker],
         );
         return rowCount === 1 ? null : readStored(db);
       });
     } catch (e: unknown) {
       // The write is one autocommit statement: when the connection drops after
       // the server committed it, its answer is lost. Read once more, on another
-      // connection: a placeholder holding these bytes at this time was filled
-      // by this call, which then publishes (sends the notification, records the
-      // decision) as if the answer had come.
+      // connection: a row holding this attempt's marker was filled by this
+      // call, which then publishes (sends the notification, records the
+      // decision) as if the answer had come; a row another attempt filled
+      // answers as a duplicate would. An empty row leaves it in doubt (the
+      // write may still be running on the server): the error stands.
       const after = await this.#run('publishResult', 'publish a deferred result', readStored).catch(
         () => undefined,
       );
-      if (
-        after?.final_result == null ||
-        Number(after.published_at) !== publishedAt ||
-        !Buffer.from(after.final_result).equals(bytes)
-      ) {
-        throw e;
-      }
-      stored = null;
+      if (after?.final_result == null) throw e;
+      stored = after.published_by === marker ? null : after;
     }
     if (stored === null) {
       return { published: true, finalResult: result, publishedAt };

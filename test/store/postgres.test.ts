@@ -259,21 +259,52 @@ describe('PostgreSQL store edge cases', () => {
     expect(again).toMatchObject({ published: false, publishedAt: 4_242 });
     expect(again.finalResult.content).toBe('the result');
   });
+
+  it('does not take a publication another attempt made with the same bytes in the same millisecond', async () => {
+    const proxy = await cuttingProxy(new URL(url));
+    cleanups.push(() => proxy.close());
+    const viaProxy = await openPostgresStore(proxy.url);
+    cleanups.push(() => viaProxy.close());
+    const direct = await openPostgresStore(url);
+    cleanups.push(() => direct.close());
+    await viaProxy.parkCall(parkedCall('call-same'));
+    const held = proxy.holdAt('UPDATE agenthooks_parked_calls SET final_result');
+
+    // The proxied write never reaches the server; while it hangs, another
+    // attempt publishes the very same bytes at the very same time.
+    const proxied = viaProxy.publishResult('call-same', toolResult('the result'), 4_242);
+    await held;
+    const other = await direct.publishResult('call-same', toolResult('the result'), 4_242);
+    expect(other).toMatchObject({ published: true, publishedAt: 4_242 });
+    proxy.cutHeld();
+
+    const outcome = await proxied;
+    expect(outcome).toMatchObject({ published: false, publishedAt: 4_242 });
+    expect(outcome.finalResult.content).toBe('the result');
+  });
 });
 
 /**
  * A TCP proxy to the cluster that, once armed with `cutAfter(text)`, forwards
  * the client's message holding `text`, then drops the server's answer to it
  * (the first answer holding a command tag) and closes both sides: a write
- * the server committed whose answer the client never gets.
+ * the server committed whose answer the client never gets. Armed with
+ * `holdAt(text)` instead, it keeps that message from the server until
+ * `cutHeld()` closes both sides: a write that never ran.
  */
 async function cuttingProxy(target: URL): Promise<{
   url: string;
   cutAfter(text: string): void;
+  /** Keeps the client's message holding `text` from the server; resolves once it came. */
+  holdAt(text: string): Promise<void>;
+  /** Closes both sides of the connection whose message {@link holdAt} kept. */
+  cutHeld(): void;
   cuts(): number;
   close(): Promise<void>;
 }> {
   let armed: string | undefined;
+  let holding: { text: string; held: () => void } | undefined;
+  let cutHeld: (() => void) | undefined;
   let cuts = 0;
   const sockets = new Set<Socket>();
   const server = createServer((client) => {
@@ -281,6 +312,16 @@ async function cuttingProxy(target: URL): Promise<{
     sockets.add(client).add(upstream);
     let cutting = false;
     client.on('data', (chunk: Buffer) => {
+      if (holding !== undefined && chunk.includes(holding.text)) {
+        const { held } = holding;
+        holding = undefined;
+        cutHeld = () => {
+          client.destroy();
+          upstream.destroy();
+        };
+        held();
+        return;
+      }
       if (armed !== undefined && chunk.includes(armed)) {
         armed = undefined;
         cutting = true;
@@ -314,6 +355,11 @@ async function cuttingProxy(target: URL): Promise<{
     cutAfter: (text) => {
       armed = text;
     },
+    holdAt: (text) =>
+      new Promise<void>((held) => {
+        holding = { text, held };
+      }),
+    cutHeld: () => cutHeld?.(),
     cuts: () => cuts,
     close: async () => {
       for (const socket of sockets) socket.destroy();
