@@ -300,6 +300,23 @@ export function checkIdentifier(
       `${what} cannot contain U+0000`,
     );
   }
+  checkIdentifierLength(id, field, reason, max, what);
+}
+
+/**
+ * The length half of {@link checkIdentifier}: at most `max` bytes in UTF-8.
+ *
+ * @throws InvalidArgumentError with `reason` when `id` is longer.
+ * @example
+ * checkIdentifierLength(eventId, 'eventId', REASON.EVENT_ID_TOO_LONG, MAX_EVENT_ID_BYTES, 'An event id');
+ */
+export function checkIdentifierLength(
+  id: string,
+  field: string,
+  reason: ValidationReason,
+  max: number,
+  what: string,
+): void {
   // A UTF-8 byte is at least one UTF-16 unit, so a short string needs no count.
   if (id.length * 3 <= max) return;
   if (Buffer.byteLength(id, 'utf8') > max) {

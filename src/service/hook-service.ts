@@ -66,6 +66,7 @@ import {
 } from '../hooks/tool-call.js';
 import {
   checkIdentifier,
+  checkIdentifierLength,
   MAX_EVENT_ID_BYTES,
   MAX_PLUGIN_NAME_BYTES,
   REASON,
@@ -317,6 +318,14 @@ export function createHookService(
           if (request.eventId === '') {
             throw new InvalidArgumentError('eventId', EVENT_FIELD_REQUIRED, 'eventId is required');
           }
+          // U+0000 can be echoed in the ack: the event is refused, not the stream.
+          checkIdentifier(
+            request.eventId,
+            'eventId',
+            REASON.EVENT_ID_TOO_LONG,
+            MAX_EVENT_ID_BYTES,
+            'An event id',
+          );
           const outcomes = await dispatchOne(request.event, ctx.signal);
           return create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes });
         } catch (e: unknown) {
@@ -349,7 +358,7 @@ export function createHookService(
       async function readAll(): Promise<void> {
         for await (const request of requests) {
           // An id too long to echo in every ack ends the stream, as a malformed request does.
-          checkIdentifier(
+          checkIdentifierLength(
             request.eventId,
             'eventId',
             REASON.EVENT_ID_TOO_LONG,
@@ -369,8 +378,11 @@ export function createHookService(
           deps.metrics?.streamEvents(1);
           let route: EventRoute | undefined;
           try {
-            // An event without its id is acked with the error, through `ackOf`.
-            route = request.eventId === '' ? undefined : routeOf(request.event);
+            // An event without a valid id is acked with the error, through `ackOf`.
+            route =
+              request.eventId === '' || request.eventId.includes('\0')
+                ? undefined
+                : routeOf(request.event);
           } catch {
             route = undefined;
           }

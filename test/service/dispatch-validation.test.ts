@@ -451,4 +451,27 @@ describe('Dispatch validates the fields each event kind requires', () => {
     });
     expect(receiver.requests.length).toBe(before);
   });
+
+  it('acks an event whose id holds U+0000 with ID_INVALID_CHARACTER, delivers nothing, and goes on', async () => {
+    const before = receiver.requests.length;
+    const acks = await streamAcks([
+      create(DispatchStreamRequestSchema, {
+        eventId: 'bad\0id',
+        event: fromJson(HookEventSchema, { afterStep: validOf('afterStep') }),
+      }),
+      create(DispatchStreamRequestSchema, {
+        eventId: 'after',
+        event: fromJson(HookEventSchema, { afterStep: validOf('afterStep') }),
+      }),
+    ]);
+    expect(acks.map((a) => a.eventId)).toEqual(['bad\0id', 'after']);
+    expect(acks[0]?.error).toMatchObject({
+      code: Code.InvalidArgument,
+      reason: 'ID_INVALID_CHARACTER',
+      message: 'eventId: An event id cannot contain U+0000',
+    });
+    expect(acks[1]?.error).toBeUndefined();
+    expect(acks[1]?.outcomes).toHaveLength(1);
+    expect(receiver.requests.slice(before).map((r) => r.path)).toEqual(['/afterStep']);
+  });
 });

@@ -420,7 +420,9 @@ export type DispatchStreamRequest = Message<"agenthooks.v1.DispatchStreamRequest
   /**
    * Client-chosen id, echoed in the ack. Required. At most 256 bytes
    * (UTF-8); a longer one ends the stream with INVALID_ARGUMENT
-   * (`EVENT_ID_TOO_LONG`) after the acks of the events before it.
+   * (`EVENT_ID_TOO_LONG`) after the acks of the events before it. One
+   * holding U+0000 is acked with that error (`ID_INVALID_CHARACTER`), as an
+   * empty one is (`EVENT_FIELD_REQUIRED`), and the stream goes on.
    *
    * @generated from field: string event_id = 1;
    */

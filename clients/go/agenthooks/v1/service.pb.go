@@ -794,7 +794,9 @@ type DispatchStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Client-chosen id, echoed in the ack. Required. At most 256 bytes
 	// (UTF-8); a longer one ends the stream with INVALID_ARGUMENT
-	// (`EVENT_ID_TOO_LONG`) after the acks of the events before it.
+	// (`EVENT_ID_TOO_LONG`) after the acks of the events before it. One
+	// holding U+0000 is acked with that error (`ID_INVALID_CHARACTER`), as an
+	// empty one is (`EVENT_FIELD_REQUIRED`), and the stream goes on.
 	EventId string `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
 	// Event to dispatch, as in `DispatchRequest`. Required.
 	Event         *HookEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
