@@ -4,13 +4,21 @@
  *
  * {@link executeControl} sends one `POST` through a {@link WebhookSender} and
  * reads the answer: a non-2xx status is an `http_error` and its body is never
- * read; a 204 counts as an empty body; any other 2xx body is read with a hard
- * cap of {@link RESPONSE_MAX_BYTES}, decoded as strict UTF-8 and handed to
+ * read; a 204 counts as an empty body; any other 2xx body is decoded as its
+ * `content-encoding` says (gzip, deflate, br, as `fetch` does), read with a
+ * hard cap of {@link RESPONSE_MAX_BYTES} decoded bytes, decoded as strict UTF-8 and handed to
  * {@link parseControlResponse}. The webhook's timeout covers the headers and
  * the body. A caller's abort always wins: a decision that arrives after it is
  * dropped. Results never hold response text, header values or secrets.
  */
 import { performance } from 'node:perf_hooks';
+import type { Transform } from 'node:stream';
+import {
+  createBrotliDecompress,
+  createGunzip,
+  createInflate,
+  constants as zlibConstants,
+} from 'node:zlib';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { ResponseHandling, type Webhook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { extend } from '../extend.js';
@@ -49,6 +57,8 @@ const TOO_LARGE = `over ${RESPONSE_MAX_BYTES} bytes`;
 
 /** Diagnostic of a body that is not UTF-8. */
 const NOT_UTF8 = 'body is not valid UTF-8';
+/** Message of a body whose `content-encoding` does not decode. */
+const UNDECODABLE = 'body does not decode as its content-encoding says';
 
 /** Diagnostic of a `decision` that is not a valid allow or deny. */
 const INVALID_DECISION = 'invalid decision';
@@ -226,6 +236,8 @@ export function readBounded(
   maxBytes = RESPONSE_MAX_BYTES,
 ): Promise<Uint8Array | DeliveryFailure> {
   const { body, status, startedAt } = response;
+  const decoders = decodersOf(response.headers['content-encoding']);
+  if (decoders !== undefined) return readDecoded(response, decoders, maxBytes);
   const declared = response.headers['content-length'];
   if (typeof declared === 'string' && DECIMAL.test(declared) && Number(declared) > maxBytes) {
     body.destroy();
@@ -268,6 +280,102 @@ export function readBounded(
     body.once('end', onEnd);
     body.once('error', onError);
     body.once('close', onClose);
+  });
+}
+
+/**
+ * The decoders of a `content-encoding`, as `fetch` (the reference's reader)
+ * applies them: the codings in reverse order, `gzip` (or `x-gzip`), `deflate`
+ * and `br`; `identity` adds none. `undefined` when there is nothing to decode,
+ * and also when a coding is unknown: `fetch` then hands the body on as it
+ * came, and so does this.
+ */
+function decodersOf(header: string | string[] | undefined): Transform[] | undefined {
+  if (header === undefined) return undefined;
+  const codings = (Array.isArray(header) ? header.join(',') : header)
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity')
+    .reverse();
+  if (codings.length === 0) return undefined;
+  // Lenient on a stream cut short, as fetch is.
+  const zlibOptions = {
+    flush: zlibConstants.Z_SYNC_FLUSH,
+    finishFlush: zlibConstants.Z_SYNC_FLUSH,
+  };
+  const decoders: Transform[] = [];
+  for (const coding of codings) {
+    if (coding === 'gzip' || coding === 'x-gzip') decoders.push(createGunzip(zlibOptions));
+    else if (coding === 'deflate') decoders.push(createInflate(zlibOptions));
+    else if (coding === 'br') decoders.push(createBrotliDecompress());
+    else {
+      for (const decoder of decoders) decoder.destroy();
+      return undefined;
+    }
+  }
+  return decoders;
+}
+
+/**
+ * {@link readBounded} of an encoded body: the cap holds for the decoded
+ * bytes (as the reference reads the decoded body), and reading stops at the
+ * first decoded chunk past it, so a small bomb is never inflated further. A
+ * body that does not decode is an `invalid_response`.
+ */
+function readDecoded(
+  response: WebhookResponse,
+  decoders: readonly Transform[],
+  maxBytes: number,
+): Promise<Uint8Array | DeliveryFailure> {
+  const { body, status, startedAt } = response;
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let settled = false;
+    let bodyEnded = false;
+    const stopAll = () => {
+      body.destroy();
+      for (const decoder of decoders) decoder.destroy();
+    };
+    const settle = (result: Uint8Array | DeliveryFailure) => {
+      if (settled) return;
+      settled = true;
+      resolve(result);
+    };
+    let source: NodeJS.ReadableStream = body;
+    for (const decoder of decoders) {
+      source.pipe(decoder);
+      decoder.on('error', () => {
+        settle(deliveryFailure('invalid_response', startedAt, UNDECODABLE, status));
+        stopAll();
+      });
+      source = decoder;
+    }
+    const last = decoders[decoders.length - 1] as Transform;
+    last.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      size += chunk.byteLength;
+      if (size > maxBytes) {
+        settle(deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status));
+        stopAll();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    last.once('end', () => settle(Buffer.concat(chunks, size)));
+    // The sender maps an abort, its timeout or a socket error to the right code.
+    const onBodyError = (e: unknown) => {
+      if (!settled) settle(extend(response.failure(e), { status }));
+      stopAll();
+    };
+    body.once('end', () => {
+      bodyEnded = true;
+    });
+    body.on('error', onBodyError);
+    // Closed without an end or an error: destroyed mid-body.
+    body.once('close', () => {
+      if (!bodyEnded) onBodyError(prematureClose());
+    });
   });
 }
 

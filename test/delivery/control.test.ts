@@ -3,9 +3,11 @@
  * response parser, then `executeControl` against raw-socket receivers on
  * 127.0.0.1 whose HTTP/1.1 bytes, framing, resets and timing the test chooses.
  */
+
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -75,6 +77,21 @@ function withLength(status: string, body: string | Buffer = ''): RawBehaviour {
       Buffer.concat([
         head(status, ['Content-Type: application/json', `Content-Length: ${bytes.length}`]),
         bytes,
+      ]),
+    );
+}
+
+/** Answers 200 with `body` sent as `coding` says (Content-Length framed). */
+function encoded(coding: string, body: Buffer): RawBehaviour {
+  return (socket) =>
+    socket.write(
+      Buffer.concat([
+        head('200 OK', [
+          'Content-Type: application/json',
+          `Content-Encoding: ${coding}`,
+          `Content-Length: ${body.length}`,
+        ]),
+        body,
       ]),
     );
 }
@@ -368,6 +385,65 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
         ]),
       ),
       expected: failed('invalid_response', 'body is not valid UTF-8', 200),
+    },
+    {
+      name: 'a gzip-encoded deny, decoded as fetch decodes it',
+      respond: encoded('gzip', gzipSync('{"decision":"deny","reason":"zipped"}')),
+      expected: success({ decision: 'deny', reason: 'zipped' }),
+    },
+    {
+      name: 'an x-gzip-encoded deny',
+      respond: encoded('x-gzip', gzipSync('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a deflate-encoded deny',
+      respond: encoded('deflate', deflateSync('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a br-encoded deny',
+      respond: encoded('br', brotliCompressSync('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a deny encoded twice (deflate, then gzip)',
+      respond: encoded('deflate, gzip', gzipSync(deflateSync('{"decision":"deny"}'))),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'an identity-encoded deny',
+      respond: encoded('identity', Buffer.from('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a deny in a coding fetch does not know, read as it came',
+      respond: encoded('zstd', Buffer.from('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a gzip body of exactly 65,536 bytes decoded',
+      respond: encoded('gzip', gzipSync(padded(ALLOW, RESPONSE_MAX_BYTES))),
+      expected: success({ decision: 'allow' }),
+    },
+    {
+      name: 'a gzip body of 65,537 bytes decoded, small on the wire',
+      respond: encoded('gzip', gzipSync(padded(ALLOW, RESPONSE_MAX_BYTES + 1))),
+      expected: failed('response_too_large', `over ${RESPONSE_MAX_BYTES} bytes`, 200),
+    },
+    {
+      name: 'a gzip bomb (64 MiB from about 64 KiB), stopped at the cap',
+      respond: encoded('gzip', gzipSync(Buffer.alloc(64 * 1024 * 1024, 0x20))),
+      expected: failed('response_too_large', `over ${RESPONSE_MAX_BYTES} bytes`, 200),
+    },
+    {
+      name: 'a body that does not decode as its gzip coding says',
+      respond: encoded('gzip', Buffer.from('{"decision":"deny"}')),
+      expected: failed(
+        'invalid_response',
+        'body does not decode as its content-encoding says',
+        200,
+      ),
     },
     {
       name: 'a body stalled past the timeout after timely headers',
