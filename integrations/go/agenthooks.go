@@ -63,6 +63,8 @@ var (
 	ErrNoDecision = errors.New("no decision")
 	// ErrUnknownToolCall: a tool ran for a call no model response (Hooks.Model) or agent action (Hooks.Handler) named.
 	ErrUnknownToolCall = errors.New("unknown tool call")
+	// ErrHandleFailed: the Handle stream ended during the run; the local handlers would be skipped.
+	ErrHandleFailed = errors.New("handle stream failed")
 )
 
 // DefaultIdentifier is the toolset identifier when [Config.Identifier] is empty.
@@ -241,8 +243,24 @@ func optional(s string) *string {
 	return proto.String(s)
 }
 
+// checkHandlers fails when the Handle stream ended while the run goes on:
+// the sidecar would skip the operation's local handlers (a handler's mock, a
+// modifying handler's rewrite) and the call would go on without them.
+func (h *Hooks) checkHandlers() error {
+	if h.handle == nil {
+		return nil
+	}
+	if err := h.handle.failure(); err != nil {
+		return fmt.Errorf("agenthooks: %w: %w", ErrHandleFailed, err)
+	}
+	return nil
+}
+
 // dispatch sends one event and waits for its hooks (Dispatch is awaited, so receivers see events in order).
 func (h *Hooks) dispatch(ctx context.Context, event *agenthooksv1.HookEvent) error {
+	if err := h.checkHandlers(); err != nil {
+		return err
+	}
 	c, cancel := h.ctx(ctx)
 	defer cancel()
 	if _, err := h.client.Dispatch(c, &agenthooksv1.DispatchRequest{Event: event}); err != nil {
@@ -544,6 +562,9 @@ func (h *Hooks) modify(ctx context.Context, point agenthooksv1.ModifyPoint, poin
 		return fmt.Errorf("agenthooks: Modify: %w", err)
 	}
 	name := pointName(point)
+	if err := h.checkHandlers(); err != nil {
+		return err
+	}
 	c, cancel := h.ctx(ctx)
 	defer cancel()
 	res, err := h.client.Modify(c, &agenthooksv1.ModifyRequest{
@@ -551,6 +572,10 @@ func (h *Hooks) modify(ctx context.Context, point agenthooksv1.ModifyPoint, poin
 	})
 	if err != nil {
 		return fmt.Errorf("agenthooks: Modify %s: %w: %w", name, ErrSidecar, err)
+	}
+	// A stream that broke while the sidecar answered may have had its handlers skipped.
+	if err := h.checkHandlers(); err != nil {
+		return err
 	}
 	switch o := res.GetOutcome().(type) {
 	case *agenthooksv1.ModifyResponse_Blocked:
@@ -663,6 +688,9 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	if err := h.Err(); err != nil {
 		return "", err
 	}
+	if err := h.checkHandlers(); err != nil {
+		return "", err
+	}
 	h.mu.Lock()
 	action := h.action
 	h.action = nil
@@ -695,15 +723,8 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if before.Content != nil || (before.IsError != nil && *before.IsError) {
-		content := ""
-		if before.Content != nil {
-			content = *before.Content
-		}
-		result := &agenthooksv1.ToolResult{Content: content, Success: before.IsError == nil || !*before.IsError}
-		return content, h.afterToolCall(ctx, callCtx, result, false)
-	}
 
+	// The controls run for every call, a modifying hook's answer included.
 	c, cancel := h.ctx(ctx)
 	decision, err := h.client.DecideToolCall(c, &agenthooksv1.DecideToolCallRequest{
 		Event: &agenthooksv1.BeforeToolCallEvent{Context: callCtx},
@@ -712,41 +733,62 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s: %w: %w", h.cfg.Identifier, name, ErrSidecar, err)
 	}
+	if err := h.checkHandlers(); err != nil {
+		return "", err
+	}
+	// What stands in for the tool: a local handler's mock, else a
+	// beforeToolCall modifying hook's answer; either is a mocked result.
+	var stand *agenthooksv1.ToolResult
 	switch d := decision.GetDecision().GetOutcome().(type) {
 	case *agenthooksv1.Decision_Deny:
 		result := d.Deny.GetBlockedResult()
 		return result.GetContent(), h.afterToolCall(ctx, callCtx, result, false)
 	case *agenthooksv1.Decision_Mock:
-		result := d.Mock.GetResult()
-		return result.GetContent(), h.afterToolCall(ctx, callCtx, result, true)
+		stand = d.Mock.GetResult()
+		if stand == nil {
+			stand = &agenthooksv1.ToolResult{}
+		}
 	case *agenthooksv1.Decision_Allow:
+		if before.Content != nil || (before.IsError != nil && *before.IsError) {
+			content := ""
+			if before.Content != nil {
+				content = *before.Content
+			}
+			stand = &agenthooksv1.ToolResult{Content: content, Success: before.IsError == nil || !*before.IsError}
+		}
 	default:
 		return "", fmt.Errorf("agenthooks: DecideToolCall %s/%s: %w", h.cfg.Identifier, name, ErrNoDecision)
 	}
+	mocked := stand != nil
 
-	toolInput := input
-	if before.Args != nil {
-		if isObject || len(before.Args) != 1 || before.Args["input"] == nil {
-			b, _ := json.Marshal(before.Args)
-			toolInput = string(b)
-		} else if s, ok := before.Args["input"].(string); ok {
-			toolInput = s
+	result := stand
+	if !mocked {
+		toolInput := input
+		if before.Args != nil {
+			if isObject || len(before.Args) != 1 || before.Args["input"] == nil {
+				b, _ := json.Marshal(before.Args)
+				toolInput = string(b)
+			} else if s, ok := before.Args["input"].(string); ok {
+				toolInput = s
+			}
 		}
-	}
-	output, runErr := t.inner.Call(ctx, toolInput)
-	if runErr != nil {
-		event := &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_OnToolCallError{
-			OnToolCallError: &agenthooksv1.OnToolCallErrorEvent{Context: callCtx, Error: runErr.Error()},
-		}}
-		if err := h.notify(h.dispatch(ctx, event)); err != nil {
-			return "", errors.Join(runErr, err)
+		output, runErr := t.inner.Call(ctx, toolInput)
+		if runErr != nil {
+			event := &agenthooksv1.HookEvent{Event: &agenthooksv1.HookEvent_OnToolCallError{
+				OnToolCallError: &agenthooksv1.OnToolCallErrorEvent{Context: callCtx, Error: runErr.Error()},
+			}}
+			if err := h.notify(h.dispatch(ctx, event)); err != nil {
+				return "", errors.Join(runErr, err)
+			}
+			return "", runErr
 		}
-		return "", runErr
+		result = &agenthooksv1.ToolResult{Content: output, Success: true}
 	}
-	result := &agenthooksv1.ToolResult{Content: output, Success: true}
+
+	// The result controls see every result the model would read, a mock's too.
 	c, cancel = h.ctx(ctx)
 	checked, err := h.client.DecideToolResult(c, &agenthooksv1.DecideToolResultRequest{
-		Event: &agenthooksv1.AfterToolCallEvent{Context: callCtx, Result: result},
+		Event: &agenthooksv1.AfterToolCallEvent{Context: callCtx, Mocked: mocked, Result: result},
 	})
 	cancel()
 	if err != nil {
@@ -759,7 +801,7 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	default:
 		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s: %w", h.cfg.Identifier, name, ErrNoDecision)
 	}
-	return result.GetContent(), h.afterToolCall(ctx, callCtx, result, false)
+	return result.GetContent(), h.afterToolCall(ctx, callCtx, result, mocked)
 }
 
 // afterToolCall dispatches the tool's afterToolCall notification (awaited).
@@ -776,6 +818,28 @@ type handleStream struct {
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 	done   chan struct{}
+	// errMu guards closing and ended.
+	errMu sync.Mutex
+	// closing: close was called, so the stream's end is this side's doing.
+	closing bool
+	// ended: why the stream ended, when this side did not end it.
+	ended error
+}
+
+// failure is why the stream ended when this side did not close it, else nil.
+func (s *handleStream) failure() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.ended
+}
+
+// end records why the stream ended, unless this side is closing it.
+func (s *handleStream) end(err error) {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	if !s.closing && s.ended == nil {
+		s.ended = err
+	}
 }
 
 func openHandleStream(client agenthooksv1.HookServiceClient, operationID string, fn HandleFunc, timeout time.Duration) (*handleStream, error) {
@@ -821,6 +885,7 @@ func (s *handleStream) serve(ctx context.Context, fn HandleFunc, attached chan<-
 			if errors.Is(err, io.EOF) {
 				err = errors.New("the Handle stream ended")
 			}
+			s.end(err)
 			select {
 			case attached <- err:
 			default:
@@ -839,7 +904,8 @@ func (s *handleStream) serve(ctx context.Context, fn HandleFunc, attached chan<-
 				reply = &agenthooksv1.HandlerReply{Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
 			}
 			reply.CallId = m.Call.GetCallId()
-			if s.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Reply{Reply: reply}}) != nil {
+			if err := s.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Reply{Reply: reply}}); err != nil {
+				s.end(err)
 				return
 			}
 		}
@@ -847,6 +913,9 @@ func (s *handleStream) serve(ctx context.Context, fn HandleFunc, attached chan<-
 }
 
 func (s *handleStream) close() {
+	s.errMu.Lock()
+	s.closing = true
+	s.errMu.Unlock()
 	s.sendMu.Lock()
 	_ = s.stream.CloseSend()
 	s.sendMu.Unlock()

@@ -40,6 +40,7 @@ const SCENARIOS = [
   'async',
   'readme',
   'payload',
+  'blocked',
   // LangChain only: the Agents SDK has no stop between turns.
   'stop',
 ] as const;
@@ -107,6 +108,11 @@ function reply(req: ReceivedRequest): unknown {
 }
 
 function answer(req: ReceivedRequest, res: http.ServerResponse): void {
+  if (req.path.startsWith('/fail/')) {
+    res.writeHead(503);
+    res.end();
+    return;
+  }
   const json = reply(req);
   if (json === undefined) {
     res.writeHead(204);
@@ -182,6 +188,14 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
       id: 'redact-card',
       point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
       webhook: { url: `${receiver.url}/redact/${op('redact')}`, onError: 'ON_ERROR_BLOCK' },
+    },
+  ]);
+  // A policy hook that must answer (onError: block) and fails, inside the tool's flow.
+  await register(op('blocked'), [
+    {
+      id: 'policy-down',
+      point: 'MODIFY_POINT_BEFORE_TOOL_CALL',
+      webhook: { url: `${receiver.url}/fail/${op('blocked')}`, onError: 'ON_ERROR_BLOCK' },
     },
   ]);
   await register(op('toolerror'), notifications(op('toolerror')));
@@ -465,6 +479,16 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
     );
   });
 
+  it('fails the run with AgentHooksError itself when a decision inside the tool cannot be made', () => {
+    const line = scenario(framework, 'blocked');
+    expect(line.toolRuns).toBe(0);
+    expect(line.final).toBeUndefined();
+    // The runner prints the error's type first: not the framework's wrapper of a tool's error.
+    expect(line.error).toMatch(
+      /^AgentHooksError: agenthooks Modify MODIFY_POINT_BEFORE_TOOL_CALL blocked by hook policy-down/,
+    );
+  });
+
   it('fails closed on events too by default: nothing runs when the sidecar is down', () => {
     const line = scenario(framework, 'down-closed');
     expect(line.toolRuns).toBe(0);
@@ -541,5 +565,16 @@ describe('the langchain adapter, at the point only it maps', () => {
     expect(line.modelInputs).toHaveLength(1);
     const [sent] = bodies('stop', line.operationId);
     expect(sent).toMatchObject({ iteration: 1, hadToolCalls: true, point: 'shouldStopAfterTurn' });
+  });
+});
+
+describe('the Python adapters against an answer the contract never gives', () => {
+  it('fail closed when DecideToolResult answers a mock: AgentHooksError, never the tool result', async () => {
+    const script = join(REPO_ROOT, 'integrations', 'python', 'tests', 'unexpected_decision.py');
+    const { stdout } = await execFileAsync(PYTHON, [script], {
+      cwd: REPO_ROOT,
+      timeout: RUN_TIMEOUT_MS,
+    });
+    expect(stdout.trim()).toBe('ok');
   });
 });

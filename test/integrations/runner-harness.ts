@@ -6,8 +6,9 @@
  * in the canonical run (the spec's field sets, with the fields the adapters
  * fill from their configuration).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { type AddressInfo, createServer, connect as dial, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { create } from '@bufbuild/protobuf';
@@ -41,6 +42,8 @@ export const MOCK_CONTENT = 'mocked weather';
 export const REWRITTEN_CITY = 'Lyon';
 /** What the redacting transformContext hook puts in place of the city. */
 export const REDACTED = '[city]';
+/** What the `beforeToolCall` modifying hook of the `content` scenario answers in the tool's place. */
+export const MODIFY_CONTENT = 'answered by a modifying hook';
 
 /** The AI SDK adapter as `npm run build:integrations` emits it. */
 export const AI_SDK_DIST = join(
@@ -88,7 +91,11 @@ export type Scenario =
   | 'redact'
   | 'blocked'
   | 'payload'
-  | 'stop';
+  | 'stop'
+  /** A local handler's mock, and an afterToolCall control that denies every result. */
+  | 'mock-denied'
+  /** A beforeToolCall modifying hook that answers content, and a beforeToolCall control that denies. */
+  | 'content-denied';
 
 /** The output limit the beforeProviderPayload hook sets on the provider call. */
 export const PAYLOAD_MAX_OUTPUT_TOKENS = 42;
@@ -115,6 +122,8 @@ function answer(req: ReceivedRequest): { status: number; json?: unknown } {
       return { status: 200, json: { decision: 'allow' } };
     case 'rewrite':
       return { status: 200, json: { args: { city: REWRITTEN_CITY } } };
+    case 'content':
+      return { status: 200, json: { content: MODIFY_CONTENT } };
     case 'fail':
       return { status: 503 };
     case 'payload': {
@@ -170,13 +179,38 @@ export async function startHarness(): Promise<Harness> {
           webhook: { url: url(scenario), responseHandling: ResponseHandling.TOOL_CALL },
         }),
       );
-    } else if (scenario === 'mock') {
+    } else if (scenario === 'mock' || scenario === 'mock-denied') {
       hooks.push(
         create(HookSchema, {
           id: 'mock-weather',
           type: HookType.BEFORE_TOOL_CALL,
           matcher: '^weather/get_weather$',
           handler: true,
+        }),
+      );
+      if (scenario === 'mock-denied') {
+        hooks.push(
+          create(HookSchema, {
+            id: 'control-result-deny',
+            type: HookType.AFTER_TOOL_CALL,
+            matcher: '^weather/get_weather$',
+            webhook: { url: url('deny'), responseHandling: ResponseHandling.TOOL_CALL },
+          }),
+        );
+      }
+    } else if (scenario === 'content-denied') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'answer-in-place',
+          point: ModifyPoint.BEFORE_TOOL_CALL,
+          plugin: 'adapters',
+          webhook: { url: url('content') },
+        }),
+        create(HookSchema, {
+          id: 'control-deny',
+          type: HookType.BEFORE_TOOL_CALL,
+          matcher: '^weather/get_weather$',
+          webhook: { url: url('deny'), responseHandling: ResponseHandling.TOOL_CALL },
         }),
       );
     } else if (scenario === 'rewrite') {
@@ -283,6 +317,94 @@ export async function runRunner(
       line: parseLine(stdout),
     };
   }
+}
+
+/**
+ * Runs a runner started with `--pause-after-attach`: once it printed that its
+ * Handle stream is attached, runs `whilePaused`, then lets it go on (a line on
+ * its stdin) and waits for its exit.
+ */
+export async function runPausedRunner(
+  file: string,
+  args: readonly string[],
+  cwd: string,
+  whilePaused: () => Promise<void>,
+): Promise<RunnerExit> {
+  const child = spawn(file, [...args], { cwd, env: process.env, stdio: 'pipe' });
+  let stdout = '';
+  let stderr = '';
+  let attached: () => void = () => {};
+  const isAttached = new Promise<void>((resolve) => {
+    attached = resolve;
+  });
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+    if (stdout.includes('{"attached":true}')) attached();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? -1)));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  try {
+    await Promise.race([
+      isAttached,
+      exited.then(() => {
+        throw new Error(`the runner exited before it attached: ${stderr}`);
+      }),
+    ]);
+    await whilePaused();
+    child.stdin.end('go\n');
+    const code = await exited;
+    return { code, stdout, stderr, line: parseLine(stdout) };
+  } finally {
+    clearTimeout(timer);
+    child.kill('SIGKILL');
+  }
+}
+
+/** A TCP proxy to a sidecar's gRPC port whose `cut()` drops every connection it carries. */
+export interface CuttingProxy {
+  /** `host:port` to give a runner as its target. */
+  readonly target: string;
+  /** Destroys every connection through the proxy (new ones are proxied as before). */
+  cut(): void;
+  close(): Promise<void>;
+}
+
+/** Starts a {@link CuttingProxy} to `target` (`host:port`). */
+export async function cuttingProxy(target: string): Promise<CuttingProxy> {
+  const [host, port] = [
+    target.slice(0, target.lastIndexOf(':')),
+    target.slice(target.lastIndexOf(':') + 1),
+  ];
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    const upstream = dial(Number(port), host);
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      from.pipe(to);
+      from.on('error', () => undefined);
+      from.on('close', () => {
+        to.destroy();
+        sockets.delete(from);
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    target: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    cut: () => {
+      for (const socket of sockets) socket.destroy();
+    },
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }
 
 function parseLine(stdout: string): RunnerLine | undefined {
@@ -437,7 +559,7 @@ export function adapterScenarios(
   const run = async (operationId: string, scenario: Scenario) => {
     const { harness } = context();
     await harness.register(operationId, scenario);
-    const mode = scenario === 'mock' ? 'mock' : 'canonical';
+    const mode = scenario === 'mock' || scenario === 'mock-denied' ? 'mock' : 'canonical';
     const target = harness.sidecar.grpc;
     const exit = await start([
       '--target',
@@ -489,6 +611,74 @@ export function adapterScenarios(
     expect(JSON.stringify(line?.modelInputs?.[1])).toContain(MOCK_CONTENT);
     const { awaited } = notifications(context().harness.requests(op));
     expect(awaited[1]).toMatchObject({ mocked: true, result: { content: MOCK_CONTENT } });
+  });
+
+  it("a local handler's mock goes through the result controls: a denying one replaces it", async () => {
+    const op = `op-${prefix}-mock-denied`;
+    const line = await run(op, 'mock-denied');
+    expect(line?.toolRuns).toBe(0);
+    const seen = JSON.stringify(line?.modelInputs?.[1]);
+    expect(seen).toContain(DENY_REASON);
+    expect(seen).not.toContain(MOCK_CONTENT);
+    const { awaited } = notifications(context().harness.requests(op));
+    expect(awaited[1]).toMatchObject({
+      hookType: 'afterToolCall',
+      mocked: true,
+      result: { content: DENY_REASON, success: false },
+    });
+  });
+
+  it("a beforeToolCall modifying hook's answer still goes through the controls: a deny wins", async () => {
+    const { harness } = context();
+    const op = `op-${prefix}-content-denied`;
+    const line = await run(op, 'content-denied');
+    expect(line?.toolRuns).toBe(0);
+    const seen = JSON.stringify(line?.modelInputs?.[1]);
+    expect(seen).toContain(DENY_REASON);
+    expect(seen).not.toContain(MODIFY_CONTENT);
+    // DecideToolCall ran: its control was asked.
+    const routes = harness.requests(op).map((r) => r.path.split('/').pop());
+    expect(routes.filter((r) => r === 'deny')).toHaveLength(1);
+  });
+
+  it('the Handle stream breaks during the run: the run fails and the tool does not run', async () => {
+    const { harness, runner } = context();
+    const op = `op-${prefix}-handle-cut`;
+    await harness.register(op, 'mock');
+    const proxy = await cuttingProxy(harness.sidecar.grpc);
+    try {
+      const exit = await runPausedRunner(
+        runner.file,
+        [
+          ...runner.prefix,
+          '--target',
+          proxy.target,
+          '--operation-id',
+          op,
+          '--trace',
+          '--scenario',
+          'mock',
+          '--pause-after-attach',
+        ],
+        runner.cwd,
+        async () => {
+          proxy.cut();
+          // Go on once the sidecar dropped the handler: its calls would now skip it.
+          const deadline = Date.now() + 10_000;
+          let attached = true;
+          while (attached) {
+            if (Date.now() > deadline) throw new Error('the sidecar kept the handler attached');
+            ({ handlerAttached: attached } = await harness.client.listHooks({ operationId: op }));
+          }
+        },
+      );
+      expect(exit.code).not.toBe(0);
+      expect(exit.stderr.toLowerCase()).toContain('handle stream failed');
+      // Without its handler the mock would be skipped and the tool would run.
+      expect(exit.line).toMatchObject({ toolRuns: 0 });
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('a beforeToolCall modifying hook rewrites the argument the tool gets', async () => {

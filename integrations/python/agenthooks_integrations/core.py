@@ -227,7 +227,8 @@ class SidecarClient:
     def decide_tool_call(self, context: events_pb2.ToolCallContext) -> Any:
         res = self._call("DecideToolCall", service_pb2.DecideToolCallRequest(
             event=events_pb2.BeforeToolCallEvent(context=context)))
-        if res.decision.WhichOneof("outcome") is None:
+        # Only the outcomes the contract gives here; anything else is never an allow.
+        if res.decision.WhichOneof("outcome") not in ("allow", "deny", "mock"):
             raise AgentHooksError("agenthooks DecideToolCall answered without a decision")
         return res.decision
 
@@ -235,7 +236,8 @@ class SidecarClient:
                            result: events_pb2.ToolResult, mocked: bool) -> Any:
         res = self._call("DecideToolResult", service_pb2.DecideToolResultRequest(
             event=events_pb2.AfterToolCallEvent(context=context, mocked=mocked, result=result)))
-        if res.decision.WhichOneof("outcome") is None:
+        # A result is allowed or denied: a mock (or nothing) here is never an allow.
+        if res.decision.WhichOneof("outcome") not in ("allow", "deny"):
             raise AgentHooksError("agenthooks DecideToolResult answered without a decision")
         return res.decision
 
@@ -390,7 +392,11 @@ class RunState:
     # ---- the model-side modifying points ------------------------------------------------
 
     def modify(self, point: int, context: dict[str, Any]) -> dict[str, Any]:
-        return self.client.modify(self.operation_id, point, context)
+        # A modifying handler on a broken stream would be skipped: no change is not an answer.
+        self.client.check_handlers()
+        result = self.client.modify(self.operation_id, point, context)
+        self.client.check_handlers()
+        return result
 
     @property
     def iteration(self) -> int:
@@ -442,6 +448,8 @@ class RunState:
             context.args.Clear()
             context.args.update(args)
         decision = self.client.decide_tool_call(context)
+        # A stream that broke while the sidecar decided may have had its handlers skipped.
+        self.client.check_handlers()
         outcome = decision.WhichOneof("outcome")
         planned = PlannedCall(context=context, args=args)
         if outcome == "deny":

@@ -93,6 +93,18 @@ _current_run: contextvars.ContextVar[AgentHooksRun | None] = contextvars.Context
     "agenthooks_run", default=None)
 
 
+def _agenthooks_error_in(error: BaseException) -> AgentHooksError | None:
+    """The `AgentHooksError` that `error` is, or wraps (its causes, then contexts)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, AgentHooksError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _get(item: Any, key: str, default: Any = None) -> Any:
     if isinstance(item, dict):
         return item.get(key, default)
@@ -351,6 +363,11 @@ class AgentHooks:
             return await Runner.run(agent, input, hooks=run, run_config=run.run_config, **kwargs)
         except Exception as e:
             await run.afail(e)
+            # The SDK wraps a tool's exception (its `UserError`, "Error running tool ...");
+            # an agenthooks failure inside a tool still fails the run as `AgentHooksError`.
+            inner = _agenthooks_error_in(e)
+            if inner is not None and inner is not e:
+                raise inner  # its own cause (the gRPC error) stays with it
             raise
         finally:
             _current_run.reset(token)

@@ -125,7 +125,9 @@ export type AgentHooksErrorCode =
   /** A tool ran for a tool call the wrapped model never returned (`hooks.model()` missing). */
   | 'UNKNOWN_TOOL_CALL'
   /** The options are incomplete, or the Handle stream could not be attached. */
-  | 'SETUP_FAILED';
+  | 'SETUP_FAILED'
+  /** The Handle stream ended during the run: the local handlers would be skipped. */
+  | 'HANDLE_FAILED';
 
 /**
  * An error of the adapter: the sidecar failed, or a hook blocked the run. Its
@@ -286,6 +288,9 @@ class HandleStream {
   readonly #abort = new AbortController();
   readonly attached: Promise<void>;
   readonly #served: Promise<void>;
+  #closing = false;
+  /** Why the stream ended, when this side did not close it. */
+  failure: Error | undefined;
 
   constructor(client: HookClient, operationId: string, fn: HandleFunction) {
     this.#outbox.push({ message: { case: 'attach', value: { operationIds: [operationId] } } });
@@ -312,7 +317,15 @@ class HandleStream {
         }
       }
     })();
-    this.#served.catch(() => {});
+    // An end this side did not ask for: the operation's handlers would be skipped.
+    this.#served.then(
+      () => {
+        if (!this.#closing) this.failure ??= new Error('the Handle stream ended');
+      },
+      (e: unknown) => {
+        if (!this.#closing) this.failure ??= e instanceof Error ? e : new Error(String(e));
+      },
+    );
     this.attached = Promise.race([
       confirmed,
       this.#served.then(() => {
@@ -322,6 +335,7 @@ class HandleStream {
   }
 
   async close(): Promise<void> {
+    this.#closing = true;
     this.#outbox.close();
     const timer = setTimeout(() => this.#abort.abort(), 2_000);
     await this.#served.catch(() => {});
@@ -415,6 +429,20 @@ export class AgentHooks {
     if (this.#failure !== undefined) throw this.#failure;
   }
 
+  /**
+   * Throws when the Handle stream ended while the run goes on: the sidecar
+   * would skip the operation's local handlers (a handler's mock, a modifying
+   * handler's rewrite) and the call would go on without them.
+   */
+  #checkHandlers(): void {
+    const failure = this.#handle?.failure;
+    if (failure !== undefined) {
+      throw new AgentHooksError('HANDLE_FAILED', `Handle stream failed: ${failure.message}`, {
+        cause: failure,
+      });
+    }
+  }
+
   /** A failed event: logged under failOpenNotifications, else kept and thrown. */
   #notifyFailed(what: string, cause: unknown): void {
     const error = new AgentHooksError('SIDECAR_CALL_FAILED', `${what}: ${message(cause)}`, {
@@ -431,6 +459,7 @@ export class AgentHooks {
   /** Dispatches one event, awaited, so that receivers see the events in order. */
   async #dispatch(event: HookEvent): Promise<void> {
     try {
+      this.#checkHandlers();
       await this.#client.dispatch({ event }, { timeoutMs: this.#timeoutMs });
     } catch (e) {
       this.#notifyFailed(`Dispatch ${event.event.case}`, e);
@@ -442,6 +471,7 @@ export class AgentHooks {
     const name = ModifyPoint[point]
       .toLowerCase()
       .replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+    this.#checkHandlers();
     let res: Awaited<ReturnType<HookClient['modify']>>;
     try {
       res = await this.#client.modify(
@@ -453,6 +483,8 @@ export class AgentHooks {
         cause: e,
       });
     }
+    // A stream that broke while the sidecar answered may have had its handlers skipped.
+    this.#checkHandlers();
     const outcome = res.outcome;
     if (outcome.case === 'blocked') {
       throw new AgentHooksError(
@@ -638,6 +670,7 @@ export class AgentHooks {
     execute: (input: never, options: never) => unknown,
   ): Promise<unknown> {
     this.#throwIfFailed();
+    this.#checkHandlers();
     const { toolCallId } = options;
     const tool = `${this.#identifier}/${name}`;
     let args = (
@@ -649,16 +682,8 @@ export class AgentHooks {
     );
     if (before.args !== undefined) args = before.args;
     const context = this.toolContext(toolCallId, name, args);
-    if (before.content !== undefined || before.isError === true) {
-      const content = before.content ?? '';
-      await this.#afterToolCall(
-        context,
-        create(ToolResultSchema, { content, success: before.isError !== true }),
-        false,
-      );
-      return content;
-    }
 
+    // The controls run for every call, a modifying hook's answer included.
     let decision: Awaited<ReturnType<HookClient['decideToolCall']>>;
     try {
       decision = await this.#client.decideToolCall(
@@ -670,42 +695,58 @@ export class AgentHooks {
         cause: e,
       });
     }
+    this.#checkHandlers();
     const outcome = decision.decision?.outcome;
     if (outcome?.case === 'deny') {
       const blocked = outcome.value.blockedResult ?? create(ToolResultSchema, {});
       await this.#afterToolCall(context, blocked, false);
       return blocked.content;
     }
-    if (outcome?.case === 'mock') {
-      const mocked = outcome.value.result ?? create(ToolResultSchema, {});
-      await this.#afterToolCall(context, mocked, true);
-      return mocked.content;
-    }
-    if (outcome?.case !== 'allow') {
+    if (outcome?.case !== 'allow' && outcome?.case !== 'mock') {
       throw new AgentHooksError(
         'NO_DECISION',
         `DecideToolCall ${tool} answered without a decision`,
       );
     }
 
-    const toolInput = before.args === undefined ? input : (args as unknown);
-    let output: unknown;
-    try {
-      output = await execute(toolInput as never, options as never);
-    } catch (e) {
-      await this.#dispatch(
-        create(HookEventSchema, {
-          event: { case: 'onToolCallError', value: { context, error: message(e) } },
-        }),
-      );
-      throw e;
+    // What stands in for the tool: a local handler's mock, else a
+    // `beforeToolCall` modifying hook's answer; either is a mocked result.
+    let stand: ToolResult | undefined;
+    if (outcome.case === 'mock') {
+      stand = outcome.value.result ?? create(ToolResultSchema, {});
+    } else if (before.content !== undefined || before.isError === true) {
+      stand = create(ToolResultSchema, {
+        content: before.content ?? '',
+        success: before.isError !== true,
+      });
     }
-    const content = typeof output === 'string' ? output : JSON.stringify(output ?? null);
-    const result = create(ToolResultSchema, { content, success: true });
+    const mocked = stand !== undefined;
+    let result: ToolResult;
+    let output: unknown;
+    if (stand === undefined) {
+      const toolInput = before.args === undefined ? input : (args as unknown);
+      try {
+        output = await execute(toolInput as never, options as never);
+      } catch (e) {
+        await this.#dispatch(
+          create(HookEventSchema, {
+            event: { case: 'onToolCallError', value: { context, error: message(e) } },
+          }),
+        );
+        throw e;
+      }
+      const content = typeof output === 'string' ? output : JSON.stringify(output ?? null);
+      result = create(ToolResultSchema, { content, success: true });
+    } else {
+      result = stand;
+      output = stand.content;
+    }
+
+    // The result controls see every result the model would read, a mock's too.
     let checked: Awaited<ReturnType<HookClient['decideToolResult']>>;
     try {
       checked = await this.#client.decideToolResult(
-        { event: { context, result } },
+        { event: { context, result, mocked } },
         { timeoutMs: this.#timeoutMs },
       );
     } catch (e) {
@@ -716,7 +757,7 @@ export class AgentHooks {
     const after = checked.decision?.outcome;
     if (after?.case === 'deny') {
       const blocked = after.value.blockedResult ?? create(ToolResultSchema, {});
-      await this.#afterToolCall(context, blocked, false);
+      await this.#afterToolCall(context, blocked, mocked);
       return blocked.content;
     }
     if (after?.case !== 'allow') {
@@ -725,7 +766,7 @@ export class AgentHooks {
         `DecideToolResult ${tool} answered without a decision`,
       );
     }
-    await this.#afterToolCall(context, result, false);
+    await this.#afterToolCall(context, result, mocked);
     return output;
   }
 

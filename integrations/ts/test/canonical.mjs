@@ -15,6 +15,8 @@
  * --stream it runs streamText (the model streams the same script) instead of
  * generateText. With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
+ * With --pause-after-attach it prints {"attached":true} once its Handle
+ * stream is attached and waits for a line on stdin before it runs.
  *
  *   npm run build:integrations   # builds the adapter into integrations/ts/dist
  *   node integrations/ts/test/canonical.mjs --target 127.0.0.1:PORT --operation-id ID
@@ -117,6 +119,7 @@ async function main() {
       scenario: { type: 'string', default: 'canonical' },
       trace: { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
+      'pause-after-attach': { type: 'boolean', default: false },
     },
   });
   if (!values.target) throw new Error('--target is required');
@@ -136,6 +139,13 @@ async function main() {
             call.event?.event.case === 'beforeToolCall' ? mockReply('mocked weather') : undefined
         : undefined,
   });
+
+  if (values['pause-after-attach']) {
+    // For a test that breaks the connection now: go on at a line on stdin.
+    console.log(JSON.stringify({ attached: true }));
+    await new Promise((resolve) => process.stdin.once('data', resolve));
+    process.stdin.pause();
+  }
 
   const model = new ScriptedModel();
   const toolArgs = [];

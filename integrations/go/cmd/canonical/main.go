@@ -10,12 +10,15 @@
 // the tool's arguments (toolArgs) and the messages the model got at each step
 // (modelInputs, as the spec's messages), and a failed run prints it too, with
 // `error` in place of `final`. With --scenario mock it serves a local handler that mocks
-// every beforeToolCall call with "mocked weather".
+// every beforeToolCall call with "mocked weather". With --pause-after-attach it
+// prints {"attached":true} once its Handle stream is attached and waits for a
+// line on stdin before it runs.
 //
 //	go run ./cmd/canonical --target 127.0.0.1:PORT --operation-id ID
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +93,7 @@ func run() error {
 	operationID := flag.String("operation-id", "", "the run's operation id")
 	scenario := flag.String("scenario", "canonical", "canonical or mock")
 	trace := flag.Bool("trace", false, "add toolArgs and modelInputs to the output line")
+	pause := flag.Bool("pause-after-attach", false, "print {\"attached\":true} once attached, then wait for a line on stdin")
 	flag.Parse()
 	if *target == "" {
 		return errors.New("--target is required")
@@ -114,6 +118,13 @@ func run() error {
 		return err
 	}
 	defer hooks.Close()
+	if *pause {
+		// For a test that breaks the connection now: go on at a line on stdin.
+		fmt.Println(`{"attached":true}`)
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("waiting on stdin: %w", err)
+		}
+	}
 
 	llm := &scriptedModel{}
 	tool := &weather{}
