@@ -308,6 +308,7 @@ export class SqliteConnection {
   >;
   readonly #selectParked: Database.Statement<[string], ParkedCallRow>;
   readonly #countParked: Database.Statement<[], { n: number }>;
+  readonly #dataVersion: Database.Statement<[], number>;
   readonly #listParked: Database.Statement<[string, number], ParkedCallRow>;
   readonly #publish: Database.Transaction<
     (toolCallId: string, result: Uint8Array, at: number) => PublishRowOutcome
@@ -424,6 +425,7 @@ export class SqliteConnection {
       `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE tool_call_id = ?`,
     );
     this.#countParked = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM parked_calls');
+    this.#dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
     // No index on operation_id: the console's reads are rare and bounded by the limit.
     this.#listParked = db.prepare<[string, number], ParkedCallRow>(
       `SELECT ${PARKED_CALL_COLUMNS} FROM parked_calls WHERE operation_id = ?
@@ -735,6 +737,15 @@ export class SqliteConnection {
   /** How many parked calls (waiting or published) the file holds. */
   countParkedCalls(): number {
     return this.#countParked.get()?.n ?? 0;
+  }
+
+  /**
+   * SQLite's `data_version` of this connection: it changes when another
+   * connection (another process's, or another store's) commits to the file,
+   * and not for this connection's own commits.
+   */
+  dataVersion(): number {
+    return this.#dataVersion.get() ?? 0;
   }
 
   /** Fills an empty placeholder; see {@link PublishRowOutcome}. */

@@ -186,6 +186,21 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     create: true,
   };
   let connection: SqliteConnection | undefined;
+  let why: string | undefined;
+  try {
+    // A file already there must be an agenthooks database: migrating an empty
+    // one (truncated, or left by a lost volume) or another program's would
+    // start an empty store that answers "no hooks", and allow.
+    if (existsSync(path)) why = whyNotAgentHooksDatabase(path, busyTimeoutMs);
+  } catch (e: unknown) {
+    throw storeErrorFromSqlite(e, `open the store at ${path}`);
+  }
+  if (why !== undefined) {
+    throw new StoreUnavailableError(
+      'STORE_CORRUPT',
+      `cannot open the store at ${path}: it is not an agenthooks database (${why}); move it away to start an empty store`,
+    );
+  }
   try {
     makeParents(dirname(path));
     connection = openConnection(path, settings);
@@ -295,9 +310,13 @@ class SqliteStoreImpl implements SqliteStore {
    * file with none skips the read: counted once per opened file, raised by
    * every park of this process and lowered by exactly the rows retention
    * deletes (another deletion only leaves it high, which costs a read).
-   * Undefined until counted; a reopened file is counted again.
+   * Undefined until counted; a reopened file is counted again, and so is a
+   * file another connection committed to since the count (another process
+   * sharing it may have parked a call: see {@link #parkedVersion}).
    */
   #parkedRows: number | undefined;
+  /** The connection's `data_version` when {@link #parkedRows} was counted. */
+  #parkedVersion = 0;
 
   constructor(
     path: string,
@@ -376,10 +395,21 @@ class SqliteStoreImpl implements SqliteStore {
 
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
     // Every decision asks; most files hold no parked call at all.
-    if (this.#parkedRows === undefined) {
-      this.#parkedRows = this.#run('countParkedCalls', 'count parked calls', 'read', (c) =>
-        c.countParkedCalls(),
+    if (this.#parkedRows === 0) {
+      // Zero holds only while no other connection committed since the count.
+      const version = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>
+        c.dataVersion(),
       );
+      if (version !== this.#parkedVersion) this.#parkedRows = undefined;
+    }
+    if (this.#parkedRows === undefined) {
+      // The version first: a commit between the two reads is then seen as new.
+      const [version, rows] = this.#run('countParkedCalls', 'count parked calls', 'read', (c) => [
+        c.dataVersion(),
+        c.countParkedCalls(),
+      ]);
+      this.#parkedRows = rows;
+      this.#parkedVersion = version;
     }
     if (this.#parkedRows === 0) return undefined;
     const row = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>

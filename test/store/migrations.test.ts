@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS, migrate, SCHEMA_VERSION } from '../../src/store/migrations/index.js';
@@ -244,7 +244,29 @@ describe('store migrations', () => {
     const error = thrownBy(() => openSqliteStore(temp.path()));
 
     expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_CORRUPT' });
-    expect((error as Error).cause).toMatchObject({ code: 'SQLITE_NOTADB' });
+    expect((error as Error).message).toContain('not an agenthooks database (not a database');
+  });
+
+  it('refuses an existing empty file (truncated, or left by a lost volume) and leaves it as it was', () => {
+    writeFileSync(temp.path(), '');
+
+    const error = thrownBy(() => openSqliteStore(temp.path()));
+
+    expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_CORRUPT' });
+    expect((error as Error).message).toContain('schema version 0');
+    expect(readFileSync(temp.path())).toHaveLength(0);
+  });
+
+  it("refuses another program's database instead of migrating agenthooks' tables into it", () => {
+    const other = new Database(temp.path());
+    other.exec('CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT)');
+    other.close();
+    const before = readFileSync(temp.path());
+
+    const error = thrownBy(() => openSqliteStore(temp.path()));
+
+    expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_CORRUPT' });
+    expect(readFileSync(temp.path()).equals(before)).toBe(true);
   });
 
   it('throws STORE_UNAVAILABLE when the parent directory cannot be created', () => {

@@ -186,6 +186,23 @@ describe('ParkStore (SQLite)', () => {
       expect(await store.getParkedCall('never-parked')).toBeUndefined();
     });
 
+    it('finds a call another store on the file parked after this one counted none', async () => {
+      const reader = openSqliteStore(temp.path());
+      const writer = openSqliteStore(temp.path());
+      try {
+        // The reader counts no parked call in the file...
+        expect(await reader.getParkedCall('call-elsewhere')).toBeUndefined();
+        // ...and another connection (another sidecar's, in production) parks one.
+        const record = parkedCall('call-elsewhere', ['op-a']);
+        await writer.parkCall(record);
+
+        expect(await reader.getParkedCall('call-elsewhere')).toEqual(record);
+      } finally {
+        await reader.close();
+        await writer.close();
+      }
+    });
+
     it('keeps the record across a reopen of the file', async () => {
       const first = openSqliteStore(temp.path());
       const record = parkedCall('call-1', ['op-1', 'op-2']);
