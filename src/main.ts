@@ -171,8 +171,11 @@ function removeCreatedDatabase(path: string, logger: ReturnType<typeof createLog
 }
 
 /**
- * Drains the listeners and the app's background work together, both bound
- * by the same deadline (`--shutdown-grace` from now), then closes the app.
+ * Drains the listeners, then the app's background work, both bound by the
+ * same deadline (`--shutdown-grace` from now), then closes the app. The
+ * background scope closes only once the calls ended: a call that ends during
+ * the drain still starts its notifications (an allowed call's
+ * `beforeToolCall`, a publication's `afterToolCall`), and they are sent.
  */
 async function shutdown(
   { app, server }: { app: App; server: ReturnType<typeof createServer> },
@@ -181,7 +184,8 @@ async function shutdown(
 ): Promise<void> {
   const deadline = Date.now() + graceMs;
   logger.info('draining', { graceMs });
-  await Promise.all([server.shutdown(deadline), app.background.close(deadline)]);
+  await server.shutdown(deadline);
+  await app.background.close(deadline);
   await app.close(deadline);
   logger.info('stopped');
 }

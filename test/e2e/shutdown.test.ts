@@ -98,6 +98,63 @@ describe('shutdown', () => {
     ).toBe(true);
   });
 
+  it('sends the notifications of a call that ends during the drain before it exits', async () => {
+    receiver = await startReceiver();
+    // Holds the control's answer until the test releases it; notifications get 204.
+    let held!: (res: ServerResponse) => void;
+    const heldResponse = new Promise<ServerResponse>((resolve) => {
+      held = resolve;
+    });
+    receiver.respond((req, res) => {
+      if (req.path === '/gate') held(res);
+      else res.writeHead(204).end();
+    });
+    sidecar = await startSidecar({ args: ['--shutdown-grace', String(LONG_GRACE_S)] });
+    const client = createClient(
+      HookService,
+      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+    );
+    await client.registerHooks({
+      operationId: 'drain-notify-op',
+      hooks: [
+        {
+          id: 'gate',
+          type: HookType.BEFORE_TOOL_CALL,
+          webhook: {
+            url: `${receiver.url}/gate`,
+            responseHandling: ResponseHandling.TOOL_CALL,
+            timeout: LONG_GRACE_S,
+          },
+        },
+        {
+          id: 'observer',
+          type: HookType.BEFORE_TOOL_CALL,
+          webhook: { url: `${receiver.url}/observe` },
+        },
+      ],
+    });
+    const decision = client.decideToolCall({
+      event: {
+        context: {
+          operationId: 'drain-notify-op',
+          toolCallId: 'call-1',
+          identifier: 'search',
+          apiName: 'query',
+          executor: Executor.SERVER,
+        },
+      },
+    });
+    const res = await heldResponse;
+    sidecar.kill('SIGTERM');
+    await sidecar.waitForLog((l) => l.msg === 'draining');
+
+    // The call ends during the drain; its allow starts the observer's notification.
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"decision":"allow"}');
+    expect((await decision).decision?.outcome.case).toBe('allow');
+    expect(await sidecar.exited).toBe(0);
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/gate', '/observe']);
+  });
+
   it('answers NOT_SERVING on the health listener during a drain, refuses new calls, then exits 0', async () => {
     receiver = await startReceiver();
     // Holds the control webhook's answer until the test releases it: the drain lasts until then.
