@@ -62,6 +62,12 @@ export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
 
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
+/**
+ * Default of `--max-streams-per-connection`: HTTP/2's recommended minimum,
+ * what most servers advertise. With {@link DEFAULT_MAX_CONNECTIONS} it bounds
+ * the calls a listener holds (a call costs a few KB before its message arrives).
+ */
+export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
 
 /**
  * Smallest `--db-max-size`: an empty database takes 16 pages (64 KiB at the
@@ -143,6 +149,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'open connections each listener accepts; past it new ones are closed at once',
   },
   {
+    flag: 'max-streams-per-connection',
+    env: 'AGENTHOOKS_MAX_STREAMS_PER_CONNECTION',
+    value: 'N',
+    default: String(DEFAULT_MAX_STREAMS_PER_CONNECTION),
+    help: 'calls one gRPC connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); clients queue the rest',
+  },
+  {
     flag: 'handshake-timeout',
     env: 'AGENTHOOKS_HANDSHAKE_TIMEOUT',
     value: 'SECONDS',
@@ -154,7 +167,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_REQUEST_TIMEOUT',
     value: 'SECONDS',
     default: '60',
-    help: 'time an HTTP request has to arrive in full, body included',
+    help: 'time an HTTP request has to arrive in full, body included, and a gRPC call its request message (calls the client streams excepted)',
   },
   {
     flag: 'idle-timeout',
@@ -581,9 +594,11 @@ export interface AuditConfig {
 export interface ConnectionLimits {
   /** Open connections per listener (`--max-connections`). */
   readonly maxConnections: number;
+  /** Calls open at once on one gRPC connection (`--max-streams-per-connection`). */
+  readonly maxStreamsPerConnection: number;
   /** Time to the HTTP/2 preface or the request headers (`--handshake-timeout`). */
   readonly handshakeTimeoutMs: number;
-  /** Time to a whole HTTP request (`--request-timeout`). */
+  /** Time to a whole HTTP request, or to a gRPC call's request message (`--request-timeout`). */
   readonly requestTimeoutMs: number;
   /** Time a connection may stay idle (`--idle-timeout`). */
   readonly idleTimeoutMs: number;
@@ -1089,6 +1104,10 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
   }
   return Object.freeze({
     maxConnections,
+    maxStreamsPerConnection: wholeNumber(
+      one('max-streams-per-connection'),
+      'max-streams-per-connection',
+    ),
     handshakeTimeoutMs,
     requestTimeoutMs,
     idleTimeoutMs: positiveSeconds(one('idle-timeout'), 'idle-timeout'),

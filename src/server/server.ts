@@ -29,6 +29,7 @@ import { createEdge, type Edge, type EdgeApp } from './edge.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { LIVENESS_SERVICE, READINESS_SERVICE, ServingStatus } from './health.js';
 import { createHttpHandler } from './http.js';
+import { requestMessageDeadline } from './request-deadline.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 import {
   bindUnixSocket,
@@ -151,11 +152,13 @@ export function createServer(
   const limits = config.connections;
   const serverOptions: grpc.ServerOptions = {
     'grpc.max_receive_message_length': config.maxMessageBytes,
+    'grpc.max_concurrent_streams': limits.maxStreamsPerConnection,
     'grpc.keepalive_time_ms': limits.keepaliveTimeMs,
     'grpc.keepalive_timeout_ms': Math.min(limits.keepaliveTimeMs, KEEPALIVE_TIMEOUT_MAX_MS),
     'grpc.max_connection_idle_ms': limits.idleTimeoutMs,
     'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
     'grpc.max_connection_age_grace_ms': MAX_CONNECTION_AGE_GRACE_MS,
+    interceptors: [requestMessageDeadline(limits.requestTimeoutMs)],
   };
   const common = {
     shutdownSignal: hardStop.signal,

@@ -346,6 +346,10 @@ const (
 	// a tool call id, a hook id, a plugin name, an event id) contains U+0000,
 	// which the PostgreSQL store cannot hold; refused on every store alike.
 	ErrorReason_ID_INVALID_CHARACTER ErrorReason = 102
+	// DEADLINE_EXCEEDED: a unary or server-streaming gRPC call's request
+	// message did not arrive in full within `--request-timeout` of its headers
+	// (`metadata.limit`: the timeout in seconds); the call is ended.
+	ErrorReason_REQUEST_TIMEOUT ErrorReason = 103
 )
 
 // Enum value maps for ErrorReason.
@@ -454,6 +458,7 @@ var (
 		100: "EVENT_ID_TOO_LONG",
 		101: "MESSAGE_TOO_COMPLEX",
 		102: "ID_INVALID_CHARACTER",
+		103: "REQUEST_TIMEOUT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -559,6 +564,7 @@ var (
 		"EVENT_ID_TOO_LONG":                 100,
 		"MESSAGE_TOO_COMPLEX":               101,
 		"ID_INVALID_CHARACTER":              102,
+		"REQUEST_TIMEOUT":                   103,
 	}
 )
 
@@ -593,7 +599,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xb7\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xcc\x14\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -699,7 +705,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x12INVALID_TIME_RANGE\x10c\x12\x15\n" +
 	"\x11EVENT_ID_TOO_LONG\x10d\x12\x17\n" +
 	"\x13MESSAGE_TOO_COMPLEX\x10e\x12\x18\n" +
-	"\x14ID_INVALID_CHARACTER\x10fB\xa9\x01\n" +
+	"\x14ID_INVALID_CHARACTER\x10f\x12\x13\n" +
+	"\x0fREQUEST_TIMEOUT\x10gB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -109,6 +109,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EVENT_ID_TOO_LONG: _ClassVar[ErrorReason]
     MESSAGE_TOO_COMPLEX: _ClassVar[ErrorReason]
     ID_INVALID_CHARACTER: _ClassVar[ErrorReason]
+    REQUEST_TIMEOUT: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -212,3 +213,4 @@ INVALID_TIME_RANGE: ErrorReason
 EVENT_ID_TOO_LONG: ErrorReason
 MESSAGE_TOO_COMPLEX: ErrorReason
 ID_INVALID_CHARACTER: ErrorReason
+REQUEST_TIMEOUT: ErrorReason

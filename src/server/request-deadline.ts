@@ -1,0 +1,72 @@
+/**
+ * @module The deadline of a gRPC call's request message. grpc-js holds a
+ * call from its headers until its message is complete, with no bound of its
+ * own: a client that sends headers and part of a message keeps the call (and
+ * its connection: a call is in flight, so it is never idle) for as long as
+ * it likes. {@link requestMessageDeadline} ends a unary or server-streaming
+ * call whose message is not complete within `--request-timeout`, as the HTTP
+ * listener does with a request (Node's `requestTimeout`). Streams that the
+ * client writes (DispatchStream, Handle) are long-lived and not bounded here.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { AgentHooksError } from '../errors.js';
+import { toConnectError, toGrpcStatus } from './errors.js';
+
+/**
+ * A server interceptor that ends a call whose request message did not
+ * arrive within `timeoutMs` of its headers: `DEADLINE_EXCEEDED`, reason
+ * `REQUEST_TIMEOUT`. Calls whose client streams are passed through.
+ *
+ * @example
+ * new grpc.Server({ interceptors: [requestMessageDeadline(60_000)] });
+ */
+export function requestMessageDeadline(timeoutMs: number): grpc.ServerInterceptor {
+  const status = timeoutStatus(timeoutMs);
+  return (method, call) => {
+    if (method.requestStream) return new grpc.ServerInterceptingCall(call);
+    let timer: NodeJS.Timeout | undefined;
+    const stop = () => {
+      clearTimeout(timer);
+      timer = undefined;
+    };
+    return new grpc.ServerInterceptingCall(call, {
+      start: (next) => {
+        timer = setTimeout(() => {
+          timer = undefined;
+          call.sendStatus(status());
+        }, timeoutMs);
+        next({
+          onReceiveMessage: (message, nextMessage) => {
+            stop();
+            nextMessage(message);
+          },
+          onCancel: stop,
+        });
+      },
+      sendStatus: (sent, next) => {
+        stop();
+        next(sent);
+      },
+    });
+  };
+}
+
+/** The status a timed-out call ends with; metadata is made per call (grpc-js may change it). */
+function timeoutStatus(timeoutMs: number): () => grpc.StatusObject {
+  const seconds = String(timeoutMs / 1000);
+  const err = toConnectError(
+    new AgentHooksError(
+      'deadline_exceeded',
+      'REQUEST_TIMEOUT',
+      `the request message did not arrive within ${seconds} s (--request-timeout)`,
+      { metadata: { limit: seconds } },
+    ),
+  );
+  const { code, message, details } = toGrpcStatus(err);
+  const bytes = Buffer.from(details);
+  return () => {
+    const metadata = new grpc.Metadata();
+    metadata.set('grpc-status-details-bin', bytes);
+    return { code: code as number as grpc.status, details: message, metadata };
+  };
+}
