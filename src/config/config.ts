@@ -63,11 +63,12 @@ export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
 /**
- * Default of `--max-streams-per-connection`: HTTP/2's recommended minimum,
- * what most servers advertise. With {@link DEFAULT_MAX_CONNECTIONS} it bounds
- * the calls a listener holds (a call costs a few KB before its message arrives).
+ * Default of `--max-streams-per-connection`: Go's HTTP/2 server default. With
+ * {@link DEFAULT_MAX_CONNECTIONS} it bounds the calls a listener holds (a call
+ * costs a few KB before its message arrives); a runtime with more calls in
+ * flight on one connection has its client queue the rest.
  */
-export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 100;
+export const DEFAULT_MAX_STREAMS_PER_CONNECTION = 250;
 
 /**
  * Smallest `--db-max-size`: an empty database takes 16 pages (64 KiB at the

@@ -23,7 +23,11 @@ import { toConnectError, toGrpcStatus } from './errors.js';
 export function requestMessageDeadline(timeoutMs: number): grpc.ServerInterceptor {
   const status = timeoutStatus(timeoutMs);
   return (method, call) => {
-    if (method.requestStream) return new grpc.ServerInterceptingCall(call);
+    // The call itself, unwrapped: a stream's every message would pay for a
+    // pass-through layer. grpc-js only calls the interface's methods on what
+    // an interceptor returns (`getServerInterceptingCall` chains them), so
+    // the type's extra members are never read.
+    if (method.requestStream) return call as grpc.ServerInterceptingCall;
     let timer: NodeJS.Timeout | undefined;
     const stop = () => {
       clearTimeout(timer);

@@ -467,7 +467,10 @@ describe('a runtime that sends each reply before it reads the next call', () => 
     // are read while the calls queue up. Plain HTTP/2, so that a write
     // completes only once the sidecar reads it.
     const calls = 300;
-    const sidecar = await startSidecar({ args: ['--handler-timeout', '5'] });
+    // One client connection carries every call: allow them all at once.
+    const sidecar = await startSidecar({
+      args: ['--handler-timeout', '5', '--max-streams-per-connection', String(calls + 10)],
+    });
     const client = hookClient(sidecar.grpc);
     const ops = Array.from({ length: calls }, (_, i) => `op-sync-${i}`);
     const session = http2.connect(`http://${sidecar.grpc}`);
