@@ -76,6 +76,25 @@ export class MalformedRequest extends RefusedRequest {
   }
 }
 
+/**
+ * A request message larger than `--max-message-bytes` (decompressed, when it
+ * came compressed): RESOURCE_EXHAUSTED, `MESSAGE_TOO_LARGE`, the bound in
+ * `metadata.limit`. Connect and gRPC-Web only: grpc-js answers native gRPC's
+ * itself, before any code of ours runs.
+ */
+export class TooLargeRequest extends RefusedRequest {
+  constructor(limit: number) {
+    super(
+      new AgentHooksError(
+        'resource_exhausted',
+        'MESSAGE_TOO_LARGE',
+        `the request message is larger than --max-message-bytes (${limit} bytes)`,
+        { metadata: { limit: String(limit) } },
+      ),
+    );
+  }
+}
+
 /** Reason of a request message that would decode into too many values. */
 export const MESSAGE_TOO_COMPLEX_REASON = 'MESSAGE_TOO_COMPLEX';
 

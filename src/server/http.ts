@@ -60,6 +60,7 @@ import {
   hasLoneSurrogate,
   MalformedRequest,
   type RefusedRequest,
+  TooLargeRequest,
   toConnectError,
 } from './errors.js';
 import { boundNodes, type Decoding, decompress } from './http-nodes.js';
@@ -337,7 +338,9 @@ async function replaceParseError(
   requestBody: () => Uint8Array | undefined,
 ): Promise<UniversalServerResponse> {
   const framing = framingOf(uReq);
-  if (framing === 'unary' && uRes.status !== 500 && uRes.status !== 400) return uRes;
+  if (framing === 'unary' && uRes.status !== 500 && uRes.status !== 400 && uRes.status !== 429) {
+    return uRes;
+  }
   if (framing === 'connect-stream' && uRes.status !== 200) return uRes;
   const chunks = await firstChunks(uRes);
   // connect compresses an error of 1 KiB or more when the client accepts it.
@@ -352,6 +355,16 @@ async function replaceParseError(
         ? connectEndStreamParseError(chunks.head, decode)
         : connectParseError(chunks.head, decode);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
+  if (parseError.kind !== 'decode') {
+    // connect's own read failed (too large, or not decompressible): the guard
+    // answers it with a reason, and counts it, as it does a decode error.
+    const refused =
+      parseError.kind === 'too_large'
+        ? new TooLargeRequest(options.readMaxBytes)
+        : new MalformedRequest(handler.method, undefined, 'the message does not decompress');
+    const err = await guardAnswer(uReq, handler, options, refused);
+    return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
+  }
   const unicode = parseError.problem === undefined ? undefined : unicodeProblem(parseError.problem);
   const found =
     parseError.problem === undefined || unicode !== undefined
@@ -609,10 +622,21 @@ const COMPRESSED_FLAG = 0b1;
 /** The flags of a request message's envelope, but for {@link COMPRESSED_FLAG}. */
 const MESSAGE_FLAG = 0;
 
-/** A decoding failure of connect's: for JSON, protobuf-es's message, which names the field. */
+/**
+ * A failure of connect's reading of a request: a decoding failure (`problem`:
+ * for JSON, protobuf-es's message, which names the field), a message over
+ * `readMaxBytes`, or a body that does not decompress.
+ */
 interface ParseError {
+  readonly kind: 'decode' | 'too_large' | 'decompress';
   readonly problem: string | undefined;
 }
+
+/** The start of connect's message for a request message over `readMaxBytes`. */
+const TOO_LARGE_PATTERN =
+  /^message (?:size (?:\d+ )?)?is larger than configured readMaxBytes \d+(?: after decompression)?$/;
+/** connect-node's message for a request body that does not decompress. */
+const DECOMPRESSION_FAILED_PREFIX = 'decompression failed';
 
 /**
  * Returns connect's decoding failure when `code` and `message` are one: a
@@ -626,10 +650,20 @@ function parseErrorOf(
 ): ParseError | undefined {
   if (hasDetails || typeof message !== 'string') return undefined;
   if (code === 'internal' && message.startsWith(PARSE_BINARY_PREFIX)) {
-    return { problem: undefined };
+    return { kind: 'decode', problem: undefined };
   }
   if (code === 'invalid_argument' && message.startsWith(PARSE_JSON_PREFIX)) {
-    return { problem: message };
+    return { kind: 'decode', problem: message };
+  }
+  if (code === 'resource_exhausted' && TOO_LARGE_PATTERN.test(message)) {
+    return { kind: 'too_large', problem: undefined };
+  }
+  // INVALID_ARGUMENT for bad data, INTERNAL for any other zlib failure: the body's fault either way.
+  if (
+    (code === 'invalid_argument' || code === 'internal') &&
+    message.startsWith(DECOMPRESSION_FAILED_PREFIX)
+  ) {
+    return { kind: 'decompress', problem: undefined };
   }
   return undefined;
 }
@@ -665,6 +699,7 @@ function connectEndStreamParseError(
 /** gRPC status codes connect's decoding failures have, by their Connect name. */
 const GRPC_CODE_NAMES: Readonly<Record<string, string>> = {
   '3': 'invalid_argument',
+  '8': 'resource_exhausted',
   '13': 'internal',
 };
 

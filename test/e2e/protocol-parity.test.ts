@@ -936,17 +936,65 @@ describe('protocol parity of an oversize request', () => {
       const http = sidecar.http as string;
       const bytes = toBinary(ListHooksRequestSchema, create(ListHooksRequestSchema, big));
       const json = new TextEncoder().encode(JSON.stringify(big));
-      for (const [type, body] of [
-        ['application/proto', bytes],
-        ['application/json', json],
+      const tooLarge = `the request message is larger than --max-message-bytes (${MAX_BYTES} bytes)`;
+      const counted = () =>
+        metric(sidecar, 'agenthooks_rpc_calls_total{method="ListHooks",code="RESOURCE_EXHAUSTED"}');
+      const before = await counted();
+      // Plain, and compressed to little on the wire: the bound is on what it decompresses to.
+      for (const [type, body, headers] of [
+        ['application/proto', bytes, {}],
+        ['application/json', json, {}],
+        ['application/json', gzipSync(json), { 'content-encoding': 'gzip' }],
       ] as const) {
-        const answer = await post(http, LIST_HOOKS_PATH, type, body);
-        expect((JSON.parse(answer.body.toString('utf8')) as { code: string }).code, type).toBe(
-          'resource_exhausted',
-        );
+        const answer = await post(http, LIST_HOOKS_PATH, type, body, headers);
+        expect(answer.status, type).toBe(429);
+        const error = JSON.parse(answer.body.toString('utf8')) as {
+          code: string;
+          message: string;
+          details?: never;
+        };
+        expect(error.code, type).toBe('resource_exhausted');
+        expect(error.message, type).toBe(tooLarge);
+        expect(connectErrorDetails(error.details).reason, type).toBe('MESSAGE_TOO_LARGE');
       }
       const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', envelope(bytes));
       expect(grpcWebStatus(web)).toBe(grpc.status.RESOURCE_EXHAUSTED);
+      expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toBe(tooLarge);
+      // Each refusal is counted under the code its client got, as a call over gRPC is.
+      expect((await counted()) - before).toBe(4);
+    } finally {
+      await killSidecar(sidecar);
+    }
+  });
+
+  it('answers a body that does not decompress INVALID_ARGUMENT (MALFORMED_REQUEST) on every HTTP framing', async () => {
+    const sidecar = await startSidecar();
+    try {
+      const http = sidecar.http as string;
+      const garbage = Buffer.from('this is not gzip');
+      const problem = `the request is not a valid ${ListHooksRequestSchema.typeName} message: the message does not decompress`;
+      for (const type of ['application/proto', 'application/json']) {
+        const answer = await post(http, LIST_HOOKS_PATH, type, garbage, {
+          'content-encoding': 'gzip',
+        });
+        expect(answer.status, type).toBe(400);
+        const error = JSON.parse(answer.body.toString('utf8')) as {
+          code: string;
+          message: string;
+          details?: never;
+        };
+        expect(error, type).toMatchObject({ code: 'invalid_argument', message: problem });
+        expect(connectErrorDetails(error.details).reason, type).toBe('MALFORMED_REQUEST');
+      }
+      const web = await post(
+        http,
+        LIST_HOOKS_PATH,
+        'application/grpc-web+proto',
+        envelope(garbage, 1),
+        { 'grpc-encoding': 'gzip' },
+      );
+      expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
+      expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toBe(problem);
     } finally {
       await killSidecar(sidecar);
     }

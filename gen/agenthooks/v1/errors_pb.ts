@@ -312,7 +312,10 @@ export enum ErrorReason {
 
   /**
    * RESOURCE_EXHAUSTED: a request message is larger than
-   * `--max-message-bytes`.
+   * `--max-message-bytes` (decompressed, when it came compressed);
+   * `metadata.limit` holds the bound. Sent over Connect and gRPC-Web; over
+   * native gRPC, grpc-js refuses the message itself, with the same code and
+   * no details.
    *
    * @generated from enum value: MESSAGE_TOO_LARGE = 37;
    */
