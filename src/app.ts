@@ -136,6 +136,8 @@ export interface App {
   readonly background: BackgroundScope;
   /** Called once the listeners are bound: liveness turns SERVING, readiness too unless the store failed. */
   markListening(): void;
+  /** Runs the store's write probe now (not while it is still opening); health follows its answer. */
+  checkStore(): Promise<void>;
   /** Tells the app that a call failed on the server's side; a store error triggers a store check. */
   serverFault(e: unknown): void;
   /** Re-reads the effective environment and the operator plugins file (SIGHUP). */
@@ -172,7 +174,7 @@ export async function openApp(
   options: AppOptions = {},
 ): Promise<App> {
   if (options.store !== undefined || config.dbUrl === undefined) {
-    return createApp(config, logger, options);
+    return checked(createApp(config, logger, options));
   }
   const url = config.dbUrl;
   const metrics = options.metrics ?? new Metrics();
@@ -216,12 +218,25 @@ export async function openApp(
     });
     opened = { store: deferred, shared: true, opening: true };
   }
+  let app: App;
   try {
-    return createApp(config, logger, extend(options, { metrics, store: opened }));
+    app = createApp(config, logger, extend(options, { metrics, store: opened }));
   } catch (e: unknown) {
     await opened.store.close();
     throw e;
   }
+  return checked(app);
+}
+
+/**
+ * `app` once its store passed or failed a write probe: the first readiness
+ * is the probe's answer, not an assumption, so a file opened read-only or a
+ * full disk is NOT_SERVING from the start. (A store still opening is
+ * NOT_SERVING already and is not probed here.)
+ */
+async function checked(app: App): Promise<App> {
+  await app.checkStore();
+  return app;
 }
 
 /**
@@ -442,6 +457,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     logger,
     tracing: options.tracing,
     background,
+    checkStore: () => (opening ? Promise.resolve() : storeHealth.check()),
     markListening() {
       listening = true;
       health.setLiveness(ServingStatus.SERVING);

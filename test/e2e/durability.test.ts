@@ -558,6 +558,34 @@ describe('a read-only database', () => {
   });
 });
 
+describe('readiness at start', () => {
+  it('is NOT_SERVING from the first answer on a database the sidecar may not write', async () => {
+    const db = tempDbPath();
+    const seed = await startSidecar({ db, http: false });
+    seed.kill('SIGTERM');
+    expect(await seed.exited).toBe(0);
+    const { chownSync, readdirSync } = await import('node:fs');
+    const dir = dirname(db);
+    chownSync(dir, 65534, 65534);
+    for (const f of readdirSync(dir))
+      if (f !== 'agenthooks.db') chownSync(join(dir, f), 65534, 65534);
+    // The default interval: no check of the interval's runs before the first answer below.
+    const sidecar = await startSidecar({ db, http: false, uid: 65534 });
+    const health = healthClient(sidecar.grpc);
+    try {
+      const answer = await new Promise<{ status: string }>((resolve, reject) =>
+        health.Check({ service: '' }, (e: Error | null, res: { status: string }) =>
+          e === null ? resolve(res) : reject(e),
+        ),
+      );
+      expect(answer.status).toBe('NOT_SERVING');
+    } finally {
+      health.close();
+      await killSidecar(sidecar);
+    }
+  });
+});
+
 /** Resolves when a Health Watch stream reports `status` (no polling). */
 function waitForHealth(address: string, status: string): Promise<void> {
   const health = healthClient(address);
