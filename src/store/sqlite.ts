@@ -40,7 +40,15 @@
  * back in memory. A write that failed so is remembered: `quickCheck()` fails
  * with it, and `ping()` commits its probe until one commits.
  */
-import { type BigIntStats, existsSync, mkdirSync, statSync } from 'node:fs';
+import {
+  type BigIntStats,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -188,11 +196,17 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   let connection: SqliteConnection | undefined;
   let why: string | undefined;
   try {
+    makeParents(dirname(path));
+    // A new database is made whole under another name and linked into place,
+    // so the path never holds a file a start left half-made (one killed
+    // before its migration committed).
+    if (!existsSync(path)) createDatabase(path, settings);
     // A file already there must be an agenthooks database: migrating an empty
     // one (truncated, or left by a lost volume) or another program's would
     // start an empty store that answers "no hooks", and allow.
-    if (existsSync(path)) why = whyNotAgentHooksDatabase(path, busyTimeoutMs);
+    why = whyNotAgentHooksDatabase(path, busyTimeoutMs);
   } catch (e: unknown) {
+    if (e instanceof StoreUnavailableError) throw e;
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
   if (why !== undefined) {
@@ -202,12 +216,37 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     );
   }
   try {
-    makeParents(dirname(path));
     connection = openConnection(path, settings);
     return new SqliteStoreImpl(path, settings, connection, recordFiles(path), options.observe);
   } catch (e: unknown) {
     closeQuietly(connection);
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
+  }
+}
+
+/**
+ * Makes a new, migrated database at `path`: under a name of this process's
+ * (`<path>.creating-<pid>`), closed (its log checkpointed into it), then
+ * hard-linked to `path`, which fails if another process got there first (its
+ * database is then the one used) and never replaces a file. A creation cut
+ * short leaves only the temporary file, which the next creation by the same
+ * PID replaces.
+ */
+function createDatabase(path: string, settings: ConnectionSettings): void {
+  const temporary = `${path}.creating-${process.pid}`;
+  for (const suffix of ['', '-wal', '-shm']) rmSync(temporary + suffix, { force: true });
+  const fresh = openConnection(temporary, settings);
+  fresh.close();
+  try {
+    linkSync(temporary, path);
+  } catch (e: unknown) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') return;
+    // A file system without hard links: a rename, which does not check for a rival.
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS') throw e;
+    if (!existsSync(path)) renameSync(temporary, path);
+  } finally {
+    for (const suffix of ['', '-wal', '-shm']) rmSync(temporary + suffix, { force: true });
   }
 }
 

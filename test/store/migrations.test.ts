@@ -1,4 +1,5 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { MIGRATIONS, migrate, SCHEMA_VERSION } from '../../src/store/migrations/index.js';
@@ -245,6 +246,19 @@ describe('store migrations', () => {
 
     expect(error).toMatchObject({ kind: 'unavailable', reason: 'STORE_CORRUPT' });
     expect((error as Error).message).toContain('not an agenthooks database (not a database');
+  });
+
+  it('creates a new database whole under another name, and leaves nothing else behind', async () => {
+    // What a creation killed before its migration committed left: ignored, then replaced.
+    writeFileSync(`${temp.path()}.creating-${process.pid}`, '');
+
+    const store = openSqliteStore(temp.path());
+    await store.close();
+
+    expect(readdirSync(dirname(temp.path())).sort()).toEqual([basename(temp.path())]);
+    const db = new Database(temp.path(), { readonly: true });
+    expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    db.close();
   });
 
   it('refuses an existing empty file (truncated, or left by a lost volume) and leaves it as it was', () => {
