@@ -12,11 +12,13 @@
  * dropped. Results never hold response text, header values or secrets.
  */
 import { performance } from 'node:perf_hooks';
-import type { Transform } from 'node:stream';
+import { Transform, type TransformCallback } from 'node:stream';
 import {
   createBrotliDecompress,
   createGunzip,
   createInflate,
+  createInflateRaw,
+  type ZlibOptions,
   constants as zlibConstants,
 } from 'node:zlib';
 import type { JsonObject } from '@bufbuild/protobuf';
@@ -59,6 +61,10 @@ const TOO_LARGE = `over ${RESPONSE_MAX_BYTES} bytes`;
 const NOT_UTF8 = 'body is not valid UTF-8';
 /** Message of a body whose `content-encoding` does not decode. */
 const UNDECODABLE = 'body does not decode as its content-encoding says';
+/** Most codings a `content-encoding` may stack, as `fetch` allows (undici's bound). */
+const MAX_CODINGS = 5;
+/** Message of a body with more codings than fetch takes. */
+const TOO_MANY_CODINGS = `more than ${MAX_CODINGS} content-encodings`;
 
 /** Diagnostic of a `decision` that is not a valid allow or deny. */
 const INVALID_DECISION = 'invalid decision';
@@ -237,6 +243,12 @@ export function readBounded(
 ): Promise<Uint8Array | DeliveryFailure> {
   const { body, status, startedAt } = response;
   const decoders = decodersOf(response.headers['content-encoding']);
+  if (decoders === 'too_many') {
+    body.destroy();
+    return Promise.resolve(
+      deliveryFailure('invalid_response', startedAt, TOO_MANY_CODINGS, status),
+    );
+  }
   if (decoders !== undefined) return readDecoded(response, decoders, maxBytes);
   const declared = response.headers['content-length'];
   if (typeof declared === 'string' && DECIMAL.test(declared) && Number(declared) > maxBytes) {
@@ -286,34 +298,69 @@ export function readBounded(
 /**
  * The decoders of a `content-encoding`, as `fetch` (the reference's reader)
  * applies them: the codings in reverse order, `gzip` (or `x-gzip`), `deflate`
- * and `br`; `identity` adds none. `undefined` when there is nothing to decode,
- * and also when a coding is unknown: `fetch` then hands the body on as it
- * came, and so does this.
+ * (zlib-wrapped or raw) and `br`. `undefined` when there is nothing to decode,
+ * and also when a coding is anything else (`identity` and an empty one
+ * included): `fetch` then hands the body on as it came, and so does this.
+ * More than {@link MAX_CODINGS} codings: `'too_many'`, which `fetch` refuses.
  */
-function decodersOf(header: string | string[] | undefined): Transform[] | undefined {
+function decodersOf(header: string | string[] | undefined): Transform[] | undefined | 'too_many' {
   if (header === undefined) return undefined;
   const codings = (Array.isArray(header) ? header.join(',') : header)
+    .toLowerCase()
     .split(',')
-    .map((c) => c.trim().toLowerCase())
-    .filter((c) => c !== '' && c !== 'identity')
-    .reverse();
-  if (codings.length === 0) return undefined;
-  // Lenient on a stream cut short, as fetch is.
-  const zlibOptions = {
-    flush: zlibConstants.Z_SYNC_FLUSH,
-    finishFlush: zlibConstants.Z_SYNC_FLUSH,
-  };
-  const decoders: Transform[] = [];
-  for (const coding of codings) {
-    if (coding === 'gzip' || coding === 'x-gzip') decoders.push(createGunzip(zlibOptions));
-    else if (coding === 'deflate') decoders.push(createInflate(zlibOptions));
-    else if (coding === 'br') decoders.push(createBrotliDecompress());
-    else {
-      for (const decoder of decoders) decoder.destroy();
-      return undefined;
-    }
+    .map((c) => c.trim());
+  if (codings.length > MAX_CODINGS) return 'too_many';
+  const known = (c: string) => c === 'gzip' || c === 'x-gzip' || c === 'deflate' || c === 'br';
+  if (!codings.every(known)) return undefined;
+  return codings.reverse().map((coding) => {
+    if (coding === 'br') return createBrotliDecompress();
+    // Lenient on a stream cut short, as fetch is.
+    const options = { flush: zlibConstants.Z_SYNC_FLUSH, finishFlush: zlibConstants.Z_SYNC_FLUSH };
+    return coding === 'deflate' ? new InflateEither(options) : createGunzip(options);
+  });
+}
+
+/**
+ * `deflate` as fetch reads it: zlib-wrapped (RFC 1950) when the first byte
+ * says so (compression method 8 in its low nibble), else raw (RFC 1951),
+ * which many servers send under that name.
+ */
+class InflateEither extends Transform {
+  readonly #options: ZlibOptions;
+  #inner: Transform | undefined;
+
+  constructor(options: ZlibOptions) {
+    super();
+    this.#options = options;
   }
-  return decoders;
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, done: TransformCallback): void {
+    if (this.#inner === undefined) {
+      const inner =
+        ((chunk[0] ?? 0) & 0x0f) === 0x08
+          ? createInflate(this.#options)
+          : createInflateRaw(this.#options);
+      inner.on('data', (data: Buffer) => this.push(data));
+      inner.once('error', (e) => this.destroy(e));
+      this.#inner = inner;
+    }
+    this.#inner.write(chunk, () => done());
+  }
+
+  override _flush(done: TransformCallback): void {
+    const inner = this.#inner;
+    if (inner === undefined) {
+      done();
+      return;
+    }
+    inner.once('end', () => done());
+    inner.end();
+  }
+
+  override _destroy(error: Error | null, done: (error?: Error | null) => void): void {
+    this.#inner?.destroy();
+    done(error);
+  }
 }
 
 /**
@@ -333,6 +380,7 @@ function readDecoded(
     let size = 0;
     let settled = false;
     let bodyEnded = false;
+    let bodyBytes = 0;
     const stopAll = () => {
       body.destroy();
       for (const decoder of decoders) decoder.destroy();
@@ -346,7 +394,12 @@ function readDecoded(
     for (const decoder of decoders) {
       source.pipe(decoder);
       decoder.on('error', () => {
-        settle(deliveryFailure('invalid_response', startedAt, UNDECODABLE, status));
+        // An empty body reads as empty whatever its coding says, as fetch reads it.
+        settle(
+          bodyBytes === 0 && bodyEnded
+            ? Buffer.alloc(0)
+            : deliveryFailure('invalid_response', startedAt, UNDECODABLE, status),
+        );
         stopAll();
       });
       source = decoder;
@@ -368,6 +421,9 @@ function readDecoded(
       if (!settled) settle(extend(response.failure(e), { status }));
       stopAll();
     };
+    body.on('data', (chunk: Buffer) => {
+      bodyBytes += chunk.byteLength;
+    });
     body.once('end', () => {
       bodyEnded = true;
     });

@@ -7,7 +7,7 @@
 import { Buffer } from 'node:buffer';
 import { performance } from 'node:perf_hooks';
 import { Readable } from 'node:stream';
-import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { brotliCompressSync, deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
 import { create, type JsonObject, type MessageInitShape } from '@bufbuild/protobuf';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -415,6 +415,37 @@ describe('executeControl against a raw HTTP/1.1 receiver', () => {
       name: 'an identity-encoded deny',
       respond: encoded('identity', Buffer.from('{"decision":"deny"}')),
       expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'a raw-deflate deny (deflate without its zlib wrapper), as fetch reads it',
+      respond: encoded('deflate', deflateRawSync('{"decision":"deny","reason":"raw"}')),
+      expected: success({ decision: 'deny', reason: 'raw' }),
+    },
+    {
+      name: 'five stacked codings, the most fetch takes',
+      respond: encoded(
+        'gzip, gzip, gzip, gzip, gzip',
+        gzipSync(gzipSync(gzipSync(gzipSync(gzipSync('{"decision":"deny"}'))))),
+      ),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'six stacked codings, which fetch refuses',
+      respond: encoded(
+        'gzip, gzip, gzip, gzip, gzip, gzip',
+        gzipSync(gzipSync(gzipSync(gzipSync(gzipSync(gzipSync('{"decision":"deny"}')))))),
+      ),
+      expected: failed('invalid_response', 'more than 5 content-encodings', 200),
+    },
+    {
+      name: 'codings with identity among them, which fetch reads as they came',
+      respond: encoded('identity, gzip', Buffer.from('{"decision":"deny"}')),
+      expected: success({ decision: 'deny' }),
+    },
+    {
+      name: 'an empty br body, empty as fetch reads it',
+      respond: encoded('br', Buffer.alloc(0)),
+      expected: ignored(),
     },
     {
       name: 'a deny in a coding fetch does not know, read as it came',
