@@ -62,6 +62,10 @@ export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
 
 /** Default of `--max-connections`: four listeners stay under a 1,024 descriptor limit. */
 export const DEFAULT_MAX_CONNECTIONS = 200;
+/** Largest value of an HTTP/2 setting (32 bits). */
+const MAX_HTTP2_SETTING = 2 ** 32 - 1;
+/** Longest delay a Node timer takes. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /**
  * Default of `--max-streams-per-connection`: Go's HTTP/2 server default. With
  * {@link DEFAULT_MAX_CONNECTIONS} it bounds the calls a listener holds (a call
@@ -1103,12 +1107,29 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
       '--request-timeout must be at least --handshake-timeout',
     );
   }
+  const maxStreamsPerConnection = wholeNumber(
+    one('max-streams-per-connection'),
+    'max-streams-per-connection',
+  );
+  // An HTTP/2 setting is 32 bits; Node throws at the first connection past it.
+  if (maxStreamsPerConnection > MAX_HTTP2_SETTING) {
+    throw new InvalidArgumentError(
+      'max-streams-per-connection',
+      INVALID_FLAG,
+      `--max-streams-per-connection must be at most ${MAX_HTTP2_SETTING}`,
+    );
+  }
+  // A timer longer than 2^31 - 1 ms fires at once (Node's TimeoutOverflowWarning).
+  if (requestTimeoutMs > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(
+      'request-timeout',
+      INVALID_FLAG,
+      `--request-timeout must be at most ${Math.floor(MAX_TIMER_MS / 1000)} seconds`,
+    );
+  }
   return Object.freeze({
     maxConnections,
-    maxStreamsPerConnection: wholeNumber(
-      one('max-streams-per-connection'),
-      'max-streams-per-connection',
-    ),
+    maxStreamsPerConnection,
     handshakeTimeoutMs,
     requestTimeoutMs,
     idleTimeoutMs: positiveSeconds(one('idle-timeout'), 'idle-timeout'),

@@ -158,7 +158,12 @@ export function createServer(
     'grpc.max_connection_idle_ms': limits.idleTimeoutMs,
     'grpc.max_connection_age_ms': MAX_CONNECTION_AGE_MS,
     'grpc.max_connection_age_grace_ms': MAX_CONNECTION_AGE_GRACE_MS,
-    interceptors: [requestMessageDeadline(limits.requestTimeoutMs)],
+    interceptors: [
+      // Counted as the guard counts a call: under the code the client got.
+      requestMessageDeadline(limits.requestTimeoutMs, (method) =>
+        app.metrics.rpc(method, 'DEADLINE_EXCEEDED', limits.requestTimeoutMs / 1000),
+      ),
+    ],
   };
   const common = {
     shutdownSignal: hardStop.signal,

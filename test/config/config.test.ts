@@ -147,6 +147,18 @@ describe('serve configuration', () => {
     );
   });
 
+  it('takes the largest --max-streams-per-connection and --request-timeout a connection and a timer can hold', () => {
+    const limits = parseServeConfig(
+      ['--max-streams-per-connection', '4294967295', '--request-timeout', '2147483'],
+      {},
+    ).connections;
+    expect(limits).toMatchObject({
+      maxStreamsPerConnection: 4_294_967_295,
+      requestTimeoutMs: 2_147_483_000,
+    });
+    expect(parseServeConfig([], {}).connections.maxStreamsPerConnection).toBe(250);
+  });
+
   it('reads --db-start-timeout as a duration, off (retry until open) by default', () => {
     expect(parseServeConfig([], {}).dbStartTimeoutMs).toBeUndefined();
     expect(parseServeConfig(['--db-start-timeout', 'off'], {}).dbStartTimeoutMs).toBeUndefined();
@@ -164,6 +176,11 @@ describe('serve configuration', () => {
     ['--tombstone-retention', '1w'],
     ['--tombstone-retention', '7 days'],
     ['--tombstone-retention', '99999999999999d'],
+    ['--max-streams-per-connection', '0'],
+    // Past 32 bits: Node would throw at the first connection.
+    ['--max-streams-per-connection', '4294967296'],
+    // Past a Node timer's 2^31 - 1 ms: it would fire at once.
+    ['--request-timeout', '2147484'],
   ])('refuses %s %s with INVALID_FLAG naming the flag', (flag, value) => {
     expect(() => parseServeConfig([flag, value], {})).toThrow(
       expect.objectContaining({ field: flag.slice(2), reason: 'INVALID_FLAG' }),
