@@ -243,6 +243,22 @@ func optional(s string) *string {
 	return proto.String(s)
 }
 
+// checkOutcomes fails when an answer shows this run's local handler lost mid-call
+// (outcome error code handler_detached): the stream broke while the sidecar
+// waited for a reply, and the answer was made without it. Read from the answer
+// itself, so it does not depend on when the stream's own goroutine sees the end.
+func (h *Hooks) checkOutcomes(outcomes []*agenthooksv1.HookOutcome) error {
+	if h.handle == nil {
+		return nil
+	}
+	for _, o := range outcomes {
+		if o.GetErrorCode() == "handler_detached" {
+			return fmt.Errorf("agenthooks: %w: hook %s lost its handler mid-call", ErrHandleFailed, o.GetHookId())
+		}
+	}
+	return nil
+}
+
 // checkHandlers fails when the Handle stream ended while the run goes on:
 // the sidecar would skip the operation's local handlers (a handler's mock, a
 // modifying handler's rewrite) and the call would go on without them.
@@ -577,6 +593,9 @@ func (h *Hooks) modify(ctx context.Context, point agenthooksv1.ModifyPoint, poin
 	if err := h.checkHandlers(); err != nil {
 		return err
 	}
+	if err := h.checkOutcomes(res.GetOutcomes()); err != nil {
+		return err
+	}
 	switch o := res.GetOutcome().(type) {
 	case *agenthooksv1.ModifyResponse_Blocked:
 		return fmt.Errorf("agenthooks: Modify %s %w by hook %s: %s", name, ErrBlocked, o.Blocked.GetHookId(), o.Blocked.GetMessage())
@@ -736,6 +755,9 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	if err := h.checkHandlers(); err != nil {
 		return "", err
 	}
+	if err := h.checkOutcomes(decision.GetOutcomes()); err != nil {
+		return "", err
+	}
 	// What stands in for the tool: a local handler's mock, else a
 	// beforeToolCall modifying hook's answer; either is a mocked result.
 	var stand *agenthooksv1.ToolResult
@@ -793,6 +815,9 @@ func (t *tool) call(ctx context.Context, input string) (string, error) {
 	cancel()
 	if err != nil {
 		return "", fmt.Errorf("agenthooks: DecideToolResult %s/%s: %w: %w", h.cfg.Identifier, name, ErrSidecar, err)
+	}
+	if err := h.checkOutcomes(checked.GetOutcomes()); err != nil {
+		return "", err
 	}
 	switch d := checked.GetDecision().GetOutcome().(type) {
 	case *agenthooksv1.Decision_Deny:

@@ -681,6 +681,54 @@ export function adapterScenarios(
     }
   });
 
+  it('a handler lost while the sidecar waits for its reply: the run fails, the tool does not run', async () => {
+    // The handler's mock is larger than the sidecar takes: it ends the Handle
+    // stream, and the pending call fails handler_detached. The decision then
+    // allows; the adapter must read that from the answer, whenever the
+    // stream's end reaches it.
+    const { runner } = context();
+    const small = await startSidecar({ http: false, args: ['--max-message-bytes', '65536'] });
+    try {
+      const op = `op-${prefix}-handler-lost`;
+      const client = createClient(
+        HookService,
+        createGrpcTransport({ baseUrl: `http://${small.grpc}` }),
+      );
+      await client.registerHooks({
+        operationId: op,
+        hooks: [
+          create(HookSchema, {
+            id: 'mock-weather',
+            type: HookType.BEFORE_TOOL_CALL,
+            matcher: '^weather/get_weather$',
+            handler: true,
+          }),
+        ],
+      });
+      const exit = await runRunner(
+        runner.file,
+        [
+          ...runner.prefix,
+          '--target',
+          small.grpc,
+          '--operation-id',
+          op,
+          '--trace',
+          '--scenario',
+          'mock',
+          '--mock-bytes',
+          '100000',
+        ],
+        runner.cwd,
+      );
+      expect(exit.code).not.toBe(0);
+      expect(exit.stderr.toLowerCase()).toContain('handle stream failed');
+      expect(exit.line).toMatchObject({ toolRuns: 0 });
+    } finally {
+      await killSidecar(small);
+    }
+  });
+
   it('a beforeToolCall modifying hook rewrites the argument the tool gets', async () => {
     const line = await run(`op-${prefix}-rewrite`, 'rewrite');
     expect(line).toMatchObject({ toolRuns: 1, toolArgs: [{ city: REWRITTEN_CITY }] });

@@ -205,6 +205,19 @@ class SidecarClient:
         if self._handle is not None:
             self._handle.check()
 
+    def check_outcomes(self, outcomes: Any) -> None:
+        """Raises when an answer shows the local handler lost mid-call (`handler_detached`).
+
+        Read from the answer itself, so it does not depend on when the stream's thread
+        sees the end: the answer was made without the handler.
+        """
+        if self._handle is None:
+            return
+        for outcome in outcomes:
+            if outcome.error_code == "handler_detached":
+                raise AgentHooksError(
+                    f"agenthooks Handle stream failed: hook {outcome.hook_id} lost its handler")
+
     def _call(self, name: str, request: Any) -> Any:
         try:
             return getattr(self._stub, name)(request, timeout=self.settings.timeout)
@@ -222,6 +235,13 @@ class SidecarClient:
             log.warning("agenthooks notification %s not delivered (fail-open)", name, exc_info=True)
 
     def dispatch(self, event: events_pb2.HookEvent) -> None:
+        try:
+            # An event's handlers would be skipped too: a failed event, as the others fail.
+            self.check_handlers()
+        except AgentHooksError:
+            if not self.settings.notifications_fail_open:
+                raise
+            log.warning("agenthooks event not handled (fail-open)", exc_info=True)
         self.notify("Dispatch", service_pb2.DispatchRequest(event=event))
 
     def decide_tool_call(self, context: events_pb2.ToolCallContext) -> Any:
@@ -230,6 +250,7 @@ class SidecarClient:
         # Only the outcomes the contract gives here; anything else is never an allow.
         if res.decision.WhichOneof("outcome") not in ("allow", "deny", "mock"):
             raise AgentHooksError("agenthooks DecideToolCall answered without a decision")
+        self.check_outcomes(res.outcomes)
         return res.decision
 
     def decide_tool_result(self, context: events_pb2.ToolCallContext,
@@ -239,6 +260,7 @@ class SidecarClient:
         # A result is allowed or denied: a mock (or nothing) here is never an allow.
         if res.decision.WhichOneof("outcome") not in ("allow", "deny"):
             raise AgentHooksError("agenthooks DecideToolResult answered without a decision")
+        self.check_outcomes(res.outcomes)
         return res.decision
 
     def modify(self, operation_id: str, point: int, context: dict[str, Any]) -> dict[str, Any]:
@@ -247,6 +269,7 @@ class SidecarClient:
             operation_id=operation_id, point=point,
             context_json=json.dumps(context, separators=(",", ":"), ensure_ascii=False,
                                     default=str)))
+        self.check_outcomes(res.outcomes)
         outcome = res.WhichOneof("outcome")
         if outcome == "blocked":
             b = res.blocked

@@ -430,6 +430,23 @@ export class AgentHooks {
   }
 
   /**
+   * Throws when an answer shows this run's local handler lost mid-call
+   * (outcome error code `handler_detached`): the answer was made without it.
+   * Read from the answer itself, so it does not depend on when the stream's
+   * end is seen.
+   */
+  #checkOutcomes(outcomes: readonly { errorCode: string; hookId: string }[]): void {
+    if (this.#handle === undefined) return;
+    const lost = outcomes.find((o) => o.errorCode === 'handler_detached');
+    if (lost !== undefined) {
+      throw new AgentHooksError(
+        'HANDLE_FAILED',
+        `Handle stream failed: hook ${lost.hookId} lost its handler mid-call`,
+      );
+    }
+  }
+
+  /**
    * Throws when the Handle stream ended while the run goes on: the sidecar
    * would skip the operation's local handlers (a handler's mock, a modifying
    * handler's rewrite) and the call would go on without them.
@@ -485,6 +502,7 @@ export class AgentHooks {
     }
     // A stream that broke while the sidecar answered may have had its handlers skipped.
     this.#checkHandlers();
+    this.#checkOutcomes(res.outcomes);
     const outcome = res.outcome;
     if (outcome.case === 'blocked') {
       throw new AgentHooksError(
@@ -696,6 +714,7 @@ export class AgentHooks {
       });
     }
     this.#checkHandlers();
+    this.#checkOutcomes(decision.outcomes);
     const outcome = decision.decision?.outcome;
     if (outcome?.case === 'deny') {
       const blocked = outcome.value.blockedResult ?? create(ToolResultSchema, {});
@@ -754,6 +773,7 @@ export class AgentHooks {
         cause: e,
       });
     }
+    this.#checkOutcomes(checked.outcomes);
     const after = checked.decision?.outcome;
     if (after?.case === 'deny') {
       const blocked = after.value.blockedResult ?? create(ToolResultSchema, {});

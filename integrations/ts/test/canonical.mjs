@@ -15,7 +15,8 @@
  * --stream it runs streamText (the model streams the same script) instead of
  * generateText. With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
- * With --pause-after-attach it prints {"attached":true} once its Handle
+ * --mock-bytes N makes the mock N bytes long. With --pause-after-attach it
+ * prints {"attached":true} once its Handle
  * stream is attached and waits for a line on stdin before it runs.
  *
  *   npm run build:integrations   # builds the adapter into integrations/ts/dist
@@ -120,6 +121,7 @@ async function main() {
       trace: { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
       'pause-after-attach': { type: 'boolean', default: false },
+      'mock-bytes': { type: 'string', default: '' },
     },
   });
   if (!values.target) throw new Error('--target is required');
@@ -136,7 +138,13 @@ async function main() {
     handle:
       values.scenario === 'mock'
         ? (call) =>
-            call.event?.event.case === 'beforeToolCall' ? mockReply('mocked weather') : undefined
+            call.event?.event.case === 'beforeToolCall'
+              ? mockReply(
+                  values['mock-bytes'] === ''
+                    ? 'mocked weather'
+                    : 'x'.repeat(Number(values['mock-bytes'])),
+                )
+              : undefined
         : undefined,
   });
 

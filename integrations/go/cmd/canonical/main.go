@@ -93,6 +93,7 @@ func run() error {
 	operationID := flag.String("operation-id", "", "the run's operation id")
 	scenario := flag.String("scenario", "canonical", "canonical or mock")
 	trace := flag.Bool("trace", false, "add toolArgs and modelInputs to the output line")
+	mockBytes := flag.Int("mock-bytes", 0, "with --scenario mock, a mock of this many bytes instead of the text")
 	pause := flag.Bool("pause-after-attach", false, "print {\"attached\":true} once attached, then wait for a line on stdin")
 	flag.Parse()
 	if *target == "" {
@@ -106,6 +107,9 @@ func run() error {
 	if *scenario == "mock" {
 		cfg.Handle = func(_ context.Context, call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
 			if call.GetEvent().GetBeforeToolCall() != nil {
+				if *mockBytes > 0 {
+					return agenthooks.MockReply(strings.Repeat("x", *mockBytes))
+				}
 				return agenthooks.MockReply("mocked weather")
 			}
 			return nil
