@@ -1,4 +1,4 @@
-import { renameSync, writeFileSync } from 'node:fs';
+import { chownSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import type * as http from 'node:http';
 import { dirname, join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -518,12 +518,7 @@ describe('a read-only database', () => {
     seedClient.close();
     seed.kill('SIGTERM');
     expect(await seed.exited).toBe(0);
-    // The folder belongs to the unprivileged user; the database file stays root's (0644).
-    const { chownSync, readdirSync } = await import('node:fs');
-    const dir = dirname(db);
-    chownSync(dir, 65534, 65534);
-    for (const f of readdirSync(dir))
-      if (f !== 'agenthooks.db') chownSync(join(dir, f), 65534, 65534);
+    readOnlyForNobody(db);
 
     const sidecar = await startSidecar({
       db,
@@ -564,11 +559,7 @@ describe('readiness at start', () => {
     const seed = await startSidecar({ db, http: false });
     seed.kill('SIGTERM');
     expect(await seed.exited).toBe(0);
-    const { chownSync, readdirSync } = await import('node:fs');
-    const dir = dirname(db);
-    chownSync(dir, 65534, 65534);
-    for (const f of readdirSync(dir))
-      if (f !== 'agenthooks.db') chownSync(join(dir, f), 65534, 65534);
+    readOnlyForNobody(db);
     // The default interval: no check of the interval's runs before the first answer below.
     const sidecar = await startSidecar({ db, http: false, uid: 65534 });
     const health = healthClient(sidecar.grpc);
@@ -585,6 +576,18 @@ describe('readiness at start', () => {
     }
   });
 });
+
+/**
+ * Gives the database's folder and its other files to the unprivileged user
+ * (uid 65534), the database file staying root's (0644): that user may read it
+ * and not write it.
+ */
+function readOnlyForNobody(db: string): void {
+  const dir = dirname(db);
+  chownSync(dir, 65534, 65534);
+  for (const f of readdirSync(dir))
+    if (f !== 'agenthooks.db') chownSync(join(dir, f), 65534, 65534);
+}
 
 /** Resolves when a Health Watch stream reports `status` (no polling). */
 function waitForHealth(address: string, status: string): Promise<void> {
