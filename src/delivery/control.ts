@@ -244,6 +244,8 @@ export function readBounded(
   const { body, status, startedAt } = response;
   const decoders = decodersOf(response.headers['content-encoding']);
   if (decoders === 'too_many') {
+    // undici's body errors (aborted) as it is destroyed unread: nobody waits for that.
+    body.on('error', () => undefined);
     body.destroy();
     return Promise.resolve(
       deliveryFailure('invalid_response', startedAt, TOO_MANY_CODINGS, status),
@@ -252,6 +254,7 @@ export function readBounded(
   if (decoders !== undefined) return readDecoded(response, decoders, maxBytes);
   const declared = response.headers['content-length'];
   if (typeof declared === 'string' && DECIMAL.test(declared) && Number(declared) > maxBytes) {
+    body.on('error', () => undefined);
     body.destroy();
     return Promise.resolve(
       deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status),

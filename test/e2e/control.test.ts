@@ -1,5 +1,6 @@
 import { renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { deflateRawSync, gzipSync } from 'node:zlib';
 import { create } from '@bufbuild/protobuf';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -75,6 +76,13 @@ interface Case {
   readonly errorCode?: string;
 }
 
+/** `text` gzipped `times` times over. */
+function stacked(times: number, text: string): Buffer {
+  let bytes = Buffer.from(text);
+  for (let i = 0; i < times; i++) bytes = gzipSync(bytes);
+  return bytes;
+}
+
 const CASES: Case[] = [
   { name: 'allow', behaviour: json({ decision: 'allow' }), kind: 'allow' },
   {
@@ -137,6 +145,30 @@ const CASES: Case[] = [
   {
     name: 'bad-utf8',
     behaviour: answer(200, Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d])),
+    kind: 'error',
+    errorCode: 'invalid_response',
+  },
+  {
+    name: 'gzip-deny',
+    behaviour: answer(200, gzipSync('{"decision":"deny","reason":"zipped"}'), {
+      'content-encoding': 'gzip',
+    }),
+    kind: 'deny',
+    reason: 'zipped',
+  },
+  {
+    name: 'raw-deflate-deny',
+    behaviour: answer(200, deflateRawSync('{"decision":"deny"}'), {
+      'content-encoding': 'deflate',
+    }),
+    kind: 'deny',
+  },
+  {
+    // Refused unread, as fetch refuses it; the sidecar carries on.
+    name: 'six-codings',
+    behaviour: answer(200, stacked(6, '{"decision":"deny"}'), {
+      'content-encoding': 'gzip, gzip, gzip, gzip, gzip, gzip',
+    }),
     kind: 'error',
     errorCode: 'invalid_response',
   },
