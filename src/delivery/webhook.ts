@@ -589,6 +589,8 @@ export async function postWebhook(
       };
       pending.then((late) => {
         late.body.once('close', done);
+        // Destroyed unread, undici's body errors (aborted): nobody waits for that.
+        late.body.on('error', () => undefined);
         late.body.destroy();
       }, done);
       return failure(deadline.signal.reason);
@@ -880,7 +882,10 @@ export class WebhookSender {
   }
 
   async #close(): Promise<void> {
-    for (const { body } of this.#discarding.drain()) body.destroy();
+    for (const { body } of this.#discarding.drain()) {
+      body.on('error', () => undefined);
+      body.destroy();
+    }
     if (this.#previousGlobal !== undefined && getGlobalDispatcher() === this.#dispatcher) {
       setGlobalDispatcher(this.#previousGlobal);
     }
