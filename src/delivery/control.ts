@@ -29,6 +29,7 @@ import {
   type DeliveryErrorCode,
   type DeliveryFailure,
   deliveryFailure,
+  destroyUnread,
   discardBody,
   violationFailure,
   type WebhookResponse,
@@ -229,13 +230,9 @@ async function readDecision(
 }
 
 /**
- * Reads a body of at most `maxBytes` (default {@link RESPONSE_MAX_BYTES}). It stops at the
- * first chunk that goes past the cap and destroys the body (which closes the
- * connection), so an endless body is never buffered or read to its end.
- *
- * It listens to the stream's events rather than iterating it: an async
- * iterator costs a promise per chunk and `finished` bookkeeping per body,
- * which a decision on the hot path pays for nothing.
+ * Reads a body of at most `maxBytes` (default {@link RESPONSE_MAX_BYTES})
+ * bytes, decoded as its `content-encoding` says (see {@link decodersOf} and
+ * {@link readCapped}). A plain body that declares more is refused unread.
  */
 export function readBounded(
   response: WebhookResponse,
@@ -244,57 +241,108 @@ export function readBounded(
   const { body, status, startedAt } = response;
   const decoders = decodersOf(response.headers['content-encoding']);
   if (decoders === 'too_many') {
-    // undici's body errors (aborted) as it is destroyed unread: nobody waits for that.
-    body.on('error', () => undefined);
-    body.destroy();
+    destroyUnread(body);
     return Promise.resolve(
       deliveryFailure('invalid_response', startedAt, TOO_MANY_CODINGS, status),
     );
   }
-  if (decoders !== undefined) return readDecoded(response, decoders, maxBytes);
+  // The declared length is of the body on the wire: it bounds a plain body only.
   const declared = response.headers['content-length'];
-  if (typeof declared === 'string' && DECIMAL.test(declared) && Number(declared) > maxBytes) {
-    body.on('error', () => undefined);
-    body.destroy();
+  if (
+    decoders === undefined &&
+    typeof declared === 'string' &&
+    DECIMAL.test(declared) &&
+    Number(declared) > maxBytes
+  ) {
+    destroyUnread(body);
     return Promise.resolve(
       deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status),
     );
   }
+  return readCapped(response, decoders ?? [], maxBytes);
+}
+
+/**
+ * Reads `response`'s body through `decoders` (none for a plain body), the cap
+ * counting what comes out of them: decoded bytes, as the reference reads the
+ * decoded body. Reading stops at the first chunk past the cap and destroys
+ * the body (which closes the connection), so an endless body or a small bomb
+ * is never read or inflated further. A body that does not decode is an
+ * `invalid_response`.
+ *
+ * It listens to the streams' events rather than iterating them: an async
+ * iterator costs a promise per chunk and `finished` bookkeeping per body,
+ * which a decision on the hot path pays for nothing.
+ */
+function readCapped(
+  response: WebhookResponse,
+  decoders: readonly Transform[],
+  maxBytes: number,
+): Promise<Uint8Array | DeliveryFailure> {
+  const { body, status, startedAt } = response;
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    // The error listener stays: a body destroyed with an error after its end
-    // must not throw for want of one.
+    let bodyEnded = false;
+    /** Bytes of the body on the wire, counted only when decoders run. */
+    let bodyBytes = 0;
     const settle = (result: Uint8Array | DeliveryFailure) => {
       if (settled) return;
       settled = true;
-      body.off('data', onData);
-      body.off('end', onEnd);
-      body.off('close', onClose);
       resolve(result);
     };
-    const onData = (chunk: Buffer) => {
+    // The error listeners stay: a stream destroyed with an error after the
+    // end must not throw for want of one.
+    const stop = () => {
+      body.destroy();
+      for (const decoder of decoders) decoder.destroy();
+    };
+    let source: NodeJS.ReadableStream = body;
+    for (const decoder of decoders) {
+      source.pipe(decoder);
+      decoder.on('error', () => {
+        // An empty body reads as empty whatever its coding says, as fetch reads it.
+        settle(
+          bodyBytes === 0 && bodyEnded
+            ? Buffer.alloc(0)
+            : deliveryFailure('invalid_response', startedAt, UNDECODABLE, status),
+        );
+        stop();
+      });
+      source = decoder;
+    }
+    source.on('data', (chunk: Buffer) => {
+      if (settled) return;
       size += chunk.byteLength;
       if (size > maxBytes) {
         settle(deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status));
-        body.destroy();
+        stop();
         return;
       }
       chunks.push(chunk);
-    };
-    const onEnd = () =>
-      settle(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+    });
+    source.once('end', () =>
+      settle(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)),
+    );
+    if (decoders.length > 0) {
+      body.on('data', (chunk: Buffer) => {
+        bodyBytes += chunk.byteLength;
+      });
+    }
+    body.once('end', () => {
+      bodyEnded = true;
+    });
     // The sender maps an abort, its timeout or a socket error to the right code.
-    const onError = (e: unknown) => {
+    const onBodyError = (e: unknown) => {
       if (!settled) settle(extend(response.failure(e), { status }));
+      stop();
     };
+    body.on('error', onBodyError);
     // Closed without an end or an error: destroyed mid-body.
-    const onClose = () => onError(prematureClose());
-    body.on('data', onData);
-    body.once('end', onEnd);
-    body.once('error', onError);
-    body.once('close', onClose);
+    body.once('close', () => {
+      if (!bodyEnded) onBodyError(prematureClose());
+    });
   });
 }
 
@@ -364,78 +412,6 @@ class InflateEither extends Transform {
     this.#inner?.destroy();
     done(error);
   }
-}
-
-/**
- * {@link readBounded} of an encoded body: the cap holds for the decoded
- * bytes (as the reference reads the decoded body), and reading stops at the
- * first decoded chunk past it, so a small bomb is never inflated further. A
- * body that does not decode is an `invalid_response`.
- */
-function readDecoded(
-  response: WebhookResponse,
-  decoders: readonly Transform[],
-  maxBytes: number,
-): Promise<Uint8Array | DeliveryFailure> {
-  const { body, status, startedAt } = response;
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let settled = false;
-    let bodyEnded = false;
-    let bodyBytes = 0;
-    const stopAll = () => {
-      body.destroy();
-      for (const decoder of decoders) decoder.destroy();
-    };
-    const settle = (result: Uint8Array | DeliveryFailure) => {
-      if (settled) return;
-      settled = true;
-      resolve(result);
-    };
-    let source: NodeJS.ReadableStream = body;
-    for (const decoder of decoders) {
-      source.pipe(decoder);
-      decoder.on('error', () => {
-        // An empty body reads as empty whatever its coding says, as fetch reads it.
-        settle(
-          bodyBytes === 0 && bodyEnded
-            ? Buffer.alloc(0)
-            : deliveryFailure('invalid_response', startedAt, UNDECODABLE, status),
-        );
-        stopAll();
-      });
-      source = decoder;
-    }
-    const last = decoders[decoders.length - 1] as Transform;
-    last.on('data', (chunk: Buffer) => {
-      if (settled) return;
-      size += chunk.byteLength;
-      if (size > maxBytes) {
-        settle(deliveryFailure('response_too_large', startedAt, `over ${maxBytes} bytes`, status));
-        stopAll();
-        return;
-      }
-      chunks.push(chunk);
-    });
-    last.once('end', () => settle(Buffer.concat(chunks, size)));
-    // The sender maps an abort, its timeout or a socket error to the right code.
-    const onBodyError = (e: unknown) => {
-      if (!settled) settle(extend(response.failure(e), { status }));
-      stopAll();
-    };
-    body.on('data', (chunk: Buffer) => {
-      bodyBytes += chunk.byteLength;
-    });
-    body.once('end', () => {
-      bodyEnded = true;
-    });
-    body.on('error', onBodyError);
-    // Closed without an end or an error: destroyed mid-body.
-    body.once('close', () => {
-      if (!bodyEnded) onBodyError(prematureClose());
-    });
-  });
 }
 
 /** The error of a body that closed before its end, coded as Node's stream helpers code it. */

@@ -479,6 +479,15 @@ export function resolveHeaders(
 }
 
 /**
+ * Destroys a body nobody will read. undici's body then errors (request
+ * aborted), and an error without a listener would end the process.
+ */
+export function destroyUnread(body: Dispatcher.ResponseData['body']): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
  * Drains a response body unread in the background, so that its connection
  * returns to the pool; a body over undici's dump limit (128 KiB) closes its
  * connection instead. Errors are swallowed: nobody waits for the body.
@@ -589,9 +598,7 @@ export async function postWebhook(
       };
       pending.then((late) => {
         late.body.once('close', done);
-        // Destroyed unread, undici's body errors (aborted): nobody waits for that.
-        late.body.on('error', () => undefined);
-        late.body.destroy();
+        destroyUnread(late.body);
       }, done);
       return failure(deadline.signal.reason);
     }
@@ -882,10 +889,7 @@ export class WebhookSender {
   }
 
   async #close(): Promise<void> {
-    for (const { body } of this.#discarding.drain()) {
-      body.on('error', () => undefined);
-      body.destroy();
-    }
+    for (const { body } of this.#discarding.drain()) destroyUnread(body);
     if (this.#previousGlobal !== undefined && getGlobalDispatcher() === this.#dispatcher) {
       setGlobalDispatcher(this.#previousGlobal);
     }

@@ -314,11 +314,19 @@ function grpcError(e: unknown, method: DescMethod, logger: Logger): Partial<grpc
   if (!(e instanceof ConnectError)) {
     logger.error('rpc failed outside the guard', { rpc: method.name, err: e });
   }
-  const err = toConnectError(e);
+  return grpcStatusOf(toConnectError(e));
+}
+
+/**
+ * `err` as grpc-js sends a status: its code, message, and the
+ * `google.rpc.Status` (ErrorInfo and the other details) in
+ * `grpc-status-details-bin`. Metadata is made per call: grpc-js may add to it.
+ */
+export function grpcStatusOf(err: ConnectError): grpc.StatusObject {
   const status = toGrpcStatus(err);
   const metadata = new grpc.Metadata();
   metadata.set('grpc-status-details-bin', Buffer.from(status.details));
-  return { code: status.code, details: status.message, metadata };
+  return { code: status.code as number as grpc.status, details: status.message, metadata };
 }
 
 function createHandler(

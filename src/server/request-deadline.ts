@@ -11,7 +11,8 @@
 import { constants, type Http2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { AgentHooksError } from '../errors.js';
-import { toConnectError, toGrpcStatus } from './errors.js';
+import { toConnectError } from './errors.js';
+import { grpcStatusOf } from './grpc.js';
 
 /**
  * A server interceptor that ends a call whose request did not arrive in full
@@ -82,7 +83,7 @@ function resetLater(call: grpc.ServerInterceptingCallInterface): void {
   });
 }
 
-/** The status a timed-out call ends with; metadata is made per call (grpc-js may change it). */
+/** The status a timed-out call ends with, made per call (grpc-js may change its metadata). */
 function timeoutStatus(timeoutMs: number): () => grpc.StatusObject {
   const seconds = String(timeoutMs / 1000);
   const err = toConnectError(
@@ -93,11 +94,5 @@ function timeoutStatus(timeoutMs: number): () => grpc.StatusObject {
       { metadata: { limit: seconds } },
     ),
   );
-  const { code, message, details } = toGrpcStatus(err);
-  const bytes = Buffer.from(details);
-  return () => {
-    const metadata = new grpc.Metadata();
-    metadata.set('grpc-status-details-bin', bytes);
-    return { code: code as number as grpc.status, details: message, metadata };
-  };
+  return () => grpcStatusOf(err);
 }

@@ -28,6 +28,39 @@ const LONG_GRACE_S = 300;
 /** gRPC status UNAVAILABLE, as grpc-js reports it. */
 const UNAVAILABLE = 14;
 
+/** A HookService client of `sidecar`'s gRPC listener. */
+function hookClient(sidecar: SidecarProcess) {
+  return createClient(HookService, createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }));
+}
+
+/** A control at `${url}/gate` whose answer the test holds: the call lasts until it is released. */
+function gate(url: string) {
+  return {
+    id: 'gate',
+    type: HookType.BEFORE_TOOL_CALL,
+    webhook: {
+      url: `${url}/gate`,
+      responseHandling: ResponseHandling.TOOL_CALL,
+      timeout: LONG_GRACE_S,
+    },
+  };
+}
+
+/** The one tool call every test here decides, on `operationId`. */
+function decide(client: ReturnType<typeof hookClient>, operationId: string) {
+  return client.decideToolCall({
+    event: {
+      context: {
+        operationId,
+        toolCallId: 'call-1',
+        identifier: 'search',
+        apiName: 'query',
+        executor: Executor.SERVER,
+      },
+    },
+  });
+}
+
 /** The serving status the health listener reports for the whole server (service ""). */
 async function healthStatus(client: AnyClient): Promise<string> {
   const res = await unary<{ status: string }>(client, 'Check', { service: '' });
@@ -57,10 +90,7 @@ describe('shutdown', () => {
       res.on('close', () => connectionClosed());
     });
     sidecar = await startSidecar({ args: ['--shutdown-grace', String(GRACE_S)] });
-    const client = createClient(
-      HookService,
-      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
-    );
+    const client = hookClient(sidecar);
     await client.registerHooks({
       operationId: 'shutdown-op',
       hooks: [
@@ -72,17 +102,7 @@ describe('shutdown', () => {
         },
       ],
     });
-    const answer = await client.decideToolCall({
-      event: {
-        context: {
-          operationId: 'shutdown-op',
-          toolCallId: 'call-1',
-          identifier: 'search',
-          apiName: 'query',
-          executor: Executor.SERVER,
-        },
-      },
-    });
+    const answer = await decide(client, 'shutdown-op');
     expect(answer.decision?.outcome.case).toBe('allow');
     await receiver.waitForRequests(1);
 
@@ -110,22 +130,11 @@ describe('shutdown', () => {
       else res.writeHead(204).end();
     });
     sidecar = await startSidecar({ args: ['--shutdown-grace', String(LONG_GRACE_S)] });
-    const client = createClient(
-      HookService,
-      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
-    );
+    const client = hookClient(sidecar);
     await client.registerHooks({
       operationId: 'drain-notify-op',
       hooks: [
-        {
-          id: 'gate',
-          type: HookType.BEFORE_TOOL_CALL,
-          webhook: {
-            url: `${receiver.url}/gate`,
-            responseHandling: ResponseHandling.TOOL_CALL,
-            timeout: LONG_GRACE_S,
-          },
-        },
+        gate(receiver.url),
         {
           id: 'observer',
           type: HookType.BEFORE_TOOL_CALL,
@@ -133,17 +142,7 @@ describe('shutdown', () => {
         },
       ],
     });
-    const decision = client.decideToolCall({
-      event: {
-        context: {
-          operationId: 'drain-notify-op',
-          toolCallId: 'call-1',
-          identifier: 'search',
-          apiName: 'query',
-          executor: Executor.SERVER,
-        },
-      },
-    });
+    const decision = decide(client, 'drain-notify-op');
     const res = await heldResponse;
     sidecar.kill('SIGTERM');
     await sidecar.waitForLog((l) => l.msg === 'draining');
@@ -168,38 +167,15 @@ describe('shutdown', () => {
     });
     const healthAddress = sidecar.health;
     if (healthAddress === undefined) throw new Error('the sidecar logged no health listener');
-    const client = createClient(
-      HookService,
-      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
-    );
+    const client = hookClient(sidecar);
     const health = healthClient(healthAddress);
     clients.push(health);
     expect(await healthStatus(health)).toBe('SERVING');
     await client.registerHooks({
       operationId: 'drain-op',
-      hooks: [
-        {
-          id: 'gate',
-          type: HookType.BEFORE_TOOL_CALL,
-          webhook: {
-            url: `${receiver.url}/gate`,
-            responseHandling: ResponseHandling.TOOL_CALL,
-            timeout: LONG_GRACE_S,
-          },
-        },
-      ],
+      hooks: [gate(receiver.url)],
     });
-    const decision = client.decideToolCall({
-      event: {
-        context: {
-          operationId: 'drain-op',
-          toolCallId: 'call-1',
-          identifier: 'search',
-          apiName: 'query',
-          executor: Executor.SERVER,
-        },
-      },
-    });
+    const decision = decide(client, 'drain-op');
     const res = await heldResponse;
 
     sidecar.kill('SIGTERM');
