@@ -27,8 +27,13 @@ export const AUTHORIZATION_HEADER = 'authorization';
 /** The scheme before the token, compared case-insensitively (RFC 9110 §11.1). */
 const BEARER = /^bearer +/i;
 
+/** Reads one request header by its lower-case name (`Headers` is one, and so is a gRPC call's metadata, read through `request-gate.ts`). */
+export interface HeaderReader {
+  get(name: string): string | null | undefined;
+}
+
 /** Checks a call's request headers; throws UNAUTHENTICATED when the token is missing or wrong. */
-export type TokenCheck = (header: Headers) => void;
+export type TokenCheck = (header: HeaderReader) => void;
 
 /** Where the token comes from: a file, or the value itself. */
 export interface TokenSource {
@@ -93,7 +98,7 @@ export function createTokenCheck(token: string | undefined): TokenCheck | undefi
 }
 
 /** The UNAUTHENTICATED error of a call without a valid token. */
-function unauthenticated(): ConnectError {
+export function unauthenticated(): ConnectError {
   return new ConnectError('a valid bearer token is required', Code.Unauthenticated, undefined, [
     errorInfo(UNAUTHENTICATED_REASON),
   ]);

@@ -16,7 +16,7 @@ import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { Tracing } from '../tracing/tracing.js';
-import type { TokenCheck } from './auth.js';
+import type { HeaderReader, TokenCheck } from './auth.js';
 import { type Admission, guardService } from './guard.js';
 import { createHealthService, type HealthState } from './health.js';
 import {
@@ -69,6 +69,8 @@ export interface Edge {
    * transport can refuse it before reading its body (health needs none).
    */
   authorized(method: DescMethod, header: Headers): boolean;
+  /** {@link Edge.authorized} by the service's full name (`agenthooks.v1.HookService`). */
+  authorizedService(service: string, header: HeaderReader): boolean;
   /** Refuses new HookService calls (`SHUTTING_DOWN`) and ends health Watch streams. */
   startDraining(): void;
 }
@@ -139,6 +141,19 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     [HookService.typeName, hook],
     [Health.typeName, health],
   ]);
+  const authorizedService = (service: string, header: HeaderReader): boolean => {
+    const needsToken =
+      service === HookService.typeName ||
+      (admitReflection !== undefined &&
+        (service === ServerReflectionV1.typeName || service === ServerReflectionV1Alpha.typeName));
+    if (checkToken === undefined || !needsToken) return true;
+    try {
+      checkToken(header);
+      return true;
+    } catch {
+      return false;
+    }
+  };
   return {
     hook,
     health,
@@ -154,21 +169,8 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
         ? (fn as (request: unknown, ctx: HandlerContext) => Promise<unknown>)
         : undefined;
     },
-    authorized(method, header) {
-      const service = method.parent.typeName;
-      const needsToken =
-        service === HookService.typeName ||
-        (admitReflection !== undefined &&
-          (service === ServerReflectionV1.typeName ||
-            service === ServerReflectionV1Alpha.typeName));
-      if (checkToken === undefined || !needsToken) return true;
-      try {
-        checkToken(header);
-        return true;
-      } catch {
-        return false;
-      }
-    },
+    authorized: (method, header) => authorizedService(method.parent.typeName, header),
+    authorizedService,
     startDraining() {
       draining = true;
       // Watch streams end after they have sent NOT_SERVING, so they do not hold the drain open.

@@ -29,7 +29,7 @@ import { createEdge, type Edge, type EdgeApp } from './edge.js';
 import { type AnyServiceImpl, addService } from './grpc.js';
 import { LIVENESS_SERVICE, READINESS_SERVICE, ServingStatus } from './health.js';
 import { createHttpHandler } from './http.js';
-import { requestMessageDeadline } from './request-deadline.js';
+import { requestGate } from './request-gate.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
 import {
   bindUnixSocket,
@@ -160,9 +160,16 @@ export function createServer(
     'grpc.max_connection_age_grace_ms': MAX_CONNECTION_AGE_GRACE_MS,
     interceptors: [
       // Counted as the guard counts a call: under the code the client got.
-      requestMessageDeadline(limits.requestTimeoutMs, (method) =>
-        app.metrics.rpc(method, 'DEADLINE_EXCEEDED', limits.requestTimeoutMs / 1000),
-      ),
+      requestGate({
+        timeoutMs: limits.requestTimeoutMs,
+        onTimeout: (method) =>
+          app.metrics.rpc(method, 'DEADLINE_EXCEEDED', limits.requestTimeoutMs / 1000),
+        authorized:
+          security.checkToken === undefined
+            ? undefined
+            : (service, header) => edge.authorizedService(service, header),
+        onUnauthenticated: (method) => app.metrics.rpc(method, 'UNAUTHENTICATED', 0),
+      }),
     ],
   };
   const common = {
