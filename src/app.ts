@@ -114,6 +114,13 @@ export interface AppOptions {
    * none: no spans.
    */
   readonly tracing?: Tracing | undefined;
+  /**
+   * Whether the SQLite store holds its lock file while open, so that a second
+   * `serve` on the same file fails to start (`STORE_LOCKED`), waiting up to
+   * `--shutdown-grace` for a holder on its way out. `agenthooks serve` sets it;
+   * tests that run several apps on one file in a process do not. Default false.
+   */
+  readonly lockStore?: boolean;
 }
 
 /** A built application: the service implementation and what the edge reports on. */
@@ -289,6 +296,8 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       store: openSqliteStore(sqlitePath(config), {
         busyTimeoutMs: config.dbBusyTimeoutMs,
         maxSizeBytes: config.dbMaxSizeBytes,
+        // A sidecar on its way out (a container restarted in place) has its grace to let go.
+        lockWaitMs: options.lockStore === true ? config.shutdownGraceMs : undefined,
         observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
       }),
       shared: false,

@@ -114,7 +114,7 @@ async function main(argv: string[]): Promise<number> {
     const security = readTransportSecurity(config);
     // The standard OTEL_* variables of the process environment; the SDK loads only when they ask.
     tracing = await startTracing(process.env, logger);
-    app = await openApp(config, logger, { onFatal: () => onFatal(), tracing });
+    app = await openApp(config, logger, { onFatal: () => onFatal(), tracing, lockStore: true });
     if (tracing !== undefined) logger.info('tracing on', { exporter: 'otlp' });
     server = createServer(app, config, security);
     const addresses = await server.listen();

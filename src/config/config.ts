@@ -280,7 +280,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_SHUTDOWN_GRACE',
     value: 'SECONDS',
     default: '10',
-    help: 'on SIGTERM/SIGINT, how long calls in flight may take before they are cut off',
+    help: 'on SIGTERM/SIGINT, how long calls in flight may take before they are cut off; at start (SQLite), how long to wait for another sidecar to let go of the file',
   },
   {
     flag: 'log-level',

@@ -71,6 +71,7 @@ import {
   whyNotAgentHooksDatabase,
 } from './sqlite-connection.js';
 import { storeErrorFromSqlite } from './sqlite-error.js';
+import { holdStoreLock, type StoreLock } from './sqlite-lock.js';
 import {
   type AppendHooksOptions,
   type DecisionQuery,
@@ -145,6 +146,14 @@ export interface SqliteStoreOptions {
    */
   readonly maxSizeBytes?: number;
   /**
+   * When set, the store holds `<path>.lock` while it is open, waiting up to
+   * this many milliseconds for another holder (a sidecar shutting down) to
+   * let go, so that two sidecars never serve one file (`sqlite-lock.ts`);
+   * another holder fails the open with `STORE_LOCKED`. `agenthooks serve`
+   * sets it; tools that work beside a running sidecar do not. Default: no lock.
+   */
+  readonly lockWaitMs?: number;
+  /**
    * Told about every store call: its operation (the method name, such as
    * `appendHooks`), its result (`ok` or the error's reason) and its duration
    * in seconds. Used for metrics; default none.
@@ -193,10 +202,17 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     ...(maxSizeBytes === undefined ? {} : { maxSizeBytes }),
     create: true,
   };
+  const { lockWaitMs } = options;
+  if (lockWaitMs !== undefined && (!Number.isSafeInteger(lockWaitMs) || lockWaitMs < 0)) {
+    throw new RangeError(`lockWaitMs must be a non-negative integer, got ${lockWaitMs}`);
+  }
   let connection: SqliteConnection | undefined;
+  let lock: StoreLock | undefined;
   let why: string | undefined;
   try {
     makeParents(dirname(path));
+    // Before anything is created or read: the holder may be migrating it.
+    if (lockWaitMs !== undefined) lock = holdStoreLock(path, lockWaitMs);
     // A new database is made whole under another name and linked into place,
     // so the path never holds a file a start left half-made (one killed
     // before its migration committed).
@@ -206,10 +222,12 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     // start an empty store that answers "no hooks", and allow.
     why = whyNotAgentHooksDatabase(path, busyTimeoutMs);
   } catch (e: unknown) {
+    lock?.release();
     if (e instanceof StoreUnavailableError) throw e;
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
   if (why !== undefined) {
+    lock?.release();
     throw new StoreUnavailableError(
       'STORE_CORRUPT',
       `cannot open the store at ${path}: it is not an agenthooks database (${why}); move it away to start an empty store`,
@@ -217,9 +235,17 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
   }
   try {
     connection = openConnection(path, settings);
-    return new SqliteStoreImpl(path, settings, connection, recordFiles(path), options.observe);
+    return new SqliteStoreImpl(
+      path,
+      settings,
+      connection,
+      recordFiles(path),
+      options.observe,
+      lock,
+    );
   } catch (e: unknown) {
     closeQuietly(connection);
+    lock?.release();
     throw storeErrorFromSqlite(e, `open the store at ${path}`);
   }
 }
@@ -344,6 +370,8 @@ class SqliteStoreImpl implements SqliteStore {
   #writeFailure: AgentHooksError | undefined;
   #closed = false;
   readonly #observe: StoreObserver | undefined;
+  /** Held until {@link close} (see {@link SqliteStoreOptions.lockWaitMs}). */
+  readonly #lock: StoreLock | undefined;
   /**
    * At least the number of parked calls in the file, so that a decision on a
    * file with none skips the read: counted once per opened file, raised by
@@ -363,9 +391,11 @@ class SqliteStoreImpl implements SqliteStore {
     connection: SqliteConnection,
     files: OpenedFiles,
     observe: StoreObserver | undefined,
+    lock: StoreLock | undefined,
   ) {
     this.path = path;
     this.#observe = observe;
+    this.#lock = lock;
     // A reopened connection must find the file: never create an empty one.
     this.#settings = extend(settings, { create: false });
     this.#connection = connection;
@@ -622,14 +652,14 @@ class SqliteStoreImpl implements SqliteStore {
     }
     this.#closed = true;
     const connection = this.#connection;
-    if (connection === undefined) {
-      // The file was lost: its connection is closed already.
-      return;
-    }
     try {
-      connection.close();
+      // Undefined when the file was lost: its connection is closed already.
+      connection?.close();
     } catch (e: unknown) {
       throw storeErrorFromSqlite(e, 'optimize the store before closing');
+    } finally {
+      // Last: another sidecar may start on the file once it is let go.
+      this.#lock?.release();
     }
   }
 

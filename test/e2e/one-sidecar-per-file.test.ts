@@ -1,0 +1,113 @@
+/**
+ * @module One `agenthooks serve` per SQLite file, with real sidecar
+ * processes: a second one on a file that a running sidecar serves fails to
+ * start once its wait (`--shutdown-grace`) is over (`STORE_LOCKED`, the lock
+ * file named) and the first keeps serving; one started while the holder runs
+ * takes the file once the holder is gone, even when SIGKILL ended it (the
+ * kernel drops the lock with the process).
+ */
+import { existsSync } from 'node:fs';
+import type * as grpc from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { type AnyClient, hookClient, unary } from '../support/grpc-client.js';
+import {
+  killSidecar,
+  launchNode,
+  MAIN_JS,
+  type NodeChild,
+  startSidecar,
+  withTimeout,
+} from '../support/sidecar.js';
+
+/** How long a refused start may take to exit, in milliseconds. */
+const EXIT_DEADLINE_MS = 20_000;
+
+/** A second `serve` on `db`, with `--shutdown-grace` (its wait for the lock) of `graceSeconds`. */
+function serveOn(db: string, graceSeconds: number): NodeChild {
+  return launchNode({
+    args: [
+      MAIN_JS,
+      'serve',
+      '--db',
+      db,
+      '--grpc-listen',
+      '127.0.0.1:0',
+      '--http-listen',
+      'off',
+      '--admin-listen',
+      'off',
+      '--shutdown-grace',
+      String(graceSeconds),
+    ],
+  });
+}
+
+async function register(client: AnyClient, operationId: string): Promise<void> {
+  await unary(client, 'RegisterHooks', {
+    operationId,
+    hooks: [{ id: 'h1', type: 'HOOK_TYPE_AFTER_STEP', webhook: { url: '/h1' } }],
+  });
+}
+
+async function hookIds(client: AnyClient, operationId: string): Promise<string[]> {
+  const res = await unary<{ hooks: { id: string }[] }>(client, 'ListHooks', { operationId });
+  return res.hooks.map((h) => h.id);
+}
+
+describe('one sidecar per SQLite file', () => {
+  it('refuses a second sidecar on a served file with STORE_LOCKED, and the first keeps serving', async () => {
+    const first = await startSidecar();
+    const client = hookClient(first.grpc);
+    try {
+      await register(client, 'op-lock');
+      expect(existsSync(`${first.db}.lock`)).toBe(true);
+
+      const second = serveOn(first.db, 1);
+      const code = await withTimeout(second.exited, EXIT_DEADLINE_MS, 'the second did not exit');
+      expect(code).toBe(1);
+      const failed = second.logs.find((l) => l.msg === 'failed to start');
+      expect(failed).toMatchObject({ reason: 'STORE_LOCKED' });
+      expect(JSON.stringify(failed)).toContain(`${first.db}.lock`);
+      // Nothing the second did touched what the first serves.
+      expect(await hookIds(client, 'op-lock')).toEqual(['h1']);
+    } finally {
+      (client as grpc.Client).close();
+      await killSidecar(first);
+    }
+  }, 60_000);
+
+  it('lets a sidecar started beside the holder take the file once SIGKILL ended the holder', async () => {
+    const first = await startSidecar();
+    const client = hookClient(first.grpc);
+    let next: NodeChild | undefined;
+    try {
+      await register(client, 'op-handover');
+      // Waits up to 30 s for the lock; the holder is killed while it waits.
+      next = serveOn(first.db, 30);
+      const started = next.waitForLog((l) => l.msg === 'listening');
+      // Logged (synchronously) just before it opens the store, and so waits for the lock.
+      await withTimeout(
+        next.waitForLog((l) => l.msg === 'environment reloaded'),
+        EXIT_DEADLINE_MS,
+        'the next did not load its environment',
+      );
+      expect(next.logs.some((l) => l.msg === 'listening' || l.msg === 'failed to start')).toBe(
+        false,
+      );
+      first.kill('SIGKILL');
+      await first.exited;
+      const listening = await withTimeout(started, EXIT_DEADLINE_MS, 'the next did not start');
+      const address = (listening.grpc as string[])[0] as string;
+      const nextClient = hookClient(address);
+      try {
+        expect(await hookIds(nextClient, 'op-handover')).toEqual(['h1']);
+      } finally {
+        (nextClient as grpc.Client).close();
+      }
+    } finally {
+      (client as grpc.Client).close();
+      await next?.destroy();
+      await killSidecar(first);
+    }
+  }, 60_000);
+});
