@@ -126,8 +126,11 @@ async function main(argv: string[]): Promise<number> {
     await app?.close(Date.now());
     // An app that was never built cannot end the tracer it would have owned.
     if (app === undefined) await tracing?.shutdown().catch(() => undefined);
-    // A start that failed leaves no database behind that it created itself.
-    if (createdDb !== undefined) removeCreatedDatabase(createdDb, logger);
+    // A start that failed leaves no database behind that it created itself;
+    // one refused the lock created nothing: the file is the holder's.
+    if (createdDb !== undefined && reason !== 'STORE_LOCKED') {
+      removeCreatedDatabase(createdDb, logger);
+    }
     return 1;
   }
   const started = { app, server };

@@ -6,7 +6,9 @@
  * takes the file once the holder is gone, even when SIGKILL ended it (the
  * kernel drops the lock with the process).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import type * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
 import { type AnyClient, hookClient, unary } from '../support/grpc-client.js';
@@ -73,6 +75,42 @@ describe('one sidecar per SQLite file', () => {
     } finally {
       (client as grpc.Client).close();
       await killSidecar(first);
+    }
+  }, 60_000);
+
+  it('leaves the database of the sidecar that won when two start at once on a new file', async () => {
+    const db = join(mkdtempSync(join(tmpdir(), 'agenthooks-lock-')), 'agenthooks.db');
+    const both = [serveOn(db, 1), serveOn(db, 1)];
+    try {
+      // The one that lost the lock exits; the other serves.
+      const loser = await withTimeout(
+        Promise.race(both.map((c, i) => c.exited.then(() => i))),
+        EXIT_DEADLINE_MS,
+        'neither exited',
+      );
+      const lost = both[loser] as NodeChild;
+      const won = both[1 - loser] as NodeChild;
+      expect(await lost.exited).toBe(1);
+      expect(lost.logs.find((l) => l.msg === 'failed to start')).toMatchObject({
+        reason: 'STORE_LOCKED',
+      });
+      // The loser saw no file when it started, but it did not make this one: it stays.
+      expect(existsSync(db)).toBe(true);
+      const listening = await withTimeout(
+        won.waitForLog((l) => l.msg === 'listening'),
+        EXIT_DEADLINE_MS,
+        'the winner did not start',
+      );
+      const client = hookClient((listening.grpc as string[])[0] as string);
+      try {
+        await register(client, 'op-race');
+        expect(await hookIds(client, 'op-race')).toEqual(['h1']);
+      } finally {
+        (client as grpc.Client).close();
+      }
+    } finally {
+      for (const c of both) await c.destroy();
+      rmSync(dirname(db), { recursive: true, force: true });
     }
   }, 60_000);
 
