@@ -46,6 +46,12 @@ export interface PairedParams {
   readonly c1Calls: number;
   /** Seconds of each open-loop measurement. */
   readonly openSeconds: number;
+  /**
+   * Seconds of load at the same rate, unmeasured, before each open-loop
+   * measurement: the steady state the target is about, not the transition
+   * from the closed loop (or the other load) before it.
+   */
+  readonly openWarmSeconds: number;
   /** Seconds of each vegeta (Connect JSON) measurement. */
   readonly connectSeconds: number;
   /** Events of the stream measurement (over {@link STREAMS} streams). */
@@ -57,6 +63,7 @@ export const DEFAULT_PAIRED: PairedParams = {
   concurrency: 64,
   c1Calls: 1200,
   openSeconds: 6,
+  openWarmSeconds: 2,
   connectSeconds: 2,
   streamEvents: 40_000,
 };
@@ -66,6 +73,7 @@ export const QUICK_PAIRED: PairedParams = {
   concurrency: 64,
   c1Calls: 300,
   openSeconds: 2,
+  openWarmSeconds: 0.5,
   connectSeconds: 1,
   streamEvents: 8000,
 };
@@ -457,8 +465,11 @@ function openScenario(controls: number): Scenario {
         for (const load of OPEN_LOOP_LOADS) {
           const percent = load * 100;
           const rps = Math.max(1, Math.round(max * load));
-          const f = await openLoop(floor, rps, ctx.paired.openSeconds, json);
-          const s = await openLoop(sidecar, rps, ctx.paired.openSeconds, json);
+          const { openSeconds, openWarmSeconds } = ctx.paired;
+          await openLoop(floor, rps, openWarmSeconds, json);
+          const f = await openLoop(floor, rps, openSeconds, json);
+          await openLoop(sidecar, rps, openWarmSeconds, json);
+          const s = await openLoop(sidecar, rps, openSeconds, json);
           Object.assign(metrics, {
             [`rate${percent}`]: rps,
             [`p50at${percent}`]: s.p50,
