@@ -78,6 +78,12 @@ const HTTP_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /** Longest interval at which Node checks HTTP header and request timeouts (Node's default). */
 const HTTP_TIMEOUT_CHECK_MAX_MS = 30_000;
 
+/**
+ * Largest request the health-only listener reads: a `HealthCheckRequest`
+ * holds one service name, and the names served are a few dozen bytes.
+ */
+export const HEALTH_MAX_MESSAGE_BYTES = 4096;
+
 /** The security material of the listeners, read before anything else starts. */
 export interface TransportSecurity {
   readonly checkToken: TokenCheck | undefined;
@@ -184,7 +190,12 @@ export function createServer(
   addService(grpcServer, ServerReflectionV1Alpha, edge.reflectionAlpha as AnyServiceImpl, common);
   let healthServer: grpc.Server | undefined;
   if (config.healthListen !== undefined) {
-    healthServer = new grpc.Server(serverOptions);
+    // Plaintext and tokenless (kubelet probes), so a request is held to what a
+    // HealthCheckRequest needs: a client cannot have grpc-js buffer up to
+    // --max-message-bytes on each of its streams here.
+    healthServer = new grpc.Server(
+      extend(serverOptions, { 'grpc.max_receive_message_length': HEALTH_MAX_MESSAGE_BYTES }),
+    );
     addService(healthServer, Health, edge.health as AnyServiceImpl, common);
   }
   // `/metrics` and the probes, on the HTTP listener and the metrics-only one.

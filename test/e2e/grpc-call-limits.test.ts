@@ -24,6 +24,9 @@ import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidec
 /** gRPC status DEADLINE_EXCEEDED. */
 const DEADLINE_EXCEEDED = '4';
 
+/** gRPC status RESOURCE_EXHAUSTED. */
+const RESOURCE_EXHAUSTED = '8';
+
 /** gRPC status UNAUTHENTICATED. */
 const UNAUTHENTICATED = '16';
 
@@ -60,13 +63,15 @@ async function unfinishedCall(
   bytes: Buffer,
   metadata: http2.OutgoingHttpHeaders = {},
   method = 'DecideToolCall',
+  service = 'agenthooks.v1.HookService',
+  untilStatus = false,
 ): Promise<{ headers: http2.IncomingHttpHeaders; rstCode: number | undefined }> {
   const session = http2.connect(`http://${address}`);
   session.on('error', () => undefined);
   try {
     const stream = session.request({
       ':method': 'POST',
-      ':path': `/agenthooks.v1.HookService/${method}`,
+      ':path': `/${service}/${method}`,
       'content-type': 'application/grpc',
       te: 'trailers',
       ...metadata,
@@ -81,7 +86,16 @@ async function unfinishedCall(
       headers = { ...headers, ...t };
     });
     stream.resume();
-    await new Promise<void>((resolve) => stream.on('close', () => resolve()));
+    await new Promise<void>((resolve) => {
+      stream.on('close', () => resolve());
+      // A status is the answer, whether or not the server also ends the stream.
+      if (untilStatus) {
+        stream.on('trailers', () => resolve());
+        stream.on('response', (h) => {
+          if (h['grpc-status'] !== undefined) resolve();
+        });
+      }
+    });
     return { headers, rstCode: stream.rstCode };
   } finally {
     session.close();
@@ -152,7 +166,7 @@ describe('gRPC calls without the token', () => {
   beforeAll(async () => {
     // A request timeout far beyond the test's: only the token check can end these calls in time.
     sidecar = await startSidecar({
-      args: ['--request-timeout', '600'],
+      args: ['--request-timeout', '600', '--health-listen', '127.0.0.1:0'],
       env: { AGENTHOOKS_AUTH_TOKEN: token },
     });
   }, 60_000);
@@ -177,6 +191,27 @@ describe('gRPC calls without the token', () => {
     const ended = await unfinishedCall(sidecar.grpc, partialFrame(), {}, 'DispatchStream');
     expect(ended.headers['grpc-status']).toBe(UNAUTHENTICATED);
     expect(errorInfoOf(ended.headers)).toMatchObject({ reason: 'UNAUTHENTICATED' });
+  });
+
+  it('holds a health-only listener request to a few KiB: a larger one is refused at its frame header', async () => {
+    // A frame that declares 1 MiB (a HealthCheckRequest is a service name), then 10 bytes of it.
+    const frame = Buffer.alloc(5 + 10);
+    frame.writeUInt32BE(1024 * 1024, 1);
+    const ended = await unfinishedCall(
+      sidecar.health as string,
+      frame,
+      {},
+      'Check',
+      'grpc.health.v1.Health',
+      true,
+    );
+    expect(ended.headers['grpc-status']).toBe(RESOURCE_EXHAUSTED);
+    // A probe's own request is answered as before.
+    const health = createClient(
+      Health,
+      createGrpcTransport({ baseUrl: `http://${sidecar.health as string}` }),
+    );
+    expect((await health.check({})).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
   });
 
   it('answers calls that carry the token, and health without one', async () => {
