@@ -121,6 +121,8 @@ export interface AppOptions {
    * tests that run several apps on one file in a process do not. Default false.
    */
   readonly lockStore?: boolean;
+  /** Called when opening the SQLite store made its file (see `SqliteStoreOptions.onCreated`). */
+  readonly onStoreCreated?: () => void;
 }
 
 /** A built application: the service implementation and what the edge reports on. */
@@ -298,6 +300,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         maxSizeBytes: config.dbMaxSizeBytes,
         // A sidecar on its way out (a container restarted in place) has its grace to let go.
         lockWaitMs: options.lockStore === true ? config.shutdownGraceMs : undefined,
+        onCreated: options.onStoreCreated,
         observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
       }),
       shared: false,

@@ -5,7 +5,7 @@
  * `agenthooks users import FILE.jsonl [--db PATH]` fills the user directory
  * of email enrichment.
  */
-import { existsSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { type App, openApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
@@ -106,15 +106,24 @@ async function main(argv: string[]): Promise<number> {
   let app: App | undefined;
   let server: ReturnType<typeof createServer> | undefined;
   let tracing: Tracing | undefined;
-  // Only an SQLite file is created by a start; a PostgreSQL database is never removed.
-  const createdDb =
-    config.dbPath !== undefined && !existsSync(config.dbPath) ? config.dbPath : undefined;
+  // Only an SQLite file is created by a start, and only the file this start
+  // made is removed when it fails (not one another sidecar made meanwhile);
+  // a PostgreSQL database is never removed.
+  let createdDb: string | undefined;
+  const onStoreCreated = () => {
+    createdDb = config.dbPath;
+  };
   try {
     // Security material first, so a bad token, certificate or group fails before the store opens.
     const security = readTransportSecurity(config);
     // The standard OTEL_* variables of the process environment; the SDK loads only when they ask.
     tracing = await startTracing(process.env, logger);
-    app = await openApp(config, logger, { onFatal: () => onFatal(), tracing, lockStore: true });
+    app = await openApp(config, logger, {
+      onFatal: () => onFatal(),
+      tracing,
+      lockStore: true,
+      onStoreCreated,
+    });
     if (tracing !== undefined) logger.info('tracing on', { exporter: 'otlp' });
     server = createServer(app, config, security);
     const addresses = await server.listen();
@@ -126,11 +135,8 @@ async function main(argv: string[]): Promise<number> {
     await app?.close(Date.now());
     // An app that was never built cannot end the tracer it would have owned.
     if (app === undefined) await tracing?.shutdown().catch(() => undefined);
-    // A start that failed leaves no database behind that it created itself;
-    // one refused the lock created nothing: the file is the holder's.
-    if (createdDb !== undefined && reason !== 'STORE_LOCKED') {
-      removeCreatedDatabase(createdDb, logger);
-    }
+    // A start that failed leaves no database behind that it created itself.
+    if (createdDb !== undefined) removeCreatedDatabase(createdDb, logger);
     return 1;
   }
   const started = { app, server };

@@ -154,6 +154,11 @@ export interface SqliteStoreOptions {
    */
   readonly lockWaitMs?: number;
   /**
+   * Called when this open made the database file (none was at `path`): a
+   * start that then fails may remove it, and only then. Default none.
+   */
+  readonly onCreated?: () => void;
+  /**
    * Told about every store call: its operation (the method name, such as
    * `appendHooks`), its result (`ok` or the error's reason) and its duration
    * in seconds. Used for metrics; default none.
@@ -216,7 +221,7 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
     // A new database is made whole under another name and linked into place,
     // so the path never holds a file a start left half-made (one killed
     // before its migration committed).
-    if (!existsSync(path)) createDatabase(path, settings);
+    if (!existsSync(path) && createDatabase(path, settings)) options.onCreated?.();
     // A file already there must be an agenthooks database: migrating an empty
     // one (truncated, or left by a lost volume) or another program's would
     // start an empty store that answers "no hooks", and allow.
@@ -256,21 +261,24 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
  * hard-linked to `path`, which fails if another process got there first (its
  * database is then the one used) and never replaces a file. A creation cut
  * short leaves only the temporary file, which the next creation by the same
- * PID replaces.
+ * PID replaces. Answers whether this call put the file at `path`.
  */
-function createDatabase(path: string, settings: ConnectionSettings): void {
+function createDatabase(path: string, settings: ConnectionSettings): boolean {
   const temporary = `${path}.creating-${process.pid}`;
   for (const suffix of ['', '-wal', '-shm']) rmSync(temporary + suffix, { force: true });
   const fresh = openConnection(temporary, settings);
   fresh.close();
   try {
     linkSync(temporary, path);
+    return true;
   } catch (e: unknown) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST') return;
+    if (code === 'EEXIST') return false;
     // A file system without hard links: a rename, which does not check for a rival.
     if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'ENOSYS') throw e;
-    if (!existsSync(path)) renameSync(temporary, path);
+    if (existsSync(path)) return false;
+    renameSync(temporary, path);
+    return true;
   } finally {
     for (const suffix of ['', '-wal', '-shm']) rmSync(temporary + suffix, { force: true });
   }

@@ -7,10 +7,16 @@
  * kernel drops the lock with the process).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
 import type * as grpc from '@grpc/grpc-js';
 import { describe, expect, it } from 'vitest';
+import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
+import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { openSqliteStore } from '../../src/store/sqlite.js';
+import { holdStoreLock, type StoreLock } from '../../src/store/sqlite-lock.js';
 import { type AnyClient, hookClient, unary } from '../support/grpc-client.js';
 import {
   killSidecar,
@@ -111,6 +117,65 @@ describe('one sidecar per SQLite file', () => {
     } finally {
       for (const c of both) await c.destroy();
       rmSync(dirname(db), { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('keeps a database another process made while a start waited for the lock, when that start then fails', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agenthooks-lock-'));
+    const db = join(dir, 'agenthooks.db');
+    // A port taken, so that the waiting start fails after it opened the store.
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    // This process plays the first sidecar: it holds the lock while no file is there.
+    const holder = holdStoreLock(db, 0) as StoreLock;
+    const waiting = launchNode({
+      args: [
+        MAIN_JS,
+        'serve',
+        '--db',
+        db,
+        '--grpc-listen',
+        `127.0.0.1:${port}`,
+        '--http-listen',
+        'off',
+        '--admin-listen',
+        'off',
+        '--shutdown-grace',
+        '30',
+      ],
+    });
+    try {
+      // It saw no file, and now waits for the lock.
+      await withTimeout(
+        waiting.waitForLog((l) => l.msg === 'environment reloaded'),
+        EXIT_DEADLINE_MS,
+        'the start did not load its environment',
+      );
+      // The holder makes the database, with a hook, and lets go.
+      const store = openSqliteStore(db);
+      await store.appendHooks('op-kept', undefined, [
+        create(HookSchema, { id: 'h1', type: HookType.AFTER_STEP, webhook: { url: '/h1' } }),
+      ]);
+      await store.close();
+      holder.release();
+
+      expect(await withTimeout(waiting.exited, EXIT_DEADLINE_MS, 'the start did not end')).toBe(1);
+      expect(JSON.stringify(waiting.logs.find((l) => l.msg === 'failed to start'))).toMatch(
+        /EADDRINUSE/,
+      );
+      // The failed start did not make the file, so it did not remove it.
+      const reopened = openSqliteStore(db);
+      try {
+        expect((await reopened.listHooks('op-kept')).hooks.map((h) => h.id)).toEqual(['h1']);
+      } finally {
+        await reopened.close();
+      }
+    } finally {
+      holder.release();
+      await waiting.destroy();
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
 
