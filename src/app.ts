@@ -311,6 +311,12 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     throw e;
   }
   const { store, shared } = opened;
+  if (options.lockStore === true && 'locked' in store && store.locked === false) {
+    logger.warn(
+      'the store lock file cannot be written: nothing keeps a second sidecar off this database',
+      { lock: `${config.dbPath ?? ''}.lock` },
+    );
+  }
   const opening = opened.opening ?? false;
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent for fetch and QStash delivery, also set as the global dispatcher.

@@ -10,6 +10,7 @@
  * lock. The database itself is not locked: `agenthooks users import` and
  * read-only tools (`sqlite3 .backup`) still open it beside a running sidecar.
  */
+import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../errors.js';
 
@@ -17,6 +18,12 @@ import { StoreUnavailableError } from '../errors.js';
 export interface StoreLock {
   /** Path of the lock file. */
   readonly path: string;
+  /**
+   * Whether the file at {@link path} is still the one locked (one `stat`):
+   * once it was removed or replaced, another process can lock the new one
+   * and serve the database too.
+   */
+  stillHeld(): boolean;
   /** Releases the lock (closes its connection); safe to call twice. */
   release(): void;
 }
@@ -44,9 +51,21 @@ export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undef
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { timeout: waitMs });
-    // Held from the first write until the connection closes.
+    // SQLite opens a file it may not write read-only, and a read-only
+    // connection locks nothing: that is no lock.
+    if (db.readonly) {
+      db.close();
+      return undefined;
+    }
+    // Held from the first write until the connection closes; the write (the
+    // holder's PID, for whoever inspects the file) makes sure it is a write lock.
     db.pragma('locking_mode = EXCLUSIVE');
+    // No `-journal` file beside it: the lock file is all there is.
+    db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN EXCLUSIVE');
+    db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL)');
+    db.exec('DELETE FROM holder');
+    db.prepare('INSERT INTO holder (pid) VALUES (?)').run(process.pid);
     db.exec('COMMIT');
   } catch (e: unknown) {
     db?.close();
@@ -64,9 +83,14 @@ export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undef
     throw e;
   }
   const held = db;
+  const locked = statSync(path, { bigint: true });
   let released = false;
   return {
     path,
+    stillHeld() {
+      const now = statSync(path, { bigint: true, throwIfNoEntry: false });
+      return !released && now?.ino === locked.ino && now.dev === locked.dev;
+    },
     release() {
       if (released) return;
       released = true;

@@ -178,6 +178,11 @@ export interface SqliteStore
     DecisionStore {
   /** Path of the database file, as given to {@link openSqliteStore}. */
   readonly path: string;
+  /**
+   * Whether the store holds its lock file: false when it was asked to
+   * ({@link SqliteStoreOptions.lockWaitMs}) but the file could not be written.
+   */
+  readonly locked: boolean;
 }
 
 /**
@@ -367,6 +372,7 @@ function recordFiles(path: string): OpenedFiles {
 
 class SqliteStoreImpl implements SqliteStore {
   readonly path: string;
+  readonly locked: boolean;
   readonly #settings: ConnectionSettings;
   /** The connection calls use; undefined while the file is lost. */
   #connection: SqliteConnection | undefined;
@@ -378,8 +384,11 @@ class SqliteStoreImpl implements SqliteStore {
   #writeFailure: AgentHooksError | undefined;
   #closed = false;
   readonly #observe: StoreObserver | undefined;
-  /** Held until {@link close} (see {@link SqliteStoreOptions.lockWaitMs}). */
-  readonly #lock: StoreLock | undefined;
+  /**
+   * Held until {@link close} (see {@link SqliteStoreOptions.lockWaitMs});
+   * taken again by a reopen when its file was replaced and nobody holds the new one.
+   */
+  #lock: StoreLock | undefined;
   /**
    * At least the number of parked calls in the file, so that a decision on a
    * file with none skips the read: counted once per opened file, raised by
@@ -404,6 +413,7 @@ class SqliteStoreImpl implements SqliteStore {
     this.path = path;
     this.#observe = observe;
     this.#lock = lock;
+    this.locked = lock !== undefined;
     // A reopened connection must find the file: never create an empty one.
     this.#settings = extend(settings, { create: false });
     this.#connection = connection;
@@ -697,6 +707,14 @@ class SqliteStoreImpl implements SqliteStore {
    * @throws the file-system error when a path cannot be stat'ed.
    */
   #verifyFiles(connection: SqliteConnection): void {
+    const lock = this.#lock;
+    if (lock !== undefined && !lock.stillHeld()) {
+      this.#lose(
+        connection,
+        STORE_FILE_REPLACED,
+        `${lock.path} was removed or replaced while the store was open, so another sidecar could serve ${this.path}`,
+      );
+    }
     const db = statPath(this.path);
     if (db === undefined) {
       this.#lose(connection, STORE_FILE_MISSING, `${this.path} was removed while open`);
@@ -765,6 +783,24 @@ class SqliteStoreImpl implements SqliteStore {
     }
     if (found === undefined) {
       throw refuse(STORE_FILE_MISSING, `${this.path} is missing`);
+    }
+    // The lock first: a file another sidecar serves (it took a new lock file) is not ours to open.
+    const lock = this.#lock;
+    if (lock !== undefined && !lock.stillHeld()) {
+      let again: StoreLock | undefined;
+      try {
+        again = holdStoreLock(this.path, 0);
+      } catch (e: unknown) {
+        throw refuse(
+          STORE_FILE_REPLACED,
+          `${lock.path} was replaced and another process holds it: ${(e as Error).message}`,
+        );
+      }
+      if (again === undefined) {
+        throw refuse(STORE_FILE_REPLACED, `${lock.path} was replaced and cannot be locked again`);
+      }
+      lock.release();
+      this.#lock = again;
     }
     const lostLog = lost.files.wal;
     if (

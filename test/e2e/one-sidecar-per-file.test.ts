@@ -6,7 +6,7 @@
  * takes the file once the holder is gone, even when SIGKILL ended it (the
  * kernel drops the lock with the process).
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -17,12 +17,13 @@ import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
 import { holdStoreLock, type StoreLock } from '../../src/store/sqlite-lock.js';
-import { type AnyClient, hookClient, unary } from '../support/grpc-client.js';
+import { type AnyClient, errorInfoOf, hookClient, unary } from '../support/grpc-client.js';
 import {
   killSidecar,
   launchNode,
   MAIN_JS,
   type NodeChild,
+  type SidecarProcess,
   startSidecar,
   withTimeout,
 } from '../support/sidecar.js';
@@ -48,6 +49,17 @@ function serveOn(db: string, graceSeconds: number): NodeChild {
       String(graceSeconds),
     ],
   });
+}
+
+/** Polls `/healthz` (every 50 ms) until it answers `status`; fails after {@link EXIT_DEADLINE_MS}. */
+async function untilHealthz(sidecar: SidecarProcess, status: number): Promise<void> {
+  const deadline = Date.now() + EXIT_DEADLINE_MS;
+  for (;;) {
+    const got = (await fetch(`http://${sidecar.http as string}/healthz`)).status;
+    if (got === status) return;
+    if (Date.now() > deadline) throw new Error(`/healthz answered ${got}, not ${status}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 async function register(client: AnyClient, operationId: string): Promise<void> {
@@ -175,6 +187,65 @@ describe('one sidecar per SQLite file', () => {
       holder.release();
       await waiting.destroy();
       taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+
+  it('fails a sidecar closed when its lock file is removed, while another takes the file, and reopens once it can lock again', async () => {
+    const first = await startSidecar({ args: ['--store-check-interval', '0.2'] });
+    const client = hookClient(first.grpc);
+    let second: NodeChild | undefined;
+    try {
+      await register(client, 'op-lock-gone');
+      rmSync(`${first.db}.lock`);
+      // With the lock file gone, a second sidecar can lock a new one and serve the file.
+      second = serveOn(first.db, 1);
+      await withTimeout(
+        second.waitForLog((l) => l.msg === 'listening'),
+        EXIT_DEADLINE_MS,
+        'the second did not start',
+      );
+      // The first stops serving it: never two sidecars on one file.
+      await untilHealthz(first, 503);
+      const err = await unary(client, 'ListHooks', { operationId: 'op-lock-gone' }).then(
+        () => undefined,
+        (e: unknown) => e as grpc.ServiceError,
+      );
+      expect(err?.code).toBe(14);
+      expect(errorInfoOf(err as grpc.ServiceError)?.reason).toBe('STORE_FILE_REPLACED');
+
+      // Once the second is gone, the first locks the file again and serves it.
+      second.kill('SIGKILL');
+      await second.exited;
+      await untilHealthz(first, 200);
+      expect(await hookIds(client, 'op-lock-gone')).toEqual(['h1']);
+    } finally {
+      (client as grpc.Client).close();
+      await second?.destroy();
+      await killSidecar(first);
+    }
+  }, 60_000);
+
+  it('warns, and serves, when the lock file cannot be written', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agenthooks-lock-'));
+    const db = join(dir, 'agenthooks.db');
+    // The folder is the sidecar's (nobody's); a lock file left by root is not.
+    chownSync(dir, 65534, 65534);
+    writeFileSync(`${db}.lock`, '', { mode: 0o644 });
+    const sidecar = await startSidecar({ db, uid: 65534 });
+    const client = hookClient(sidecar.grpc);
+    try {
+      expect(
+        sidecar.logs.find((l) => l.msg?.toString().startsWith('the store lock file')),
+      ).toMatchObject({
+        level: 'warn',
+        lock: `${db}.lock`,
+      });
+      await register(client, 'op-unlocked');
+      expect(await hookIds(client, 'op-unlocked')).toEqual(['h1']);
+    } finally {
+      (client as grpc.Client).close();
+      await killSidecar(sidecar);
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
