@@ -10,7 +10,7 @@
  * lock. The database itself is not locked: `agenthooks users import` and
  * read-only tools (`sqlite3 .backup`) still open it beside a running sidecar.
  */
-import { statSync } from 'node:fs';
+import { accessSync, type BigIntStats, constants, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../errors.js';
 
@@ -35,9 +35,12 @@ export function lockPathOf(dbPath: string): string {
 
 /**
  * Takes the lock of the database at `dbPath`, waiting up to `waitMs` for a
- * process that holds it (one that is shutting down) to let go. Answers
- * `undefined` when the lock file cannot be written (a read-only folder or
- * file): such a store cannot be written by a second sidecar either.
+ * process that holds it (one that is shutting down) to let go. The lock
+ * counts only when the file locked is still the one at the path once the
+ * wait is over (the file waited on may have been removed meanwhile, and a
+ * lock on it keeps nobody out): otherwise it is taken again on the file now
+ * there, within the same wait. Answers `undefined` when the lock file cannot
+ * be written (a read-only folder or file): it would lock nothing.
  *
  * @throws StoreUnavailableError `STORE_LOCKED` when another process still
  *   holds the lock after `waitMs`.
@@ -48,48 +51,88 @@ export function lockPathOf(dbPath: string): string {
  */
 export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undefined {
   const path = lockPathOf(dbPath);
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const taken = lockOnce(dbPath, path, Math.max(0, deadline - Date.now()));
+    if (taken === undefined) return undefined;
+    const { db, locked } = taken;
+    const now = statFile(path);
+    if (now !== undefined && sameFile(now, locked)) return heldLock(path, db, locked);
+    // The file locked left the path while this waited: lock the one there now.
+    db.close();
+    if (Date.now() > deadline) throw lockedError(dbPath, path, undefined);
+  }
+}
+
+/** A lock connection and the file it opened. */
+interface Taken {
+  readonly db: Database.Database;
+  readonly locked: BigIntStats;
+}
+
+/** Opens `path` and locks it, waiting up to `waitMs`; `undefined` when it cannot be written. */
+function lockOnce(dbPath: string, path: string, waitMs: number): Taken | undefined {
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { timeout: waitMs });
+    // The file just opened (better-sqlite3 gives no access to its descriptor).
+    const locked = statSync(path, { bigint: true });
     // SQLite opens a file it may not write read-only, and a read-only
     // connection locks nothing: that is no lock.
-    if (db.readonly) {
+    if (!writable(path)) {
       db.close();
       return undefined;
     }
-    // Held from the first write until the connection closes; the write (the
-    // holder's PID, for whoever inspects the file) makes sure it is a write lock.
+    // An exclusive lock, held from here until the connection closes. Nothing
+    // is written: the lock file stays an empty database.
     db.pragma('locking_mode = EXCLUSIVE');
-    // No `-journal` file beside it: the lock file is all there is.
-    db.pragma('journal_mode = MEMORY');
     db.exec('BEGIN EXCLUSIVE');
-    db.exec('CREATE TABLE IF NOT EXISTS holder (pid INTEGER NOT NULL)');
-    db.exec('DELETE FROM holder');
-    db.prepare('INSERT INTO holder (pid) VALUES (?)').run(process.pid);
     db.exec('COMMIT');
+    return { db, locked };
   } catch (e: unknown) {
     db?.close();
     const code = (e as { code?: unknown }).code;
-    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-      throw new StoreUnavailableError(
-        'STORE_LOCKED',
-        `another agenthooks process serves the store at ${dbPath} (it holds ${path}); one sidecar per database file, or PostgreSQL for several`,
-        { cause: e },
-      );
-    }
+    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') throw lockedError(dbPath, path, e);
     if (typeof code === 'string' && /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code)) {
       return undefined;
     }
     throw e;
   }
-  const held = db;
-  const locked = statSync(path, { bigint: true });
+}
+
+function lockedError(dbPath: string, path: string, cause: unknown): StoreUnavailableError {
+  return new StoreUnavailableError(
+    'STORE_LOCKED',
+    `another agenthooks process serves the store at ${dbPath} (it holds ${path}); one sidecar per database file, or PostgreSQL for several`,
+    { cause },
+  );
+}
+
+/** Whether this process may write `path` (as SQLite's open checks it). */
+function writable(path: string): boolean {
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function statFile(path: string): BigIntStats | undefined {
+  return statSync(path, { bigint: true, throwIfNoEntry: false });
+}
+
+function sameFile(a: BigIntStats, b: BigIntStats): boolean {
+  return a.ino === b.ino && a.dev === b.dev;
+}
+
+function heldLock(path: string, held: Database.Database, locked: BigIntStats): StoreLock {
   let released = false;
   return {
     path,
     stillHeld() {
-      const now = statSync(path, { bigint: true, throwIfNoEntry: false });
-      return !released && now?.ino === locked.ino && now.dev === locked.dev;
+      const now = statFile(path);
+      return !released && now !== undefined && sameFile(now, locked);
     },
     release() {
       if (released) return;

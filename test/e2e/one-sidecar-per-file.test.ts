@@ -6,7 +6,15 @@
  * takes the file once the holder is gone, even when SIGKILL ended it (the
  * kernel drops the lock with the process).
  */
-import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -59,6 +67,25 @@ async function untilHealthz(sidecar: SidecarProcess, status: number): Promise<vo
     if (got === status) return;
     if (Date.now() > deadline) throw new Error(`/healthz answered ${got}, not ${status}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Polls (every 20 ms) until process `pid` has `path` open; fails after {@link EXIT_DEADLINE_MS}. */
+async function untilOpen(pid: number, path: string): Promise<void> {
+  const deadline = Date.now() + EXIT_DEADLINE_MS;
+  for (;;) {
+    const fds = readdirSync(`/proc/${pid}/fd`);
+    if (fds.some((fd) => readlinkOr(`/proc/${pid}/fd/${fd}`) === path)) return;
+    if (Date.now() > deadline) throw new Error(`process ${pid} did not open ${path}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+function readlinkOr(link: string): string | undefined {
+  try {
+    return readlinkSync(link);
+  } catch {
+    return undefined;
   }
 }
 
@@ -191,21 +218,17 @@ describe('one sidecar per SQLite file', () => {
     }
   }, 60_000);
 
-  it('fails a sidecar closed when its lock file is removed, while another takes the file, and reopens once it can lock again', async () => {
+  it('fails a sidecar closed when its lock file is removed and another process locks a new one, and reopens once it can lock again', async () => {
     const first = await startSidecar({ args: ['--store-check-interval', '0.2'] });
     const client = hookClient(first.grpc);
-    let second: NodeChild | undefined;
+    let other: StoreLock | undefined;
     try {
       await register(client, 'op-lock-gone');
       rmSync(`${first.db}.lock`);
-      // With the lock file gone, a second sidecar can lock a new one and serve the file.
-      second = serveOn(first.db, 1);
-      await withTimeout(
-        second.waitForLog((l) => l.msg === 'listening'),
-        EXIT_DEADLINE_MS,
-        'the second did not start',
-      );
-      // The first stops serving it: never two sidecars on one file.
+      // This process plays a second sidecar: with the file gone, it can lock a new one.
+      other = holdStoreLock(first.db, 0);
+      expect(other).toBeDefined();
+      // The first stops serving the file: never two on one file.
       await untilHealthz(first, 503);
       const err = await unary(client, 'ListHooks', { operationId: 'op-lock-gone' }).then(
         () => undefined,
@@ -214,14 +237,39 @@ describe('one sidecar per SQLite file', () => {
       expect(err?.code).toBe(14);
       expect(errorInfoOf(err as grpc.ServiceError)?.reason).toBe('STORE_FILE_REPLACED');
 
-      // Once the second is gone, the first locks the file again and serves it.
-      second.kill('SIGKILL');
-      await second.exited;
+      // Once the other lets go, the first locks the file at the path and serves again.
+      other?.release();
       await untilHealthz(first, 200);
       expect(await hookIds(client, 'op-lock-gone')).toEqual(['h1']);
     } finally {
       (client as grpc.Client).close();
-      await second?.destroy();
+      other?.release();
+      await killSidecar(first);
+    }
+  }, 60_000);
+
+  it('does not let a start that waited on a removed lock file serve beside the sidecar that locked the new one', async () => {
+    const first = await startSidecar({ args: ['--store-check-interval', '0.2'] });
+    const client = hookClient(first.grpc);
+    const lock = `${first.db}.lock`;
+    let waiting: NodeChild | undefined;
+    try {
+      await register(client, 'op-waited');
+      waiting = serveOn(first.db, 3);
+      // It has the lock file open, and waits for its lock.
+      await untilOpen(waiting.pid, lock);
+      // The file it waits on goes; the first fails closed and locks a new one.
+      rmSync(lock);
+      const code = await withTimeout(waiting.exited, EXIT_DEADLINE_MS, 'the waiting start ran on');
+      expect(code).toBe(1);
+      expect(waiting.logs.find((l) => l.msg === 'failed to start')).toMatchObject({
+        reason: 'STORE_LOCKED',
+      });
+      await untilHealthz(first, 200);
+      expect(await hookIds(client, 'op-waited')).toEqual(['h1']);
+    } finally {
+      (client as grpc.Client).close();
+      await waiting?.destroy();
       await killSidecar(first);
     }
   }, 60_000);
