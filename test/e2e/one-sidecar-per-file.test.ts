@@ -39,8 +39,8 @@ import {
 /** How long a refused start may take to exit, in milliseconds. */
 const EXIT_DEADLINE_MS = 20_000;
 
-/** A second `serve` on `db`, with `--shutdown-grace` (its wait for the lock) of `graceSeconds`. */
-function serveOn(db: string, graceSeconds: number): NodeChild {
+/** A `serve` on `db` (gRPC on `grpcListen`), with `--shutdown-grace` (its wait for the lock) of `graceSeconds`. */
+function serveOn(db: string, graceSeconds: number, grpcListen = '127.0.0.1:0'): NodeChild {
   return launchNode({
     args: [
       MAIN_JS,
@@ -48,7 +48,7 @@ function serveOn(db: string, graceSeconds: number): NodeChild {
       '--db',
       db,
       '--grpc-listen',
-      '127.0.0.1:0',
+      grpcListen,
       '--http-listen',
       'off',
       '--admin-listen',
@@ -168,22 +168,7 @@ describe('one sidecar per SQLite file', () => {
     const port = (taken.address() as AddressInfo).port;
     // This process plays the first sidecar: it holds the lock while no file is there.
     const holder = holdStoreLock(db, 0) as StoreLock;
-    const waiting = launchNode({
-      args: [
-        MAIN_JS,
-        'serve',
-        '--db',
-        db,
-        '--grpc-listen',
-        `127.0.0.1:${port}`,
-        '--http-listen',
-        'off',
-        '--admin-listen',
-        'off',
-        '--shutdown-grace',
-        '30',
-      ],
-    });
+    const waiting = serveOn(db, 30, `127.0.0.1:${port}`);
     try {
       // It saw no file, and now waits for the lock.
       await withTimeout(
