@@ -125,7 +125,8 @@ describe('one sidecar per SQLite file', () => {
 
   it('leaves the database of the sidecar that won when two start at once on a new file', async () => {
     const db = join(mkdtempSync(join(tmpdir(), 'agenthooks-lock-')), 'agenthooks.db');
-    const both = [serveOn(db, 1), serveOn(db, 1)];
+    // A wait long enough for the winner to have made the file when the loser gives up.
+    const both = [serveOn(db, 5), serveOn(db, 5)];
     try {
       // The one that lost the lock exits; the other serves.
       const loser = await withTimeout(
@@ -139,13 +140,13 @@ describe('one sidecar per SQLite file', () => {
       expect(lost.logs.find((l) => l.msg === 'failed to start')).toMatchObject({
         reason: 'STORE_LOCKED',
       });
-      // The loser saw no file when it started, but it did not make this one: it stays.
-      expect(existsSync(db)).toBe(true);
       const listening = await withTimeout(
         won.waitForLog((l) => l.msg === 'listening'),
         EXIT_DEADLINE_MS,
         'the winner did not start',
       );
+      // The loser saw no file when it started, but it did not make this one: it stays.
+      expect(existsSync(db)).toBe(true);
       const client = hookClient((listening.grpc as string[])[0] as string);
       try {
         await register(client, 'op-race');
