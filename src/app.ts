@@ -36,7 +36,8 @@ import { DeferredStore, isRetryableOpenError } from './store/deferred.js';
 import { StoreHealthMonitor } from './store/health-monitor.js';
 import { openPostgresStore } from './store/postgres.js';
 import { startRetention } from './store/retention.js';
-import { openSqliteStore } from './store/sqlite.js';
+import { openSqliteStore, type SqliteStore } from './store/sqlite.js';
+import { lockPathOf } from './store/sqlite-lock.js';
 import type {
   DecisionStore,
   HookStore,
@@ -295,14 +296,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   let opened: OpenedStore;
   try {
     opened = options.store ?? {
-      store: openSqliteStore(sqlitePath(config), {
-        busyTimeoutMs: config.dbBusyTimeoutMs,
-        maxSizeBytes: config.dbMaxSizeBytes,
-        // A sidecar on its way out (a container restarted in place) has its grace to let go.
-        lockWaitMs: options.lockStore === true ? config.shutdownGraceMs : undefined,
-        onCreated: options.onStoreCreated,
-        observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
-      }),
+      store: openSqlite(config, options, metrics, logger),
       shared: false,
     };
   } catch (e: unknown) {
@@ -311,12 +305,6 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     throw e;
   }
   const { store, shared } = opened;
-  if (options.lockStore === true && 'locked' in store && store.locked === false) {
-    logger.warn(
-      'the store lock file cannot be written: nothing keeps a second sidecar off this database',
-      { lock: `${config.dbPath ?? ''}.lock` },
-    );
-  }
   const opening = opened.opening ?? false;
   // Templates and application URLs resolve from the effective environment at send time.
   // One pooled undici Agent for fetch and QStash delivery, also set as the global dispatcher.
@@ -541,6 +529,31 @@ async function shutdownTracing(tracing: Tracing, deadlineMs: number, logger: Log
 }
 
 /** The SQLite file of a config; a config naming a PostgreSQL store has none. */
+/** Opens the config's SQLite store, holding its lock when `options.lockStore` asks. */
+function openSqlite(
+  config: ServeConfig,
+  options: AppOptions,
+  metrics: Metrics,
+  logger: Logger,
+): SqliteStore {
+  const lock = options.lockStore === true;
+  const store = openSqliteStore(sqlitePath(config), {
+    busyTimeoutMs: config.dbBusyTimeoutMs,
+    maxSizeBytes: config.dbMaxSizeBytes,
+    // A sidecar on its way out (a container restarted in place) has its grace to let go.
+    lockWaitMs: lock ? config.shutdownGraceMs : undefined,
+    onCreated: options.onStoreCreated,
+    observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
+  });
+  if (lock && !store.locked) {
+    logger.warn(
+      'the store lock file cannot be written: nothing keeps a second sidecar off this database',
+      { lock: lockPathOf(store.path) },
+    );
+  }
+  return store;
+}
+
 function sqlitePath(config: ServeConfig): string {
   if (config.dbPath === undefined) {
     throw new Error('the config names a PostgreSQL store, which opens asynchronously: use openApp');

@@ -165,8 +165,8 @@ type GrpcCall =
  * aborts the live calls from one listener ({@link LiveCalls}), and the
  * headers are built only when read.
  */
-/** One request header at a time, from a call's metadata; see `requestHeaderReader`. */
-class MetadataHeaders {
+/** One request header at a time, from a call's metadata; see `requestHeaderReader` (and the token check of `request-gate.ts`). */
+export class MetadataHeaders {
   constructor(readonly metadata: grpc.Metadata) {}
 
   get(name: string): string | undefined {

@@ -24,14 +24,9 @@
 import { constants, type Http2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
 import { AgentHooksError } from '../errors.js';
-import { unauthenticated } from './auth.js';
+import { type HeaderReader, unauthenticated } from './auth.js';
 import { toConnectError } from './errors.js';
-import { grpcStatusOf } from './grpc.js';
-
-/** Reads one request header (metadata key, lower case); `undefined` when absent. */
-export interface MetadataReader {
-  get(name: string): string | undefined;
-}
+import { grpcStatusOf, MetadataHeaders } from './grpc.js';
 
 /** What {@link requestGate} checks, and whom it tells. */
 export interface RequestGateOptions {
@@ -44,7 +39,7 @@ export interface RequestGateOptions {
    * bearer token); absent when no token is configured, and then the
    * metadata is not looked at.
    */
-  readonly authorized?: (service: string, header: MetadataReader) => boolean;
+  readonly authorized?: (service: string, header: HeaderReader) => boolean;
   /** Hears of each call refused at its headers (its method's name), to count it. */
   readonly onUnauthenticated?: (method: string) => void;
 }
@@ -69,19 +64,16 @@ export function requestGate(options: RequestGateOptions): grpc.ServerInterceptor
       clearTimeout(timer);
       timer = undefined;
     };
-    const end = (status: grpc.StatusObject, tell: ((name: string) => void) | undefined) => {
-      stop();
-      call.sendStatus(status);
-      tell?.(method.path.slice(method.path.lastIndexOf('/') + 1));
-      resetLater(call);
-    };
     const admit: grpc.ServerListener['onReceiveMetadata'] =
       authorized === undefined
         ? undefined
         : (metadata, next) => {
-            if (authorized(serviceOf(method.path), new MetadataHeader(metadata))) next(metadata);
-            // The method never starts: its metadata is not passed on.
-            else end(refused(), onUnauthenticated);
+            if (authorized(serviceOf(method.path), new MetadataHeaders(metadata))) next(metadata);
+            else {
+              // The method never starts: its metadata is not passed on.
+              stop();
+              endCall(call, method.path, refused(), onUnauthenticated);
+            }
           };
     if (method.requestStream) {
       // The call itself, unwrapped, unless a token is checked: a stream's
@@ -98,7 +90,7 @@ export function requestGate(options: RequestGateOptions): grpc.ServerInterceptor
       start: (next) => {
         timer = setTimeout(() => {
           timer = undefined;
-          end(timedOut(), onTimeout);
+          endCall(call, method.path, timedOut(), onTimeout);
         }, timeoutMs);
         next({
           onReceiveMetadata: admit,
@@ -117,19 +109,21 @@ export function requestGate(options: RequestGateOptions): grpc.ServerInterceptor
   };
 }
 
+/** Ends `call` with `status`, tells `tell` its method's name, and resets its stream. */
+function endCall(
+  call: grpc.ServerInterceptingCallInterface,
+  path: string,
+  status: grpc.StatusObject,
+  tell: ((method: string) => void) | undefined,
+): void {
+  call.sendStatus(status);
+  tell?.(path.slice(path.lastIndexOf('/') + 1));
+  resetLater(call);
+}
+
 /** The service of a gRPC path (`/pkg.Service/Method`). */
 function serviceOf(path: string): string {
   return path.slice(1, path.lastIndexOf('/'));
-}
-
-/** One header of a call's metadata at a time (its first value). */
-class MetadataHeader implements MetadataReader {
-  constructor(readonly metadata: grpc.Metadata) {}
-
-  get(name: string): string | undefined {
-    const value = this.metadata.get(name)[0];
-    return typeof value === 'string' ? value : undefined;
-  }
 }
 
 /**

@@ -10,9 +10,10 @@
  * lock. The database itself is not locked: `agenthooks users import` and
  * read-only tools (`sqlite3 .backup`) still open it beside a running sidecar.
  */
-import { accessSync, type BigIntStats, constants, statSync } from 'node:fs';
+import { accessSync, constants, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../errors.js';
+import { type FileIdentity, sameFile, statPath } from './file-identity.js';
 
 /** The lock a serving process holds on its database. */
 export interface StoreLock {
@@ -56,7 +57,7 @@ export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undef
     const taken = lockOnce(dbPath, path, Math.max(0, deadline - Date.now()));
     if (taken === undefined) return undefined;
     const { db, locked } = taken;
-    const now = statFile(path);
+    const now = statPath(path);
     if (now !== undefined && sameFile(now, locked)) return heldLock(path, db, locked);
     // The file locked left the path while this waited: lock the one there now.
     db.close();
@@ -67,7 +68,7 @@ export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undef
 /** A lock connection and the file it opened. */
 interface Taken {
   readonly db: Database.Database;
-  readonly locked: BigIntStats;
+  readonly locked: FileIdentity;
 }
 
 /** Opens `path` and locks it, waiting up to `waitMs`; `undefined` when it cannot be written. */
@@ -118,20 +119,12 @@ function writable(path: string): boolean {
   }
 }
 
-function statFile(path: string): BigIntStats | undefined {
-  return statSync(path, { bigint: true, throwIfNoEntry: false });
-}
-
-function sameFile(a: BigIntStats, b: BigIntStats): boolean {
-  return a.ino === b.ino && a.dev === b.dev;
-}
-
-function heldLock(path: string, held: Database.Database, locked: BigIntStats): StoreLock {
+function heldLock(path: string, held: Database.Database, locked: FileIdentity): StoreLock {
   let released = false;
   return {
     path,
     stillHeld() {
-      const now = statFile(path);
+      const now = statPath(path);
       return !released && now !== undefined && sameFile(now, locked);
     },
     release() {

@@ -40,20 +40,13 @@
  * back in memory. A write that failed so is remembered: `quickCheck()` fails
  * with it, and `ping()` commits its probe until one commits.
  */
-import {
-  type BigIntStats,
-  existsSync,
-  linkSync,
-  mkdirSync,
-  renameSync,
-  rmSync,
-  statSync,
-} from 'node:fs';
+import { type BigIntStats, existsSync, linkSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { type AgentHooksError, StoreUnavailableError } from '../errors.js';
 import { extend } from '../extend.js';
+import { type FileIdentity, sameFile, statPath } from './file-identity.js';
 import { fromHookRow, toHookRow } from './hook-codec.js';
 import {
   assertEpochMs,
@@ -304,12 +297,6 @@ function makeParents(dir: string): void {
   for (const level of missing.reverse()) mkdirSync(level);
 }
 
-/** Where a file is: its device and inode, as bigints (an inode number may pass 2^53). */
-interface FileIdentity {
-  readonly dev: bigint;
-  readonly ino: bigint;
-}
-
 /** The files of an open connection, as found at their paths right after it opened. */
 interface OpenedFiles {
   readonly db: FileIdentity;
@@ -334,20 +321,6 @@ interface LostFile {
 /** Path of the write-ahead log of the database at `path`. */
 function walPathOf(path: string): string {
   return `${path}-wal`;
-}
-
-/**
- * Stats `path` (one `stat` call of a few microseconds; no file is opened), or
- * undefined when nothing is there.
- *
- * @throws the file-system error for anything but a missing entry.
- */
-function statPath(path: string): BigIntStats | undefined {
-  return statSync(path, { bigint: true, throwIfNoEntry: false });
-}
-
-function sameFile(found: BigIntStats, expected: FileIdentity): boolean {
-  return found.ino === expected.ino && found.dev === expected.dev;
 }
 
 /**
