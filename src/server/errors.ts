@@ -79,16 +79,17 @@ export class MalformedRequest extends RefusedRequest {
 /**
  * A request message larger than `--max-message-bytes` (decompressed, when it
  * came compressed): RESOURCE_EXHAUSTED, `MESSAGE_TOO_LARGE`, the bound in
- * `metadata.limit`. Connect and gRPC-Web only: grpc-js answers native gRPC's
- * itself, before any code of ours runs.
+ * `metadata.limit`. Over native gRPC grpc-js refuses the message itself, and
+ * `grpc-refusals.ts` gives its status this error.
  */
 export class TooLargeRequest extends RefusedRequest {
-  constructor(limit: number) {
+  /** @param bound What sets the limit, as the message names it. */
+  constructor(limit: number, bound = '--max-message-bytes') {
     super(
       new AgentHooksError(
         'resource_exhausted',
         'MESSAGE_TOO_LARGE',
-        `the request message is larger than --max-message-bytes (${limit} bytes)`,
+        `the request message is larger than ${bound} (${limit} bytes)`,
         { metadata: { limit: String(limit) } },
       ),
     );

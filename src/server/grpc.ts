@@ -38,6 +38,7 @@ import {
   toGrpcStatus,
   unimplementedError,
 } from './errors.js';
+import { answerTransportRefusals } from './grpc-refusals.js';
 import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream, readsRequestStream } from './request-stream.js';
@@ -56,6 +57,10 @@ export interface AddServiceOptions {
   readonly logger: Logger;
   /** Most nodes a request may decode into (`--max-message-nodes`). */
   readonly maxMessageNodes: number;
+  /** What bounds a request's size, as a `MESSAGE_TOO_LARGE` message names it; default `--max-message-bytes`. */
+  readonly messageBound?: string;
+  /** Hears of each request grpc-js refused itself (the method's name, the code's name), to count it. */
+  readonly onRefused?: (method: string, code: string) => void;
 }
 
 /**
@@ -93,6 +98,20 @@ export function addService(
         return new MalformedRequest(method, e);
       }
     };
+    const deserialize = requestStream
+      ? (bytes: Buffer) => {
+          const request = decodeOrMark(bytes);
+          noteWireBytes(request, bytes.length);
+          return request;
+        }
+      : decodeOrMark;
+    // The messages grpc-js refuses before this deserializer runs.
+    answerTransportRefusals(deserialize, {
+      method,
+      bound: options.messageBound ?? '--max-message-bytes',
+      onRefused: options.onRefused,
+      statusOf: grpcStatusOf,
+    });
     definition[method.localName] = {
       path: `/${service.typeName}/${method.name}`,
       requestStream,
@@ -101,13 +120,7 @@ export function addService(
       requestSerialize: (value: object) =>
         Buffer.from(toBinary(method.input, create(method.input, value as Record<string, unknown>))),
       // A stream's requests carry their size, for the bounds that hold many of them.
-      requestDeserialize: requestStream
-        ? (bytes: Buffer) => {
-            const request = decodeOrMark(bytes);
-            noteWireBytes(request, bytes.length);
-            return request;
-          }
-        : decodeOrMark,
+      requestDeserialize: deserialize,
       responseSerialize: responseSerializer(method.output),
       responseDeserialize: (bytes: Buffer) => fromBinary(method.output, bytes),
       originalName: method.localName,

@@ -182,6 +182,7 @@ export function createServer(
     shutdownSignal: hardStop.signal,
     logger,
     maxMessageNodes: config.maxMessageNodes,
+    onRefused: (method: string, code: string) => app.metrics.rpc(method, code, 0),
   };
   const grpcServer = new grpc.Server(serverOptions);
   addService(grpcServer, HookService, edge.hook as AnyServiceImpl, common);
@@ -196,7 +197,10 @@ export function createServer(
     healthServer = new grpc.Server(
       extend(serverOptions, { 'grpc.max_receive_message_length': HEALTH_MAX_MESSAGE_BYTES }),
     );
-    addService(healthServer, Health, edge.health as AnyServiceImpl, common);
+    addService(healthServer, Health, edge.health as AnyServiceImpl, {
+      ...common,
+      messageBound: "the health listener's bound",
+    });
   }
   // `/metrics` and the probes, on the HTTP listener and the metrics-only one.
   const serveOps = (req: http.IncomingMessage, res: http.ServerResponse): void => {

@@ -206,6 +206,14 @@ describe('gRPC calls without the token', () => {
       true,
     );
     expect(ended.headers['grpc-status']).toBe(RESOURCE_EXHAUSTED);
+    // With the reason and bound every refusal of a large request carries, not grpc-js's bare status.
+    expect(errorInfoOf(ended.headers)).toMatchObject({
+      reason: 'MESSAGE_TOO_LARGE',
+      metadata: { limit: '4096' },
+    });
+    expect(decodeURIComponent(String(ended.headers['grpc-message']))).toBe(
+      "the request message is larger than the health listener's bound (4096 bytes)",
+    );
     // A probe's own request is answered as before.
     const health = createClient(
       Health,

@@ -10,6 +10,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { request as httpRequest } from 'node:http';
+import * as http2 from 'node:http2';
 import { gzipSync } from 'node:zlib';
 import {
   create,
@@ -19,6 +20,7 @@ import {
   toBinary,
   toJsonString,
 } from '@bufbuild/protobuf';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import {
   createConnectTransport,
@@ -39,6 +41,8 @@ import {
   ListHooksRequestSchema,
   ParkKind,
 } from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
+import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { errorInfoOf } from '../support/grpc-client.js';
 import { metric } from '../support/observe.js';
@@ -445,6 +449,55 @@ function grpcRawStatus(
       },
     );
   });
+}
+
+/**
+ * Sends one raw gRPC frame to `path` over HTTP/2 (so that it may be
+ * compressed, or corrupt) and answers its status, message and `ErrorInfo`.
+ */
+async function grpcRawCall(
+  address: string,
+  path: string,
+  frame: Buffer,
+  headers: Record<string, string>,
+): Promise<{ code: string; message: string; reason?: string; limit?: string }> {
+  const session = http2.connect(`http://${address}`);
+  session.on('error', () => undefined);
+  try {
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      ...headers,
+    });
+    stream.on('error', () => undefined);
+    let status: http2.IncomingHttpHeaders = {};
+    stream.on('response', (h) => {
+      status = { ...status, ...h };
+    });
+    stream.on('trailers', (t) => {
+      status = { ...status, ...t };
+    });
+    stream.resume();
+    stream.end(frame);
+    await new Promise<void>((resolve) => stream.on('close', () => resolve()));
+    const bin = status['grpc-status-details-bin'];
+    const info =
+      typeof bin === 'string'
+        ? fromBinary(StatusSchema, Buffer.from(bin, 'base64'))
+            .details.map((d) => anyUnpack(d, ErrorInfoSchema))
+            .find((i) => i !== undefined)
+        : undefined;
+    return {
+      code: String(status['grpc-status']),
+      message: decodeURIComponent(String(status['grpc-message'] ?? '')),
+      reason: info?.reason,
+      limit: info?.metadata.limit,
+    };
+  } finally {
+    session.close();
+  }
 }
 
 /** Posts `bytes` to `path` as Connect binary and expects the gRPC error's answer: 400, same message. */
@@ -929,17 +982,35 @@ describe('protocol parity of an oversize request', () => {
     const sidecar = await startSidecar({ args: ['--max-message-bytes', String(MAX_BYTES)] });
     try {
       const big = { operationId: 'x'.repeat(MAX_BYTES * 2) };
-      const grpcAnswer = await answersOver(sidecar, (c) => c.listHooks(big), ['grpc']);
-      expect(grpcAnswer.grpc.code).toBe('ResourceExhausted');
-      // Raw requests over HTTP/1.1: the answer comes before the body is read, and a
-      // client library may report that as a broken upload rather than the status.
-      const http = sidecar.http as string;
-      const bytes = toBinary(ListHooksRequestSchema, create(ListHooksRequestSchema, big));
-      const json = new TextEncoder().encode(JSON.stringify(big));
       const tooLarge = `the request message is larger than --max-message-bytes (${MAX_BYTES} bytes)`;
       const counted = () =>
         metric(sidecar, 'agenthooks_rpc_calls_total{method="ListHooks",code="RESOURCE_EXHAUSTED"}');
       const before = await counted();
+      // grpc-js refuses these itself, plain and by what a gzip message decompresses to;
+      // the answer is still ours, as over every other protocol.
+      const bytes = toBinary(ListHooksRequestSchema, create(ListHooksRequestSchema, big));
+      for (const [name, frame, headers] of [
+        ['plain', envelope(bytes), {}],
+        ['gzip', envelope(gzipSync(bytes), 1), { 'grpc-encoding': 'gzip' }],
+      ] as const) {
+        const answer = await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, frame, headers);
+        expect(answer, name).toEqual({
+          code: String(grpc.status.RESOURCE_EXHAUSTED),
+          message: tooLarge,
+          reason: 'MESSAGE_TOO_LARGE',
+          limit: String(MAX_BYTES),
+        });
+      }
+      const grpcAnswer = await answersOver(sidecar, (c) => c.listHooks(big), ['grpc']);
+      expect(grpcAnswer.grpc).toMatchObject({
+        code: 'ResourceExhausted',
+        message: tooLarge,
+        reason: 'MESSAGE_TOO_LARGE',
+      });
+      // Raw requests over HTTP/1.1: the answer comes before the body is read, and a
+      // client library may report that as a broken upload rather than the status.
+      const http = sidecar.http as string;
+      const json = new TextEncoder().encode(JSON.stringify(big));
       // Plain, and compressed to little on the wire: the bound is on what it decompresses to.
       for (const [type, body, headers] of [
         ['application/proto', bytes, {}],
@@ -960,14 +1031,14 @@ describe('protocol parity of an oversize request', () => {
       const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', envelope(bytes));
       expect(grpcWebStatus(web)).toBe(grpc.status.RESOURCE_EXHAUSTED);
       expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toBe(tooLarge);
-      // Each refusal is counted under the code its client got, as a call over gRPC is.
-      expect((await counted()) - before).toBe(4);
+      // Each refusal is counted under the code its client got, over gRPC as over HTTP.
+      expect((await counted()) - before).toBe(7);
     } finally {
       await killSidecar(sidecar);
     }
   });
 
-  it('answers a body that does not decompress INVALID_ARGUMENT (MALFORMED_REQUEST) on every HTTP framing', async () => {
+  it('answers a body that does not decompress INVALID_ARGUMENT (MALFORMED_REQUEST) on every protocol', async () => {
     const sidecar = await startSidecar();
     try {
       const http = sidecar.http as string;
@@ -995,6 +1066,21 @@ describe('protocol parity of an oversize request', () => {
       );
       expect(grpcWebStatus(web)).toBe(grpc.status.INVALID_ARGUMENT);
       expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toBe(problem);
+      // Native gRPC too: grpc-js's own answer would be INTERNAL, as if the sidecar had failed.
+      const counted = () =>
+        metric(sidecar, 'agenthooks_rpc_calls_total{method="ListHooks",code="INVALID_ARGUMENT"}');
+      const before = await counted();
+      const native = await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, envelope(garbage, 1), {
+        'grpc-encoding': 'gzip',
+      });
+      expect(native).toEqual({
+        code: String(grpc.status.INVALID_ARGUMENT),
+        message: problem,
+        reason: 'MALFORMED_REQUEST',
+        limit: undefined,
+      });
+      expect((await counted()) - before).toBe(1);
+      expect(sidecar.logs.filter((l) => l.level === 'error')).toEqual([]);
     } finally {
       await killSidecar(sidecar);
     }

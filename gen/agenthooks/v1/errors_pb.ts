@@ -313,9 +313,8 @@ export enum ErrorReason {
   /**
    * RESOURCE_EXHAUSTED: a request message is larger than
    * `--max-message-bytes` (decompressed, when it came compressed);
-   * `metadata.limit` holds the bound. Sent over Connect and gRPC-Web; over
-   * native gRPC, grpc-js refuses the message itself, with the same code and
-   * no details.
+   * `metadata.limit` holds the bound. Sent over every protocol, and by the
+   * health-only listener past its own bound of 4 KiB.
    *
    * @generated from enum value: MESSAGE_TOO_LARGE = 37;
    */

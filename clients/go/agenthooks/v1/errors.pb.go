@@ -135,9 +135,8 @@ const (
 	ErrorReason_MALFORMED_REQUEST ErrorReason = 36
 	// RESOURCE_EXHAUSTED: a request message is larger than
 	// `--max-message-bytes` (decompressed, when it came compressed);
-	// `metadata.limit` holds the bound. Sent over Connect and gRPC-Web; over
-	// native gRPC, grpc-js refuses the message itself, with the same code and
-	// no details.
+	// `metadata.limit` holds the bound. Sent over every protocol, and by the
+	// health-only listener past its own bound of 4 KiB.
 	ErrorReason_MESSAGE_TOO_LARGE ErrorReason = 37
 	// UNIMPLEMENTED: the service or method is not served.
 	ErrorReason_UNIMPLEMENTED ErrorReason = 38

@@ -1,0 +1,94 @@
+/**
+ * @module The requests grpc-js refuses itself, answered as every other
+ * protocol answers them. Before a method's deserializer runs, grpc-js ends a
+ * call on its own, with a bare status and none of our code in the way:
+ *
+ * - a message larger than `grpc.max_receive_message_length`, or one that
+ *   decompresses to more: RESOURCE_EXHAUSTED, no details;
+ * - a compressed message that does not decompress (a corrupt gzip body):
+ *   INTERNAL, "Failed to decompress message", as if the sidecar had failed.
+ *
+ * Over Connect and gRPC-Web the same requests are `MESSAGE_TOO_LARGE` and
+ * `MALFORMED_REQUEST` with their `ErrorInfo` (`http.ts`). grpc-js sends
+ * those statuses from its innermost call object, beneath every interceptor,
+ * so {@link answerTransportRefusals} wraps that class's `sendStatus` once:
+ * a status grpc-js made itself (it carries no metadata, and its text is one
+ * of grpc-js's own) for a method {@link addService} registered becomes
+ * ours, and is counted under the code the client gets. Everything else
+ * passes through as it was.
+ */
+import type { DescMethod } from '@bufbuild/protobuf';
+import * as grpc from '@grpc/grpc-js';
+import { BaseServerInterceptingCall } from '@grpc/grpc-js/build/src/server-interceptors.js';
+import {
+  codeName,
+  MalformedRequest,
+  type RefusedRequest,
+  TooLargeRequest,
+  toConnectError,
+} from './errors.js';
+
+/** What a refusal of one method's request needs: set by `addService` per method. */
+export interface RefusalTarget {
+  readonly method: DescMethod;
+  /** Names the bound in a `MESSAGE_TOO_LARGE` message (`--max-message-bytes`). */
+  readonly bound: string;
+  /** Hears of each refusal (the method's name and the code's name), to count it. */
+  readonly onRefused?: ((method: string, code: string) => void) | undefined;
+  /** Turns an error into the status the client gets. */
+  readonly statusOf: (err: ReturnType<typeof toConnectError>) => grpc.StatusObject;
+}
+
+/** Targets by the request deserializer grpc-js keeps on the call's handler. */
+const targets = new WeakMap<object, RefusalTarget>();
+
+/** grpc-js's own texts (1.14), each the refusal of a client's message. */
+const TOO_LARGE =
+  /^Received message (?:larger than max \(\d+ vs \d+\)|that decompresses to a size larger than \d+)$/;
+const NOT_DECOMPRESSIBLE = 'Failed to decompress message';
+
+/** The part of grpc-js's innermost call this module reads. */
+interface BaseCall {
+  readonly handler: { readonly deserialize?: unknown } | null;
+  readonly maxReceiveMessageSize: number;
+}
+
+/** A status as grpc-js's `sendStatus` takes it. */
+type SentStatus = Parameters<BaseServerInterceptingCall['sendStatus']>[0];
+
+let installed = false;
+
+/**
+ * Answers grpc-js's own refusals of `deserialize`'s requests as `target`
+ * says. The first call wraps grpc-js's `sendStatus` for the process.
+ */
+export function answerTransportRefusals(deserialize: object, target: RefusalTarget): void {
+  targets.set(deserialize, target);
+  if (installed) return;
+  installed = true;
+  const proto = BaseServerInterceptingCall.prototype;
+  const send = proto.sendStatus;
+  proto.sendStatus = function sendStatus(this: BaseServerInterceptingCall, status) {
+    send.call(this, status.metadata == null ? (ours(this, status) ?? status) : status);
+  };
+}
+
+/** Our status for a refusal grpc-js made itself, or `undefined` for any other status. */
+function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.StatusObject | undefined {
+  const { handler, maxReceiveMessageSize } = call as unknown as BaseCall;
+  const deserialize = handler?.deserialize;
+  if (typeof deserialize !== 'function') return undefined;
+  const target = targets.get(deserialize);
+  if (target === undefined) return undefined;
+  let refused: RefusedRequest;
+  if (status.code === grpc.status.RESOURCE_EXHAUSTED && TOO_LARGE.test(status.details ?? '')) {
+    refused = new TooLargeRequest(maxReceiveMessageSize, target.bound);
+  } else if (status.code === grpc.status.INTERNAL && status.details === NOT_DECOMPRESSIBLE) {
+    refused = new MalformedRequest(target.method, undefined, 'the message does not decompress');
+  } else {
+    return undefined;
+  }
+  const err = toConnectError(refused.error);
+  target.onRefused?.(target.method.name, codeName(err.code));
+  return target.statusOf(err);
+}
