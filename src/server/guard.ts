@@ -9,7 +9,8 @@
  * as it is, so both answer the same status for the same call.
  */
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
-import type { Code, ConnectError, HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { AgentHooksError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
@@ -164,9 +165,52 @@ function guardUnary(
       record(options, method, OK, started);
       return response;
     } catch (e: unknown) {
-      throw failed(options, method, e, started);
+      throw failed(options, method, deadlineOr(e, ctx), started);
     }
   };
+}
+
+/**
+ * How near its deadline a cancelled call counts as ended by it. Deadline
+ * timers (Connect's, grpc-js's) are armed with the libuv loop's cached time
+ * and can fire before `Date.now()` reaches the deadline; grpc-js ends a call
+ * at its deadline itself and then cancels the handler without a reason; and a
+ * Connect client whose own deadline passes disconnects just before the
+ * server's does.
+ */
+const DEADLINE_SLACK_MS = 10;
+
+/**
+ * Whether the call's deadline ended it: Connect's deadline aborts with a
+ * DEADLINE_EXCEEDED reason; any other cancel counts when it came within
+ * {@link DEADLINE_SLACK_MS} of the deadline.
+ */
+function deadlinePassed(ctx: HandlerContext): boolean {
+  const reason: unknown = ctx.signal.reason;
+  if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
+  const left = ctx.timeoutMs();
+  return left !== undefined && left <= DEADLINE_SLACK_MS;
+}
+
+/**
+ * Returns `e`, or DEADLINE_EXCEEDED in its place when it is the cancellation
+ * of a call whose deadline has passed: the caller's deadline, not the
+ * caller, ended it. grpc-js answers such a call DEADLINE_EXCEEDED itself;
+ * this gives Connect and gRPC-Web the same answer, and the metrics the code
+ * every client got.
+ */
+function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
+  const cancelled =
+    e instanceof AgentHooksError
+      ? e.kind === 'cancelled'
+      : e instanceof ConnectError && e.code === Code.Canceled;
+  if (!cancelled || !deadlinePassed(ctx)) return e;
+  return new AgentHooksError(
+    'deadline_exceeded',
+    'DEADLINE_EXCEEDED',
+    'the call’s deadline passed before it was answered',
+    { cause: e },
+  );
 }
 
 function guardStream(

@@ -7,7 +7,7 @@
 import { setMaxListeners } from 'node:events';
 import { create, fromBinary, type MessageInitShape, toBinary } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { DecisionKind } from '../../gen/agenthooks/v1/audit_pb.js';
 import { DecisionSchema, type HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
@@ -54,7 +54,6 @@ import {
   DeferredPublisher,
   decisionChain,
   type ParkDeps,
-  PUBLICATION_CANCELLED_REASON,
   type PublisherOptions,
   parkToolCall,
 } from '../hooks/parked.js';
@@ -137,44 +136,6 @@ function checkNotification(event: HookEvent | undefined, route: EventRoute, fiel
     );
   }
   validateEventFields(event, field);
-}
-
-/**
- * How near its deadline a cancelled call counts as ended by it. Deadline
- * timers (Connect's, grpc-js's) are armed with the libuv loop's cached time
- * and can fire before `Date.now()` reaches the deadline; grpc-js ends a call
- * at its deadline itself and then cancels the handler without a reason; and a
- * Connect client whose own deadline passes disconnects just before the
- * server's does.
- */
-const DEADLINE_SLACK_MS = 10;
-
-/**
- * Whether the call's deadline ended it: Connect's deadline aborts with a
- * DEADLINE_EXCEEDED reason; any other cancel counts when it came within
- * {@link DEADLINE_SLACK_MS} of the deadline.
- */
-function deadlinePassed(ctx: HandlerContext): boolean {
-  const reason: unknown = ctx.signal.reason;
-  if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
-  const left = ctx.timeoutMs();
-  return left !== undefined && left <= DEADLINE_SLACK_MS;
-}
-
-/**
- * Returns `e`, or DEADLINE_EXCEEDED in its place when it is the cancellation
- * of a call whose deadline has passed: the caller's deadline, not the
- * caller, ended it.
- */
-function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
-  if (!(e instanceof AgentHooksError) || e.reason !== PUBLICATION_CANCELLED_REASON) return e;
-  if (!deadlinePassed(ctx)) return e;
-  return new AgentHooksError(
-    'deadline_exceeded',
-    'DEADLINE_EXCEEDED',
-    'the call’s deadline passed before the result was published',
-    { cause: e },
-  );
 }
 
 /** Creates the HookService implementation over the hook engine. */
@@ -580,35 +541,31 @@ export function createHookService(
         validateOperationId(id, `operationChain[${i}]`);
       });
       const startedAt = performance.now();
-      try {
-        const { finalResult, published, publishedAt, evaluation } = await publisher.publish(
-          deps,
-          request.toolCallId,
-          request.result,
-          request.operationChain,
-          ctx.signal,
+      const { finalResult, published, publishedAt, evaluation } = await publisher.publish(
+        deps,
+        request.toolCallId,
+        request.result,
+        request.operationChain,
+        ctx.signal,
+      );
+      // Derived from what the store keeps, so a duplicate answers the first one's id.
+      const decisionId = publicationDecisionId(request.toolCallId, publishedAt);
+      if (evaluation !== undefined && audit?.enabled === true) {
+        audit.record(
+          toolDecisionRecord({
+            decisionId,
+            kind: DecisionKind.PUBLICATION,
+            startedAt,
+            context: evaluation.context,
+            chain: evaluation.chain,
+            decision: evaluation.decision,
+            outcomes: evaluation.outcomes,
+            result: request.result,
+            payloads: auditPayloads,
+          }),
         );
-        // Derived from what the store keeps, so a duplicate answers the first one's id.
-        const decisionId = publicationDecisionId(request.toolCallId, publishedAt);
-        if (evaluation !== undefined && audit?.enabled === true) {
-          audit.record(
-            toolDecisionRecord({
-              decisionId,
-              kind: DecisionKind.PUBLICATION,
-              startedAt,
-              context: evaluation.context,
-              chain: evaluation.chain,
-              decision: evaluation.decision,
-              outcomes: evaluation.outcomes,
-              result: request.result,
-              payloads: auditPayloads,
-            }),
-          );
-        }
-        return { finalResult, published, decisionId };
-      } catch (e: unknown) {
-        throw deadlineOr(e, ctx);
       }
+      return { finalResult, published, decisionId };
     },
 
     async completeOperation(request, ctx: HandlerContext) {

@@ -45,7 +45,7 @@ import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { errorInfoOf } from '../support/grpc-client.js';
-import { metric } from '../support/observe.js';
+import { eventually, metric } from '../support/observe.js';
 import { startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -1203,6 +1203,55 @@ describe('protocol parity of a deadline', () => {
       );
       expect(spaced.decision?.outcome.case).toBe('allow');
     } finally {
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  });
+
+  it('answers a decision whose control outlasts its deadline DEADLINE_EXCEEDED everywhere, and counts it so', async () => {
+    const held: ServerResponse[] = [];
+    const receiver = await startReceiver({ answer: (_req, res) => held.push(res) });
+    const sidecar = await startSidecar();
+    try {
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      await registerControl(client, 'slow-op', 'slow', HookType.BEFORE_TOOL_CALL, receiver.url);
+      const codes: Partial<Record<Protocol, string>> = {};
+      for (const protocol of PROTOCOLS) {
+        const caller = createClient(HookService, transportFor(protocol, sidecar));
+        const context = {
+          ...toolContext(),
+          operationId: 'slow-op',
+          toolCallId: `slow-${protocol}`,
+        };
+        try {
+          await caller.decideToolCall(
+            { event: { context } },
+            { headers: DEADLINE_HEADER[protocol] },
+          );
+          codes[protocol] = 'OK';
+        } catch (e: unknown) {
+          codes[protocol] = Code[ConnectError.from(e).code];
+        }
+      }
+      expect(codes).toEqual({
+        grpc: 'DeadlineExceeded',
+        'connect-json': 'DeadlineExceeded',
+        'connect-binary': 'DeadlineExceeded',
+        'grpc-web': 'DeadlineExceeded',
+      });
+      const series = (code: string) =>
+        `agenthooks_rpc_calls_total{method="DecideToolCall",code="${code}"}`;
+      // The last call's count may land just after its client gave up.
+      const counts = await eventually(
+        async () => [
+          await metric(sidecar, series('DEADLINE_EXCEEDED')),
+          await metric(sidecar, series('CANCELLED')),
+        ],
+        ([exceeded, cancelled]) => (exceeded ?? 0) + (cancelled ?? 0) >= PROTOCOLS.length,
+      );
+      expect(counts).toEqual([PROTOCOLS.length, 0]);
+    } finally {
+      for (const res of held.splice(0)) res.destroy();
       await killSidecar(sidecar);
       await receiver.close();
     }

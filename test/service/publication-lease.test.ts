@@ -19,6 +19,7 @@ import {
   createClient,
   createHandlerContext,
   createRouterTransport,
+  type ServiceImpl,
 } from '@connectrpc/connect';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
@@ -31,11 +32,12 @@ import {
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { type App, createApp, type OpenedStore } from '../../src/app.js';
 import { parseServeConfig } from '../../src/config/config.js';
-import { AgentHooksError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { createTokenCheck } from '../../src/server/auth.js';
 import { createEdge } from '../../src/server/edge.js';
+import { guardService } from '../../src/server/guard.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { readConnectError } from '../support/connect-errors.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
 const OPERATION = 'op-lease';
@@ -170,15 +172,21 @@ async function failure(call: Promise<unknown>): Promise<ConnectError> {
 }
 
 /** The domain error a call rejected with; fails when it resolved. */
-async function domainFailure(call: Promise<unknown>): Promise<AgentHooksError> {
+async function domainFailure(call: Promise<unknown>): Promise<{ kind: string; reason?: string }> {
   try {
     await call;
   } catch (e: unknown) {
-    if (e instanceof AgentHooksError) return e;
-    throw e;
+    const { code, reason } = readConnectError(e);
+    return { kind: KIND_OF[code] ?? String(code), reason };
   }
   throw new Error('expected the call to fail');
 }
+
+/** The error kinds these tests expect, by the code the guard answers. */
+const KIND_OF: Partial<Record<Code, string>> = {
+  [Code.Canceled]: 'cancelled',
+  [Code.DeadlineExceeded]: 'deadline_exceeded',
+};
 
 /** Resolves once `probe` is true; fails after {@link DEADLINE_MS}. */
 async function until(what: string, probe: () => boolean): Promise<void> {
@@ -251,7 +259,16 @@ describe('the publication lease across two apps on one store', () => {
       result: { content: 'first' },
     });
     await until('the control was called', () => controlCalls() === 1);
-    const publish = b.app.hookService.publishDeferredResult?.bind(b.app.hookService);
+    // Through the guard, as every transport serves it: the guard answers a
+    // cancellation that came at the deadline as DEADLINE_EXCEEDED.
+    const guarded = guardService(
+      HookService,
+      b.app.hookService as ServiceImpl<typeof HookService>,
+      {
+        logger: createLogger({ level: 'error', write: () => undefined }),
+      },
+    );
+    const publish = guarded.publishDeferredResult.bind(guarded);
     const request = create(PublishDeferredResultRequestSchema, {
       toolCallId: 'call-wait',
       result: { content: 'duplicate' },
