@@ -24,7 +24,10 @@ import {
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { Delivery, Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { DispatchResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  DispatchResponseSchema,
+  type ModifyResponseSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
 import type { BackgroundRun, BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
 import { type EventCase, hookTypeLiteral } from '../delivery/event-json.js';
@@ -86,16 +89,22 @@ export class CriticalDeliveryError extends AgentHooksError {
   /** Outcomes of every hook that ran, the failed one included. */
   readonly outcomes: HookOutcome[];
 
-  constructor(hookId: string, outcomes: HookOutcome[]) {
+  /**
+   * @param response The detail holding `outcomes`: a `DispatchResponse` (the
+   *   default), or the call's own response type (`ModifyResponse`).
+   */
+  constructor(
+    hookId: string,
+    outcomes: HookOutcome[],
+    response: typeof DispatchResponseSchema | typeof ModifyResponseSchema = DispatchResponseSchema,
+  ) {
     super(
       'unavailable',
       CRITICAL_HOOK_DELIVERY_FAILED,
       `Critical webhook delivery failed: ${hookId}`,
       {
         metadata: { hookId },
-        details: [
-          { desc: DispatchResponseSchema, value: create(DispatchResponseSchema, { outcomes }) },
-        ],
+        details: [{ desc: response, value: create(response, { outcomes }) }],
       },
     );
     this.outcomes = outcomes;

@@ -27,17 +27,18 @@ import {
   HookOutcomeStatus,
   HookSource,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
-import { type Hook, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Fallback, type Hook, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   ModifyBlockedSchema,
   type ModifyRequest,
   type ModifyResponse,
+  ModifyResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { readBounded } from '../delivery/control.js';
 import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
-import { durationOf, failedOutcome } from '../hooks/dispatch.js';
+import { CriticalDeliveryError, durationOf, failedOutcome } from '../hooks/dispatch.js';
 import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
@@ -275,7 +276,14 @@ export interface ModifySeen {
  * Runs a point occurrence's hooks and answers the composed result, or the
  * block of the first `onError: block` hook that failed.
  *
+ * A webhook with `fallback: none` is critical, as on the lifecycle events:
+ * when its delivery fails (and `onError: block` does not answer it), the
+ * chain goes on, and then the call fails instead of answering a result
+ * that lacks the hook's change.
+ *
  * @throws InvalidArgumentError for a request that is not whole, before any hook runs.
+ * @throws CriticalDeliveryError once the chain ended, when a critical webhook failed;
+ *   its details hold a `ModifyResponse` with every hook's outcome.
  * @throws AgentHooksError from the store (`STORED_HOOK_INVALID`, unavailable, ...)
  *   or `INVALID_PLUGINS` while the operator's plugins file cannot be used.
  */
@@ -292,6 +300,8 @@ export async function runModifyingHooks(
   const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
   if (seen !== undefined) seen.toolName = toolName;
   const outcomes: HookOutcome[] = [];
+  // The first critical webhook that failed.
+  let critical: string | undefined;
   // The operation's own hooks, then the operator's plugins.
   const sources = [
     { hooks, source: HookSource.CALLER, operationId: request.operationId },
@@ -329,16 +339,26 @@ export async function runModifyingHooks(
         );
         continue;
       }
+      const block = hook.webhook?.onError === OnError.BLOCK;
+      const isCritical =
+        !local &&
+        !block &&
+        hook.webhook?.fallback === Fallback.NONE &&
+        failure.code !== 'cancelled';
+      if (isCritical) critical ??= hook.id;
       outcomes.push(
         failedOutcome(
-          extend(base, { httpStatus: failure.httpStatus ?? 0, duration }),
+          extend(base, { httpStatus: failure.httpStatus ?? 0, duration, critical: isCritical }),
           failure.code,
           failure.message,
         ),
       );
       // The caller gave up: no answer, rather than one missing this hook's change.
       if (failure.code === 'cancelled') signal.throwIfAborted();
-      if (hook.webhook?.onError === OnError.BLOCK) {
+      if (block) {
+        if (critical !== undefined) {
+          throw new CriticalDeliveryError(critical, outcomes, ModifyResponseSchema);
+        }
         return {
           outcome: {
             case: 'blocked',
@@ -354,5 +374,7 @@ export async function runModifyingHooks(
     }
   }
   signal.throwIfAborted();
+  if (critical !== undefined)
+    throw new CriticalDeliveryError(critical, outcomes, ModifyResponseSchema);
   return { outcome: { case: 'resultJson', value: composition.result() }, outcomes };
 }

@@ -6,12 +6,12 @@
  */
 import type * as http from 'node:http';
 import { create } from '@bufbuild/protobuf';
-import { Code, createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
-import { HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
-import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { Fallback, HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { HookService, ModifyResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
 import { MODIFY_POINTS as MODIFY_POINT_NAMES } from '../../src/modify/compose.js';
 import { objectMembers } from '../../src/modify/raw-json.js';
 import { readConnectError } from '../support/connect-errors.js';
@@ -78,6 +78,7 @@ interface TestHook {
   readonly plugin?: string;
   readonly matcher?: string;
   readonly onError?: OnError;
+  readonly fallback?: Fallback;
   /** Webhook timeout in seconds. */
   readonly timeout?: number;
 }
@@ -88,10 +89,10 @@ async function operationWith(hooks: readonly TestHook[]): Promise<string> {
   const operationId = `op-modify-${opCounter}`;
   await client().registerHooks({
     operationId,
-    hooks: hooks.map(({ path, onError, timeout, ...h }) =>
+    hooks: hooks.map(({ path, onError, fallback, timeout, ...h }) =>
       create(HookSchema, {
         ...h,
-        webhook: { url: `${receiver.url}/${operationId}${path}`, onError, timeout },
+        webhook: { url: `${receiver.url}/${operationId}${path}`, onError, fallback, timeout },
       }),
     ),
   });
@@ -233,6 +234,65 @@ describe('Modify', () => {
     });
     expect(answer.outcomes.map((o) => o.hookId)).toEqual(['shape', 'guard']);
     expect(received(op).map(([p]) => p)).toEqual(['/shape', '/guard']);
+  });
+
+  it('fails the call UNAVAILABLE after the chain when a fallback: none webhook failed, as Dispatch does', async () => {
+    const op = await operationWith([
+      { id: 'down', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/down', fallback: Fallback.NONE },
+      { id: 'after', point: ModifyPoint.TRANSFORM_CONTEXT, path: '/after' },
+      {
+        id: 'observer',
+        point: ModifyPoint.AFTER_PROVIDER_RESPONSE,
+        path: '/observer',
+        fallback: Fallback.NONE,
+      },
+    ]);
+    route(op, '/down', () => ({ status: 503 }));
+    route(op, '/after', () => ({ json: { messages: [msg('kept')] } }));
+    route(op, '/observer', () => ({ status: 500 }));
+    for (const transport of [
+      createGrpcTransport({ baseUrl: `http://${sidecar.grpc}` }),
+      createConnectTransport({ baseUrl: `http://${sidecar.http}`, httpVersion: '1.1' }),
+    ]) {
+      const caller = createClient(HookService, transport);
+      const failure = await caller
+        .modify({
+          operationId: op,
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          contextJson: JSON.stringify({ messages: [msg('hi')] }),
+        })
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+      expect(readConnectError(failure)).toMatchObject({
+        code: Code.Unavailable,
+        reason: 'CRITICAL_HOOK_DELIVERY_FAILED',
+        message: 'Critical webhook delivery failed: down',
+      });
+      // The rest of the chain ran, and every hook's outcome is in the details.
+      const [details] = failure?.findDetails(ModifyResponseSchema) ?? [];
+      expect(details?.outcomes.map((o) => [o.hookId, o.status, o.critical])).toEqual([
+        ['down', HookOutcomeStatus.FAILED, true],
+        ['after', HookOutcomeStatus.DELIVERED, false],
+      ]);
+      // An observe-only point's critical hook fails its call too.
+      await expect(
+        caller.modify({
+          operationId: op,
+          point: ModifyPoint.AFTER_PROVIDER_RESPONSE,
+          contextJson: '{}',
+        }),
+      ).rejects.toMatchObject({ code: Code.Unavailable });
+    }
+    expect(received(op).map(([p]) => p)).toEqual([
+      '/down',
+      '/after',
+      '/observer',
+      '/down',
+      '/after',
+      '/observer',
+    ]);
   });
 
   it('concatenates steering messages and merges provider request patches', async () => {

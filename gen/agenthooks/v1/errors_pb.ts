@@ -369,7 +369,8 @@ export enum ErrorReason {
   /**
    * UNAVAILABLE: a critical webhook (`fallback: none`) failed; sent after
    * every sibling hook ran, with their outcomes in a `DispatchResponse`
-   * detail and the hook in metadata `hookId`.
+   * detail (a `ModifyResponse` for `Modify`) and the hook in metadata
+   * `hookId`.
    *
    * @generated from enum value: CRITICAL_HOOK_DELIVERY_FAILED = 44;
    */

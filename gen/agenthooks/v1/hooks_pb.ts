@@ -414,8 +414,8 @@ export enum Fallback {
   FETCH = 1,
 
   /**
-   * No fallback; a failed delivery is critical and fails the dispatch after
-   * the sibling hooks ran (`none`).
+   * No fallback; a failed delivery is critical and fails the `Dispatch` (or
+   * `Modify`) call after the sibling hooks ran (`none`).
    *
    * @generated from enum value: FALLBACK_NONE = 2;
    */

@@ -156,7 +156,8 @@ const (
 	ErrorReason_INTERNAL ErrorReason = 43
 	// UNAVAILABLE: a critical webhook (`fallback: none`) failed; sent after
 	// every sibling hook ran, with their outcomes in a `DispatchResponse`
-	// detail and the hook in metadata `hookId`.
+	// detail (a `ModifyResponse` for `Modify`) and the hook in metadata
+	// `hookId`.
 	ErrorReason_CRITICAL_HOOK_DELIVERY_FAILED ErrorReason = 44
 	// FAILED_PRECONDITION: the `AGENT_HOOK_WEBHOOK_*` environment (or the env
 	// file) is invalid; every hook resolution fails until it is fixed. The

@@ -181,8 +181,8 @@ const (
 	Fallback_FALLBACK_UNSPECIFIED Fallback = 0
 	// One plain fetch after a failed QStash publish (`fetch`).
 	Fallback_FALLBACK_FETCH Fallback = 1
-	// No fallback; a failed delivery is critical and fails the dispatch after
-	// the sibling hooks ran (`none`).
+	// No fallback; a failed delivery is critical and fails the `Dispatch` (or
+	// `Modify`) call after the sibling hooks ran (`none`).
 	Fallback_FALLBACK_NONE Fallback = 2
 )
 
