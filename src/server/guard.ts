@@ -161,6 +161,10 @@ function guardUnary(
       options.admit?.(method, ctx);
       if (request instanceof RefusedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
+      // connect-node reads a request's body after its deadline timer started
+      // and runs the method whatever came first: a call whose client gave up
+      // while its body arrived must not run (and commit) after the fact.
+      if (ctx.signal.aborted) throw endedBeforeRun(ctx);
       const response = await fn(request, ctx);
       record(options, method, OK, started);
       return response;
@@ -190,6 +194,17 @@ function deadlinePassed(ctx: HandlerContext): boolean {
   if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
   const left = ctx.timeoutMs();
   return left !== undefined && left <= DEADLINE_SLACK_MS;
+}
+
+/** The error of a call that ended (its deadline, or its client cancelled) before its method ran. */
+function endedBeforeRun(ctx: HandlerContext): AgentHooksError {
+  return deadlinePassed(ctx)
+    ? new AgentHooksError(
+        'deadline_exceeded',
+        'DEADLINE_EXCEEDED',
+        'the call’s deadline passed before its request arrived',
+      )
+    : new AgentHooksError('cancelled', 'CANCELLED', 'the call was cancelled before it ran');
 }
 
 /**

@@ -40,6 +40,7 @@ import {
   HookService,
   ListHooksRequestSchema,
   ParkKind,
+  RegisterHooksRequestSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
@@ -352,6 +353,7 @@ function post(
   contentType: string,
   body: Uint8Array,
   headers: Record<string, string> = {},
+  bodyAfterMs?: number,
 ): Promise<{
   status: number;
   headers: Record<string, string | string[] | undefined>;
@@ -365,14 +367,24 @@ function post(
         port: Number(port),
         method: 'POST',
         path,
-        headers: { 'content-type': contentType, ...headers },
+        headers: {
+          'content-type': contentType,
+          ...(bodyAfterMs === undefined ? {} : { 'content-length': String(body.byteLength) }),
+          ...headers,
+        },
       },
       (res) => {
         readResponse(res).then(resolve, reject);
       },
     );
     req.on('error', reject);
-    req.end(body);
+    if (bodyAfterMs === undefined) {
+      req.end(body);
+      return;
+    }
+    // The headers now, the body later: a client on a slow link.
+    req.flushHeaders();
+    setTimeout(() => req.end(body), bodyAfterMs);
   });
 }
 
@@ -588,6 +600,7 @@ async function firstStreamFrame(
 /** Bytes that no protobuf decoder accepts: field 1, length-delimited, length cut short. */
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
+const REGISTER_HOOKS_PATH = '/agenthooks.v1.HookService/RegisterHooks';
 /** A small --max-message-bytes for the oversize test. */
 const MAX_BYTES = 65_536;
 
@@ -1205,6 +1218,50 @@ describe('protocol parity of a deadline', () => {
     } finally {
       await killSidecar(sidecar);
       await receiver.close();
+    }
+  });
+
+  it('runs no call whose deadline passed while its body was on the way, on any protocol', async () => {
+    const sidecar = await startSidecar();
+    try {
+      const registration = (operationId: string) =>
+        create(RegisterHooksRequestSchema, {
+          operationId,
+          hooks: [
+            { id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } },
+          ],
+        });
+      const http = sidecar.http as string;
+      // The deadline is 100 ms; the body comes 500 ms after the headers.
+      const json = await post(
+        http,
+        REGISTER_HOOKS_PATH,
+        'application/json',
+        new TextEncoder().encode(
+          toJsonString(RegisterHooksRequestSchema, registration('late-json')),
+        ),
+        { 'connect-timeout-ms': '100' },
+        500,
+      );
+      expect(json.status).toBe(504);
+      expect(JSON.parse(json.body.toString('utf8'))).toMatchObject({
+        code: 'deadline_exceeded',
+      });
+      const web = await post(
+        http,
+        REGISTER_HOOKS_PATH,
+        'application/grpc-web+proto',
+        envelope(toBinary(RegisterHooksRequestSchema, registration('late-web'))),
+        { 'grpc-timeout': '100m' },
+        500,
+      );
+      expect(grpcWebStatus(web)).toBe(grpc.status.DEADLINE_EXCEEDED);
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      for (const operationId of ['late-json', 'late-web']) {
+        expect((await client.listHooks({ operationId })).hooks, operationId).toEqual([]);
+      }
+    } finally {
+      await killSidecar(sidecar);
     }
   });
 
