@@ -96,6 +96,25 @@ export class TooLargeRequest extends RefusedRequest {
   }
 }
 
+/** A request whose transport holds no message, or more than its unary method takes. */
+export const NO_MESSAGE = 'the request has no message';
+/** See {@link NO_MESSAGE}. */
+export const EXTRA_MESSAGE = 'the request has more than one message';
+
+/**
+ * The error of a call whose timeout header (`grpc-timeout`,
+ * `connect-timeout-ms`) is not a timeout: INVALID_ARGUMENT, `INVALID_TIMEOUT`,
+ * the header in `metadata.header`.
+ */
+export function invalidTimeout(header: string, value: string): AgentHooksError {
+  return new AgentHooksError(
+    'invalid_argument',
+    'INVALID_TIMEOUT',
+    `${header}: not a timeout: ${JSON.stringify(value)}`,
+    { metadata: { header } },
+  );
+}
+
 /** Reason of a request message that would decode into too many values. */
 export const MESSAGE_TOO_COMPLEX_REASON = 'MESSAGE_TOO_COMPLEX';
 

@@ -5,13 +5,16 @@
  *
  * - a message larger than `grpc.max_receive_message_length`, or one that
  *   decompresses to more: RESOURCE_EXHAUSTED, no details;
- * - a compressed message that does not decompress (a corrupt gzip body):
- *   INTERNAL, "Failed to decompress message", as if the sidecar had failed.
+ * - a compressed message that does not decompress (a corrupt gzip body), or
+ *   a `grpc-timeout` that is not a timeout: INTERNAL, as if the sidecar had
+ *   failed;
+ * - a unary call with no request message, or two: UNIMPLEMENTED.
  *
- * Over Connect and gRPC-Web the same requests are `MESSAGE_TOO_LARGE` and
- * `MALFORMED_REQUEST` with their `ErrorInfo` (`http.ts`). grpc-js sends
- * those statuses from its innermost call object, beneath every interceptor,
- * so {@link answerTransportRefusals} wraps that class's `sendStatus` once:
+ * Over Connect and gRPC-Web the same requests are `MESSAGE_TOO_LARGE`,
+ * `MALFORMED_REQUEST` or `INVALID_TIMEOUT`, with their `ErrorInfo`
+ * (`http.ts`). grpc-js sends those statuses from its innermost call object,
+ * beneath every interceptor (or passes them down from its own handler
+ * wrapper), so {@link answerTransportRefusals} wraps that class's `sendStatus` once:
  * a status grpc-js made itself (it carries no metadata, and its text is one
  * of grpc-js's own) for a method {@link addService} registered becomes
  * ours, and is counted under the code the client gets. Everything else
@@ -20,10 +23,13 @@
 import type { DescMethod } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import { BaseServerInterceptingCall } from '@grpc/grpc-js/build/src/server-interceptors.js';
+import type { AgentHooksError } from '../errors.js';
 import {
   codeName,
+  EXTRA_MESSAGE,
+  invalidTimeout,
   MalformedRequest,
-  type RefusedRequest,
+  NO_MESSAGE,
   TooLargeRequest,
   toConnectError,
 } from './errors.js';
@@ -42,10 +48,19 @@ export interface RefusalTarget {
 /** Targets by the request deserializer grpc-js keeps on the call's handler. */
 const targets = new WeakMap<object, RefusalTarget>();
 
-/** grpc-js's own texts (1.14), each the refusal of a client's message. */
+/** grpc-js's own texts (1.14), each the refusal of a client's request. */
 const TOO_LARGE =
   /^Received message (?:larger than max \(\d+ vs \d+\)|that decompresses to a size larger than \d+)$/;
 const NOT_DECOMPRESSIBLE = 'Failed to decompress message';
+const BAD_TIMEOUT = /^Invalid grpc-timeout value "(.*)"$/s;
+const NO_REQUEST = 'Received no request message for server streaming method ';
+const SECOND_REQUEST = 'Received a second request message for server streaming method ';
+/** The codes of those refusals. */
+const REFUSAL_CODES: ReadonlySet<grpc.status> = new Set([
+  grpc.status.RESOURCE_EXHAUSTED,
+  grpc.status.INTERNAL,
+  grpc.status.UNIMPLEMENTED,
+]);
 
 /** The part of grpc-js's innermost call this module reads. */
 interface BaseCall {
@@ -69,7 +84,9 @@ export function answerTransportRefusals(deserialize: object, target: RefusalTarg
   const proto = BaseServerInterceptingCall.prototype;
   const send = proto.sendStatus;
   proto.sendStatus = function sendStatus(this: BaseServerInterceptingCall, status) {
-    send.call(this, status.metadata == null ? (ours(this, status) ?? status) : status);
+    // Ours carry metadata (their details); grpc-js's refusals none, and never OK.
+    const refusal = status.metadata == null && REFUSAL_CODES.has(status.code);
+    send.call(this, refusal ? (ours(this, status) ?? status) : status);
   };
 }
 
@@ -80,15 +97,44 @@ function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.Status
   if (typeof deserialize !== 'function') return undefined;
   const target = targets.get(deserialize);
   if (target === undefined) return undefined;
-  let refused: RefusedRequest;
-  if (status.code === grpc.status.RESOURCE_EXHAUSTED && TOO_LARGE.test(status.details ?? '')) {
-    refused = new TooLargeRequest(maxReceiveMessageSize, target.bound);
-  } else if (status.code === grpc.status.INTERNAL && status.details === NOT_DECOMPRESSIBLE) {
-    refused = new MalformedRequest(target.method, undefined, 'the message does not decompress');
-  } else {
-    return undefined;
-  }
-  const err = toConnectError(refused.error);
+  const refused = refusalOf(target, status, maxReceiveMessageSize);
+  if (refused === undefined) return undefined;
+  const err = toConnectError(refused);
   target.onRefused?.(target.method.name, codeName(err.code));
   return target.statusOf(err);
+}
+
+/** Our error for a status grpc-js made when it refused a request, or `undefined`. */
+function refusalOf(
+  target: RefusalTarget,
+  status: SentStatus,
+  maxReceiveMessageSize: number,
+): AgentHooksError | undefined {
+  const details = status.details ?? '';
+  switch (status.code) {
+    case grpc.status.RESOURCE_EXHAUSTED:
+      if (!TOO_LARGE.test(details)) return undefined;
+      return new TooLargeRequest(maxReceiveMessageSize, target.bound).error;
+    case grpc.status.INTERNAL: {
+      if (details === NOT_DECOMPRESSIBLE) {
+        return new MalformedRequest(target.method, undefined, 'the message does not decompress')
+          .error;
+      }
+      const timeout = BAD_TIMEOUT.exec(details)?.[1];
+      return timeout === undefined ? undefined : invalidTimeout('grpc-timeout', timeout);
+    }
+    case grpc.status.UNIMPLEMENTED: {
+      // grpc-js words these for every method with a single request message.
+      const problem = details.startsWith(NO_REQUEST)
+        ? NO_MESSAGE
+        : details.startsWith(SECOND_REQUEST)
+          ? EXTRA_MESSAGE
+          : undefined;
+      return problem === undefined
+        ? undefined
+        : new MalformedRequest(target.method, undefined, problem).error;
+    }
+    default:
+      return undefined;
+  }
 }

@@ -57,9 +57,12 @@ import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import {
   clipErrorText,
+  EXTRA_MESSAGE,
   hasLoneSurrogate,
+  invalidTimeout,
   MalformedRequest,
-  type RefusedRequest,
+  NO_MESSAGE,
+  RefusedRequest,
   TooLargeRequest,
   toConnectError,
 } from './errors.js';
@@ -356,12 +359,10 @@ async function replaceParseError(
         : connectParseError(chunks.head, decode);
   if (parseError === undefined) return extend(uRes, { body: chunks.body });
   if (parseError.kind !== 'decode') {
-    // connect's own read failed (too large, or not decompressible): the guard
-    // answers it with a reason, and counts it, as it does a decode error.
-    const refused =
-      parseError.kind === 'too_large'
-        ? new TooLargeRequest(options.readMaxBytes)
-        : new MalformedRequest(handler.method, undefined, 'the message does not decompress');
+    // connect's own read failed (too large, not decompressible, framed
+    // wrong, a bad timeout): the guard answers it with a reason, and counts
+    // it, as it does a decode error.
+    const refused = refusalOf(parseError, handler.method, options.readMaxBytes);
     const err = await guardAnswer(uReq, handler, options, refused);
     return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
   }
@@ -628,9 +629,36 @@ const MESSAGE_FLAG = 0;
  * `readMaxBytes`, or a body that does not decompress.
  */
 interface ParseError {
-  readonly kind: 'decode' | 'too_large' | 'decompress';
+  readonly kind: 'decode' | 'too_large' | 'decompress' | 'framing' | 'timeout';
+  /**
+   * `decode`: what is wrong, if connect said. `framing`: what is wrong with
+   * the request's messages. `timeout`: the header's value.
+   */
   readonly problem: string | undefined;
+  /** `timeout`: the header that is not a timeout. */
+  readonly header?: string;
 }
+
+/**
+ * connect's refusals of how a request carries its messages (each a client's
+ * mistake, though connect answers some INTERNAL or UNIMPLEMENTED), with what
+ * the guard says of it: the words grpc-js's refusals get too (`grpc-refusals.ts`).
+ */
+const FRAMING_PROBLEMS: readonly (readonly [RegExp, string])[] = [
+  [
+    /^protocol error: (?:incomplete envelope|promised \d+ bytes, received \d+)$/,
+    'the message envelope is incomplete',
+  ],
+  [
+    /^received compressed envelope, but do not know how to decompress$/,
+    'the message is compressed, but the request names no encoding',
+  ],
+  [/^protocol error: missing input message for \w+ method$/, NO_MESSAGE],
+  [/^protocol error: received extra input message for \w+ method$/, EXTRA_MESSAGE],
+];
+
+/** connect's refusal of a timeout header, and the header it names. */
+const TIMEOUT_PATTERN = /^protocol error: invalid (grpc|connect) timeout value: (.*)$/s;
 
 /** The start of connect's message for a request message over `readMaxBytes`. */
 const TOO_LARGE_PATTERN =
@@ -665,7 +693,40 @@ function parseErrorOf(
   ) {
     return { kind: 'decompress', problem: undefined };
   }
+  if (code === 'invalid_argument' || code === 'internal' || code === 'unimplemented') {
+    for (const [pattern, problem] of FRAMING_PROBLEMS) {
+      if (pattern.test(message)) return { kind: 'framing', problem };
+    }
+    const timeout = TIMEOUT_PATTERN.exec(message);
+    if (timeout !== null) {
+      return {
+        kind: 'timeout',
+        problem: timeout[2],
+        header: timeout[1] === 'grpc' ? 'grpc-timeout' : 'connect-timeout-ms',
+      };
+    }
+  }
   return undefined;
+}
+
+/** The request the guard refuses for connect's failure to read one (anything but a decode error). */
+function refusalOf(
+  parseError: ParseError,
+  method: DescMethod,
+  readMaxBytes: number,
+): RefusedRequest {
+  switch (parseError.kind) {
+    case 'too_large':
+      return new TooLargeRequest(readMaxBytes);
+    case 'timeout':
+      return new RefusedRequest(
+        invalidTimeout(parseError.header ?? 'connect-timeout-ms', parseError.problem ?? ''),
+      );
+    case 'framing':
+      return new MalformedRequest(method, undefined, parseError.problem);
+    default:
+      return new MalformedRequest(method, undefined, 'the message does not decompress');
+  }
 }
 
 /** Returns connect's decoding failure when a Connect unary error body is one. */
@@ -700,6 +761,7 @@ function connectEndStreamParseError(
 const GRPC_CODE_NAMES: Readonly<Record<string, string>> = {
   '3': 'invalid_argument',
   '8': 'resource_exhausted',
+  '12': 'unimplemented',
   '13': 'internal',
 };
 

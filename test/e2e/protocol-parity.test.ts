@@ -512,6 +512,25 @@ async function grpcRawCall(
   }
 }
 
+/** A gRPC-Web answer in the shape {@link grpcRawCall} answers. */
+function webAnswer(response: {
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+}): { code: string; message: string; reason?: string; limit?: string } {
+  const info = fromBinary(
+    StatusSchema,
+    Buffer.from(grpcWebField(response, 'grpc-status-details-bin'), 'base64'),
+  )
+    .details.map((d) => anyUnpack(d, ErrorInfoSchema))
+    .find((i) => i !== undefined);
+  return {
+    code: grpcWebField(response, 'grpc-status'),
+    message: decodeURIComponent(grpcWebField(response, 'grpc-message')),
+    reason: info?.reason,
+    limit: info?.metadata.limit,
+  };
+}
+
 /** Posts `bytes` to `path` as Connect binary and expects the gRPC error's answer: 400, same message. */
 async function expectConnectBinaryAnswer(
   sidecar: SidecarProcess,
@@ -1097,6 +1116,90 @@ describe('protocol parity of an oversize request', () => {
     } finally {
       await killSidecar(sidecar);
     }
+  });
+});
+
+describe('protocol parity of a request framed wrong', () => {
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    sidecar = await startSidecar();
+  });
+  afterAll(async () => {
+    await killSidecar(sidecar);
+  });
+
+  const message = envelope(toBinary(ListHooksRequestSchema, create(ListHooksRequestSchema, {})));
+  const malformed = (problem: string) => ({
+    code: String(grpc.status.INVALID_ARGUMENT),
+    message: `the request is not a valid ${ListHooksRequestSchema.typeName} message: ${problem}`,
+    reason: 'MALFORMED_REQUEST',
+    limit: undefined,
+  });
+
+  it('answers a timeout header that is not a timeout INVALID_ARGUMENT (INVALID_TIMEOUT) everywhere, grpc-js and connect alike', async () => {
+    const expected = {
+      code: String(grpc.status.INVALID_ARGUMENT),
+      message: 'grpc-timeout: not a timeout: "abc"',
+      reason: 'INVALID_TIMEOUT',
+      limit: undefined,
+    };
+    expect(
+      await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, message, { 'grpc-timeout': 'abc' }),
+    ).toEqual(expected);
+    const http = sidecar.http as string;
+    const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', message, {
+      'grpc-timeout': 'abc',
+    });
+    expect(webAnswer(web)).toEqual(expected);
+    const connect = await post(http, LIST_HOOKS_PATH, 'application/json', Buffer.from('{}'), {
+      'connect-timeout-ms': 'abc',
+    });
+    expect(connect.status).toBe(400);
+    const error = JSON.parse(connect.body.toString('utf8')) as {
+      code: string;
+      message: string;
+      details?: never;
+    };
+    expect(error).toMatchObject({
+      code: 'invalid_argument',
+      message: 'connect-timeout-ms: not a timeout: "abc"',
+    });
+    expect(connectErrorDetails(error.details).reason).toBe('INVALID_TIMEOUT');
+  });
+
+  it('answers a unary call without its message, or with two, INVALID_ARGUMENT (MALFORMED_REQUEST) everywhere', async () => {
+    const http = sidecar.http as string;
+    for (const [problem, body] of [
+      ['the request has no message', Buffer.alloc(0)],
+      ['the request has more than one message', Buffer.concat([message, message])],
+    ] as const) {
+      expect(await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, body, {}), problem).toEqual(
+        malformed(problem),
+      );
+      const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', body);
+      expect(webAnswer(web), problem).toEqual(malformed(problem));
+    }
+  });
+
+  it('answers a gRPC-Web envelope cut short, or compressed without an encoding, INVALID_ARGUMENT, not INTERNAL', async () => {
+    const http = sidecar.http as string;
+    const counted = () =>
+      metric(sidecar, 'agenthooks_rpc_calls_total{method="ListHooks",code="INVALID_ARGUMENT"}');
+    const before = await counted();
+    const cut = message.subarray(0, message.length - 1);
+    const short = Buffer.concat([Buffer.from([0, 0, 0, 0, 9]), Buffer.from('ab')]);
+    for (const body of [cut, short]) {
+      const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', body);
+      expect(webAnswer(web)).toEqual(malformed('the message envelope is incomplete'));
+    }
+    const flagged = Buffer.from(message);
+    flagged[0] = 1;
+    const web = await post(http, LIST_HOOKS_PATH, 'application/grpc-web+proto', flagged);
+    expect(webAnswer(web)).toEqual(
+      malformed('the message is compressed, but the request names no encoding'),
+    );
+    expect((await counted()) - before).toBe(3);
+    expect(sidecar.logs.filter((l) => l.level === 'error')).toEqual([]);
   });
 });
 

@@ -353,6 +353,10 @@ const (
 	// message did not arrive in full within `--request-timeout` of its headers
 	// (`metadata.limit`: the timeout in seconds); the call is ended.
 	ErrorReason_REQUEST_TIMEOUT ErrorReason = 103
+	// INVALID_ARGUMENT: the call's timeout header (`grpc-timeout`,
+	// `connect-timeout-ms`) is not a timeout; `metadata.header` names it. The
+	// call does not run.
+	ErrorReason_INVALID_TIMEOUT ErrorReason = 104
 )
 
 // Enum value maps for ErrorReason.
@@ -462,6 +466,7 @@ var (
 		101: "MESSAGE_TOO_COMPLEX",
 		102: "ID_INVALID_CHARACTER",
 		103: "REQUEST_TIMEOUT",
+		104: "INVALID_TIMEOUT",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -568,6 +573,7 @@ var (
 		"MESSAGE_TOO_COMPLEX":               101,
 		"ID_INVALID_CHARACTER":              102,
 		"REQUEST_TIMEOUT":                   103,
+		"INVALID_TIMEOUT":                   104,
 	}
 )
 
@@ -602,7 +608,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xcc\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xe1\x14\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -709,7 +715,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x11EVENT_ID_TOO_LONG\x10d\x12\x17\n" +
 	"\x13MESSAGE_TOO_COMPLEX\x10e\x12\x18\n" +
 	"\x14ID_INVALID_CHARACTER\x10f\x12\x13\n" +
-	"\x0fREQUEST_TIMEOUT\x10gB\xa9\x01\n" +
+	"\x0fREQUEST_TIMEOUT\x10g\x12\x13\n" +
+	"\x0fINVALID_TIMEOUT\x10hB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

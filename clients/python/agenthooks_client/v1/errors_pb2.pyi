@@ -110,6 +110,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MESSAGE_TOO_COMPLEX: _ClassVar[ErrorReason]
     ID_INVALID_CHARACTER: _ClassVar[ErrorReason]
     REQUEST_TIMEOUT: _ClassVar[ErrorReason]
+    INVALID_TIMEOUT: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -214,3 +215,4 @@ EVENT_ID_TOO_LONG: ErrorReason
 MESSAGE_TOO_COMPLEX: ErrorReason
 ID_INVALID_CHARACTER: ErrorReason
 REQUEST_TIMEOUT: ErrorReason
+INVALID_TIMEOUT: ErrorReason
