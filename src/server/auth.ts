@@ -26,6 +26,8 @@ export const AUTHORIZATION_HEADER = 'authorization';
 
 /** The scheme before the token, compared case-insensitively (RFC 9110 §11.1). */
 const BEARER = /^bearer +/i;
+/** Spaces and tabs around a header value. */
+const OWS_AROUND = /^[ \t]+|[ \t]+$/g;
 
 /** Reads one request header by its lower-case name (`Headers` is one, and so is a gRPC call's metadata, read through `request-gate.ts`). */
 export interface HeaderReader {
@@ -88,7 +90,9 @@ export function createTokenCheck(token: string | undefined): TokenCheck | undefi
   if (token === undefined) return undefined;
   const expected = digest(token);
   return function checkToken(header) {
-    const value = header.get(AUTHORIZATION_HEADER) ?? '';
+    // Without the whitespace around it, as HTTP/1.1's parser hands it over
+    // (RFC 9110 OWS), so that an HTTP/2 or gRPC caller is judged alike.
+    const value = (header.get(AUTHORIZATION_HEADER) ?? '').replace(OWS_AROUND, '');
     const given = BEARER.test(value) ? value.replace(BEARER, '') : undefined;
     // Both digests are 32 bytes, so timingSafeEqual never throws on length.
     if (given === undefined || !timingSafeEqual(digest(given), expected)) {

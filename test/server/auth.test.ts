@@ -36,6 +36,15 @@ describe('createTokenCheck', () => {
     expect(codeOf(() => check(header))).toBe(code);
   });
 
+  it('reads the value without the spaces and tabs around it, as HTTP/1.1 hands it over, and no others', () => {
+    // A gRPC call's metadata keeps them, where Node's HTTP/1.1 parser drops them.
+    const raw = (value: string) => ({ get: () => value });
+    expect(codeOf(() => check(raw(' Bearer s3cret \t')))).toBeUndefined();
+    expect(codeOf(() => check(raw('\tBearer s3cret')))).toBeUndefined();
+    expect(codeOf(() => check(raw('Bearer s3 cret')))).toBe(Code.Unauthenticated);
+    expect(codeOf(() => check(raw('Bearer s3cret\n')))).toBe(Code.Unauthenticated);
+  });
+
   it('makes no check when no token is configured, so calls skip it', () => {
     expect(createTokenCheck(undefined)).toBeUndefined();
   });
