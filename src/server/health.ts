@@ -19,6 +19,7 @@ import {
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from '../../gen/grpc/health/v1/health_pb.js';
+import { errorInfo } from './errors.js';
 
 /** Serving status of the health protocol. */
 export { ServingStatus };
@@ -103,7 +104,9 @@ export function createHealthService(
     check(request: HealthCheckRequest): HealthCheckResponse {
       const status = state.get(request.service);
       if (status === undefined) {
-        throw new ConnectError(`unknown service ${request.service}`, Code.NotFound);
+        throw new ConnectError(`unknown service ${request.service}`, Code.NotFound, undefined, [
+          errorInfo('SERVICE_NOT_FOUND', { service: request.service }),
+        ]);
       }
       return create(HealthCheckResponseSchema, { status });
     },

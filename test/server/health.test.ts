@@ -7,6 +7,7 @@
 import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import {
   createHealthService,
@@ -73,6 +74,10 @@ describe('health service', () => {
       (e: unknown) => ConnectError.from(e),
     );
     expect(err?.code).toBe(Code.NotFound);
+    // With the reason every other error carries, the same on every protocol.
+    expect(err?.findDetails(ErrorInfoSchema)).toEqual([
+      expect.objectContaining({ reason: 'SERVICE_NOT_FOUND', metadata: { service: 'livenes' } }),
+    ]);
   });
 
   it('streams each change of liveness and of readiness to Watch, each on its own', async () => {

@@ -357,6 +357,9 @@ const (
 	// `connect-timeout-ms`) is not a timeout; `metadata.header` names it. The
 	// call does not run.
 	ErrorReason_INVALID_TIMEOUT ErrorReason = 104
+	// NOT_FOUND: `grpc.health.v1.Health/Check` names a service the sidecar
+	// does not report; `metadata.service` names it.
+	ErrorReason_SERVICE_NOT_FOUND ErrorReason = 105
 )
 
 // Enum value maps for ErrorReason.
@@ -467,6 +470,7 @@ var (
 		102: "ID_INVALID_CHARACTER",
 		103: "REQUEST_TIMEOUT",
 		104: "INVALID_TIMEOUT",
+		105: "SERVICE_NOT_FOUND",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -574,6 +578,7 @@ var (
 		"ID_INVALID_CHARACTER":              102,
 		"REQUEST_TIMEOUT":                   103,
 		"INVALID_TIMEOUT":                   104,
+		"SERVICE_NOT_FOUND":                 105,
 	}
 )
 
@@ -608,7 +613,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xe1\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xf8\x14\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -716,7 +721,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x13MESSAGE_TOO_COMPLEX\x10e\x12\x18\n" +
 	"\x14ID_INVALID_CHARACTER\x10f\x12\x13\n" +
 	"\x0fREQUEST_TIMEOUT\x10g\x12\x13\n" +
-	"\x0fINVALID_TIMEOUT\x10hB\xa9\x01\n" +
+	"\x0fINVALID_TIMEOUT\x10h\x12\x15\n" +
+	"\x11SERVICE_NOT_FOUND\x10iB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -111,6 +111,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ID_INVALID_CHARACTER: _ClassVar[ErrorReason]
     REQUEST_TIMEOUT: _ClassVar[ErrorReason]
     INVALID_TIMEOUT: _ClassVar[ErrorReason]
+    SERVICE_NOT_FOUND: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -216,3 +217,4 @@ MESSAGE_TOO_COMPLEX: ErrorReason
 ID_INVALID_CHARACTER: ErrorReason
 REQUEST_TIMEOUT: ErrorReason
 INVALID_TIMEOUT: ErrorReason
+SERVICE_NOT_FOUND: ErrorReason
