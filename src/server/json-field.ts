@@ -1,12 +1,15 @@
 /**
  * @module Finds where a JSON request breaks strict decoding: the first key
- * its message does not define, or the first enum name its enum does not
- * define, as a JSON (camelCase) field path such as `hooks[0].webhook.onError`.
- * protobuf-es refuses both but names only the enum type for an enum name
- * (`cannot decode enum agenthooks.v1.OnError from JSON: "ON_ERROR_BLOKC"`),
- * so the HTTP edge asks this module for the field to name.
+ * its message does not define, a field given twice (as `onError` and
+ * `on_error`), an enum name its enum does not define, or a value of the
+ * wrong JSON type (a number for a string), as a JSON (camelCase) field path
+ * such as `hooks[0].webhook.onError`. protobuf-es refuses all of them but
+ * names only a type or a proto field (`cannot decode enum
+ * agenthooks.v1.OnError from JSON: "ON_ERROR_BLOKC"`, `cannot decode field
+ * agenthooks.v1.RegisterHooksRequest.operation_id from JSON: 5`), so the
+ * HTTP edge asks this module for the field to name.
  */
-import type { DescEnum, DescField, DescMessage } from '@bufbuild/protobuf';
+import { type DescEnum, type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
 
 /** A key or enum name that strict JSON decoding refuses, and where it is. */
 export interface JsonFieldProblem {
@@ -35,6 +38,7 @@ export function findJsonFieldProblem(
 ): JsonFieldProblem | undefined {
   if (desc.typeName.startsWith(WKT_PREFIX)) return undefined;
   if (typeof json !== 'object' || json === null || Array.isArray(json)) return undefined;
+  const seen = new Map<DescField, string>();
   for (const [key, value] of Object.entries(json)) {
     const field = desc.fields.find((f) => f.jsonName === key || f.name === key);
     const at = path === '' ? key : `${path}.${key}`;
@@ -43,51 +47,138 @@ export function findJsonFieldProblem(
       if (key.startsWith('[')) continue;
       return { field: at, problem: 'unknown field' };
     }
-    const found = inField(field, value, path === '' ? field.jsonName : `${path}.${field.jsonName}`);
+    const fieldAt = path === '' ? field.jsonName : `${path}.${field.jsonName}`;
+    const twice = seen.get(field);
+    if (twice !== undefined) {
+      return { field: fieldAt, problem: `given twice, as ${twice} and as ${key}` };
+    }
+    seen.set(field, key);
+    const found = inField(field, value, fieldAt);
     if (found !== undefined) return found;
   }
   return undefined;
 }
 
 function inField(field: DescField, value: unknown, at: string): JsonFieldProblem | undefined {
+  // `null` is a field's default, whatever its type.
+  if (value === null) return undefined;
   switch (field.fieldKind) {
+    case 'scalar':
+      return inScalar(field.scalar, value, at);
     case 'enum':
       return inEnum(field.enum, value, at);
     case 'message':
+      if (!field.message.typeName.startsWith(WKT_PREFIX) && !isObject(value)) {
+        return wrongType(at, 'an object', value);
+      }
       return findJsonFieldProblem(field.message, value, at);
     case 'list': {
-      if (!Array.isArray(value)) return undefined;
+      if (!Array.isArray(value)) return wrongType(at, 'an array', value);
       for (const [i, item] of value.entries()) {
+        const itemAt = `${at}[${i}]`;
         const found =
           field.listKind === 'enum'
-            ? inEnum(field.enum, item, `${at}[${i}]`)
+            ? inEnum(field.enum, item, itemAt)
             : field.listKind === 'message'
-              ? findJsonFieldProblem(field.message, item, `${at}[${i}]`)
-              : undefined;
+              ? inMessage(field.message, item, itemAt)
+              : inScalar(field.scalar, item, itemAt);
         if (found !== undefined) return found;
       }
       return undefined;
     }
     case 'map': {
-      if (typeof value !== 'object' || value === null) return undefined;
+      if (!isObject(value)) return wrongType(at, 'an object', value);
       for (const [key, item] of Object.entries(value)) {
         const itemAt = `${at}[${JSON.stringify(key)}]`;
         const found =
           field.mapKind === 'enum'
             ? inEnum(field.enum, item, itemAt)
             : field.mapKind === 'message'
-              ? findJsonFieldProblem(field.message, item, itemAt)
-              : undefined;
+              ? inMessage(field.message, item, itemAt)
+              : inScalar(field.scalar, item, itemAt);
         if (found !== undefined) return found;
       }
       return undefined;
     }
-    default:
-      return undefined;
   }
 }
 
+/** A list element or map value of a message type (where `null` is not a default). */
+function inMessage(desc: DescMessage, value: unknown, at: string): JsonFieldProblem | undefined {
+  if (!desc.typeName.startsWith(WKT_PREFIX) && !isObject(value)) {
+    return wrongType(at, 'an object', value);
+  }
+  return findJsonFieldProblem(desc, value, at);
+}
+
 function inEnum(desc: DescEnum, value: unknown, at: string): JsonFieldProblem | undefined {
-  if (typeof value !== 'string' || desc.values.some((v) => v.name === value)) return undefined;
+  if (typeof value === 'number') {
+    return Number.isInteger(value) ? undefined : wrongType(at, 'an enum name', value);
+  }
+  if (typeof value !== 'string') return wrongType(at, 'an enum name', value);
+  if (desc.values.some((v) => v.name === value)) return undefined;
   return { field: at, problem: `unknown ${desc.typeName} value ${JSON.stringify(value)}` };
+}
+
+/**
+ * A scalar whose JSON type is not one proto3 JSON reads for it. Values of
+ * the right type that are still refused (out of range, bad base64) keep
+ * protobuf-es's own message.
+ */
+function inScalar(scalar: ScalarType, value: unknown, at: string): JsonFieldProblem | undefined {
+  switch (scalar) {
+    case ScalarType.STRING:
+      return typeof value === 'string' ? undefined : wrongType(at, 'a string', value);
+    case ScalarType.BYTES:
+      return typeof value === 'string' ? undefined : wrongType(at, 'a base64 string', value);
+    case ScalarType.BOOL:
+      return typeof value === 'boolean' ? undefined : wrongType(at, 'true or false', value);
+    case ScalarType.DOUBLE:
+    case ScalarType.FLOAT:
+      return typeof value === 'number' || (typeof value === 'string' && isNumberText(value))
+        ? undefined
+        : wrongType(at, 'a number', value);
+    default:
+      // The integer types, 32- and 64-bit, as numbers or their text.
+      if (typeof value === 'number' || (typeof value === 'string' && isNumberText(value))) {
+        return typeof value === 'number' && !Number.isInteger(value)
+          ? wrongType(at, 'an integer', value)
+          : undefined;
+      }
+      return wrongType(at, 'an integer', value);
+  }
+}
+
+/**
+ * A number as proto3 JSON may write it in a string: its text, or one of
+ * the special values (whether it fits its field is protobuf-es's to judge).
+ */
+function isNumberText(text: string): boolean {
+  if (text === 'NaN' || text === 'Infinity' || text === '-Infinity') return true;
+  return text !== '' && text.trim() === text && Number.isFinite(Number(text));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The problem of a value of the wrong JSON type: what was expected, and what came. */
+function wrongType(at: string, expected: string, value: unknown): JsonFieldProblem {
+  const got =
+    value === null
+      ? 'null'
+      : Array.isArray(value)
+        ? 'an array'
+        : typeof value === 'object'
+          ? 'an object'
+          : typeof value === 'string'
+            ? 'a string'
+            : typeof value === 'number'
+              ? Number.isInteger(value)
+                ? 'an integer'
+                : 'a number with a fraction'
+              : typeof value === 'boolean'
+                ? 'a boolean'
+                : typeof value;
+  return { field: at, problem: `expected ${expected}, got ${got}` };
 }

@@ -211,6 +211,58 @@ describe('strict input', () => {
     expect((await hookClient().listHooks({ operationId: 'op-unknown' })).hooks).toEqual([]);
   });
 
+  it('names the field of a value of the wrong JSON type, or of a field given twice', async () => {
+    const hook = { id: 'h', type: 'HOOK_TYPE_ON_COMPLETE' };
+    const webhook = { url: 'http://127.0.0.1:9/x' };
+    for (const [body, field, problem] of [
+      [{ operationId: 5, hooks: [] }, 'operationId', 'expected a string, got an integer'],
+      [{ operationId: 'op-types', hooks: 'x' }, 'hooks', 'expected an array, got a string'],
+      [
+        { operationId: 'op-types', hooks: [{ ...hook, webhook: { ...webhook, timeout: 'abc' } }] },
+        'hooks[0].webhook.timeout',
+        'expected a number, got a string',
+      ],
+      [
+        { operationId: 'op-types', hooks: [{ ...hook, webhook: { ...webhook, onError: 2.5 } }] },
+        'hooks[0].webhook.onError',
+        'expected an enum name, got a number with a fraction',
+      ],
+      [
+        { operationId: 'op-types', hooks: [{ ...hook, webhook: { ...webhook, onError: true } }] },
+        'hooks[0].webhook.onError',
+        'expected an enum name, got a boolean',
+      ],
+      [
+        { operationId: 'op-types', hooks: [{ ...hook, webhook: 'http://127.0.0.1:9/x' }] },
+        'hooks[0].webhook',
+        'expected an object, got a string',
+      ],
+      [
+        {
+          operationId: 'op-types',
+          hooks: [
+            {
+              ...hook,
+              webhook: { ...webhook, onError: 'ON_ERROR_BLOCK', on_error: 'ON_ERROR_BLOCK' },
+            },
+          ],
+        },
+        'hooks[0].webhook.onError',
+        'given twice, as onError and as on_error',
+      ],
+    ] as const) {
+      const answer = await postConnectJson(sidecar, JSON.stringify(body));
+      expect(answer, field).toMatchObject({
+        status: 400,
+        code: 'invalid_argument',
+        reason: 'MALFORMED_REQUEST',
+        message: `the request is not a valid agenthooks.v1.RegisterHooksRequest message: ${field}: ${problem}`,
+        fields: [field],
+      });
+    }
+    expect((await hookClient().listHooks({ operationId: 'op-types' })).hooks).toEqual([]);
+  });
+
   it('answers the same over gRPC-Web JSON', async () => {
     const body = registerJson('op-web', control('ON_ERROR_BLOKC'));
     const connect = await postConnectJson(sidecar, body);
