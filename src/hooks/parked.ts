@@ -95,9 +95,9 @@ export async function parkToolCall(
 
 /**
  * Returns the operation chain of a decision: the request's chain when it
- * names one; else, for a parked call, its recorded chain followed by the
- * call's current operation (an approval's continuation); else the call's
- * own operation. An expired operation of the chain fails the decision
+ * names one; else, for a parked call of the same tool (identifier and
+ * apiName), its recorded chain followed by the call's current operation (an
+ * approval's continuation); else the call's own operation. An expired operation of the chain fails the decision
  * later, when its hooks are read (OPERATION_EXPIRED).
  *
  * @throws AgentHooksError a store error.
@@ -112,7 +112,13 @@ export async function decisionChain(
     chain = resolveChain(requested, context);
   } else {
     const parked = await deps.parks.getParkedCall(context.toolCallId);
-    chain = parked === undefined ? [context.operationId] : [...parked.chain];
+    // The record is this call's only when it parked the same tool: an id
+    // another operation's model reused for another tool is no continuation.
+    const same =
+      parked !== undefined &&
+      parked.context.identifier === context.identifier &&
+      parked.context.apiName === context.apiName;
+    chain = same ? [...parked.chain] : [context.operationId];
     if (chain.at(-1) !== context.operationId) chain.push(context.operationId);
   }
   // No separate expiry check: reading an expired operation's hooks fails

@@ -21,7 +21,12 @@ import { createWritableIterable } from '@connectrpc/connect/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { Fallback, HookSchema, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  Fallback,
+  HookSchema,
+  OnError,
+  ResponseHandling,
+} from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DispatchResponseSchema,
   type DispatchStreamRequest,
@@ -429,6 +434,40 @@ describe('HookService in process', () => {
       event: { context: toolContext('op-known'), result: { content: 'ok' } },
     });
     expect(known.unknownOperations).toEqual([]);
+  });
+
+  it("continues a parked call's chain only for the same tool, not for another tool that reuses its id", async () => {
+    receiver = await startReceiver({
+      answer: { json: { decision: 'deny', reason: 'op1 policy' } },
+    });
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-first',
+      hooks: [
+        {
+          id: 'policy',
+          type: HookType.BEFORE_TOOL_CALL,
+          webhook: { url: `${receiver.url}/policy`, responseHandling: ResponseHandling.TOOL_CALL },
+        },
+      ],
+    });
+    await client.parkToolCall({
+      context: toolContext('op-first', 'call_0'),
+      kind: ParkKind.HUMAN_APPROVAL,
+    });
+    // The approval's continuation: the same tool call, in another operation.
+    const continued = await client.decideToolCall({
+      event: { context: toolContext('op-continued', 'call_0') },
+    });
+    expect(continued.decision?.outcome.case).toBe('deny');
+    // Another operation whose model numbers its calls from 0 too, for another tool.
+    const other = await client.decideToolCall({
+      event: {
+        context: { ...toolContext('op-other', 'call_0'), identifier: 'fs', apiName: 'read' },
+      },
+    });
+    expect(other.decision?.outcome.case).toBe('allow');
+    expect(receiver.requests).toHaveLength(1);
   });
 
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
