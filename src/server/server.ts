@@ -197,10 +197,12 @@ export function createServer(
     healthServer = new grpc.Server(
       extend(serverOptions, { 'grpc.max_receive_message_length': HEALTH_MAX_MESSAGE_BYTES }),
     );
-    addService(healthServer, Health, edge.health as AnyServiceImpl, {
-      ...common,
-      messageBound: "the health listener's bound",
-    });
+    addService(
+      healthServer,
+      Health,
+      edge.health as AnyServiceImpl,
+      extend(common, { messageBound: "the health listener's bound" }),
+    );
   }
   // `/metrics` and the probes, on the HTTP listener and the metrics-only one.
   const serveOps = (req: http.IncomingMessage, res: http.ServerResponse): void => {
