@@ -66,6 +66,11 @@ const REFUSAL_CODES: ReadonlySet<grpc.status> = new Set([
 interface BaseCall {
   readonly handler: { readonly deserialize?: unknown } | null;
   readonly maxReceiveMessageSize: number;
+  readonly stream?: {
+    readonly closed: boolean;
+    readonly destroyed: boolean;
+    readonly headersSent: boolean;
+  };
 }
 
 /** A status as grpc-js's `sendStatus` takes it. */
@@ -92,7 +97,13 @@ export function answerTransportRefusals(deserialize: object, target: RefusalTarg
 
 /** Our status for a refusal grpc-js made itself, or `undefined` for any other status. */
 function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.StatusObject | undefined {
-  const { handler, maxReceiveMessageSize } = call as unknown as BaseCall;
+  const { handler, maxReceiveMessageSize, stream } = call as unknown as BaseCall;
+  // Only a call's first answer: grpc-js also sends statuses to calls it already
+  // ended (after a refusal, the client's end of stream reports "no request
+  // message") or the client cancelled, and then sends nothing.
+  if (stream === undefined || stream.closed || stream.destroyed || stream.headersSent) {
+    return undefined;
+  }
   const deserialize = handler?.deserialize;
   if (typeof deserialize !== 'function') return undefined;
   const target = targets.get(deserialize);

@@ -59,7 +59,10 @@ export interface AddServiceOptions {
   readonly maxMessageNodes: number;
   /** What bounds a request's size, as a `MESSAGE_TOO_LARGE` message names it; default `--max-message-bytes`. */
   readonly messageBound?: string;
-  /** Hears of each request grpc-js refused itself (the method's name, the code's name), to count it. */
+  /**
+   * Hears of each request grpc-js refused itself (the method's name, the
+   * code's name), to count it; only on a service whose guard counts calls.
+   */
   readonly onRefused?: (method: string, code: string) => void;
 }
 
@@ -109,7 +112,9 @@ export function addService(
     answerTransportRefusals(deserialize, {
       method,
       bound: options.messageBound ?? '--max-message-bytes',
-      onRefused: options.onRefused,
+      // A stream the client writes runs its method anyway (its requests end), and
+      // the guard counts the call then.
+      onRefused: requestStream ? undefined : options.onRefused,
       statusOf: grpcStatusOf,
     });
     definition[method.localName] = {

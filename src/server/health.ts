@@ -19,7 +19,7 @@ import {
   HealthCheckResponseSchema,
   HealthCheckResponse_ServingStatus as ServingStatus,
 } from '../../gen/grpc/health/v1/health_pb.js';
-import { errorInfo } from './errors.js';
+import { clipErrorText, errorInfo } from './errors.js';
 
 /** Serving status of the health protocol. */
 export { ServingStatus };
@@ -105,7 +105,8 @@ export function createHealthService(
       const status = state.get(request.service);
       if (status === undefined) {
         throw new ConnectError(`unknown service ${request.service}`, Code.NotFound, undefined, [
-          errorInfo('SERVICE_NOT_FOUND', { service: request.service }),
+          // Cut as every error's text is, so that a long name still fits the trailers.
+          errorInfo('SERVICE_NOT_FOUND', { service: clipErrorText(request.service) }),
         ]);
       }
       return create(HealthCheckResponseSchema, { status });

@@ -182,10 +182,17 @@ export function createServer(
     shutdownSignal: hardStop.signal,
     logger,
     maxMessageNodes: config.maxMessageNodes,
-    onRefused: (method: string, code: string) => app.metrics.rpc(method, code, 0),
   };
   const grpcServer = new grpc.Server(serverOptions);
-  addService(grpcServer, HookService, edge.hook as AnyServiceImpl, common);
+  // Counted as its guard counts the calls it answers (health and reflection are not).
+  addService(
+    grpcServer,
+    HookService,
+    edge.hook as AnyServiceImpl,
+    extend(common, {
+      onRefused: (method: string, code: string) => app.metrics.rpc(method, code, 0),
+    }),
+  );
   addService(grpcServer, Health, edge.health as AnyServiceImpl, common);
   addService(grpcServer, ServerReflectionV1, edge.reflection as AnyServiceImpl, common);
   addService(grpcServer, ServerReflectionV1Alpha, edge.reflectionAlpha as AnyServiceImpl, common);

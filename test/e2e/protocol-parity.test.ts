@@ -1070,6 +1070,32 @@ describe('protocol parity of an oversize request', () => {
     }
   });
 
+  it('counts each refusal grpc-js makes once, under its code, and only on the service it meters', async () => {
+    const sidecar = await startSidecar({ args: ['--max-message-bytes', '4096'] });
+    try {
+      const series = (method: string, code: string) =>
+        `agenthooks_rpc_calls_total{method="${method}",code="${code}"}`;
+      const counts = async () => [
+        await metric(sidecar, series('ListHooks', 'RESOURCE_EXHAUSTED')),
+        await metric(sidecar, series('ListHooks', 'INVALID_ARGUMENT')),
+        await metric(sidecar, series('Check', 'RESOURCE_EXHAUSTED')),
+      ];
+      // One frame each, its end of stream with it: grpc-js refuses the message,
+      // then reports the call's end as a call with no message, which is no answer.
+      const frame = envelope(Buffer.alloc(5000, 0x20));
+      for (let i = 0; i < 5; i++) {
+        const answer = await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, frame, {});
+        expect(answer.reason).toBe('MESSAGE_TOO_LARGE');
+        const health = await grpcRawCall(sidecar.grpc, '/grpc.health.v1.Health/Check', frame, {});
+        expect(health.reason).toBe('MESSAGE_TOO_LARGE');
+      }
+      // Health is not metered (a probe's calls are not counted), refused or not.
+      expect(await counts()).toEqual([5, 0, 0]);
+    } finally {
+      await killSidecar(sidecar);
+    }
+  });
+
   it('answers a body that does not decompress INVALID_ARGUMENT (MALFORMED_REQUEST) on every protocol', async () => {
     const sidecar = await startSidecar();
     try {

@@ -78,6 +78,14 @@ describe('health service', () => {
     expect(err?.findDetails(ErrorInfoSchema)).toEqual([
       expect.objectContaining({ reason: 'SERVICE_NOT_FOUND', metadata: { service: 'livenes' } }),
     ]);
+    // A long name is cut, as every error's text is: the status must fit gRPC's trailers.
+    const long = await client.check({ service: 'x'.repeat(100_000) }).then(
+      () => undefined,
+      (e: unknown) => ConnectError.from(e),
+    );
+    const service = long?.findDetails(ErrorInfoSchema)[0]?.metadata.service ?? '';
+    expect(service.length).toBeLessThanOrEqual(513);
+    expect(service.endsWith('…')).toBe(true);
   });
 
   it('streams each change of liveness and of readiness to Watch, each on its own', async () => {
