@@ -41,11 +41,23 @@ const SCENARIOS = [
   'readme',
   'payload',
   'blocked',
-  // LangChain only: the Agents SDK has no stop between turns.
+  // LangChain only: the Agents SDK has no stop between turns, and its tools answer text.
   'stop',
+  'result-command',
+  'result-blocks',
+  'interrupt',
+  // The Agents SDK only: tools that are not function tools.
+  'ungated',
+  'unwrapped',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
-const LANGCHAIN_ONLY: readonly Scenario[] = ['stop'];
+const LANGCHAIN_ONLY: readonly Scenario[] = [
+  'stop',
+  'result-command',
+  'result-blocks',
+  'interrupt',
+];
+const OPENAI_AGENTS_ONLY: readonly Scenario[] = ['ungated', 'unwrapped'];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
@@ -214,6 +226,19 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     },
     ...notifications(op('result-deny')),
   ]);
+  for (const s of ['result-command', 'result-blocks'] as const) {
+    await register(op(s), [
+      {
+        id: 'withhold-forecast',
+        type: 'HOOK_TYPE_AFTER_TOOL_CALL',
+        webhook: {
+          url: `${receiver.url}/result-deny/${op(s)}`,
+          responseHandling: 'RESPONSE_HANDLING_TOOL_CALL',
+        },
+      },
+    ]);
+  }
+  await register(op('interrupt'), notifications(op('interrupt')));
   await register(op('stop'), [
     {
       id: 'stop-after-one',
@@ -238,7 +263,9 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     '--operation-id',
     base,
     '--scenarios',
-    SCENARIOS.filter((s) => framework === 'langchain' || !LANGCHAIN_ONLY.includes(s)).join(','),
+    SCENARIOS.filter((s) =>
+      framework === 'langchain' ? !OPENAI_AGENTS_ONLY.includes(s) : !LANGCHAIN_ONLY.includes(s),
+    ).join(','),
     '--down-target',
     `127.0.0.1:${downPort}`,
   ]);
@@ -554,6 +581,53 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
       payload: {},
       point: 'beforeProviderPayload',
     });
+  });
+});
+
+describe('the langchain adapter, on a tool that answers more than text', () => {
+  it.each(['result-command', 'result-blocks'] as const)(
+    '%s: the result control judges what the tool answered, and its denial replaces it',
+    (s) => {
+      const line = scenario('langchain', s);
+      expect(line.error).toBeUndefined();
+      expect(line.toolRuns).toBe(1);
+      // The control got the forecast, not an empty result it would let through.
+      const judged = receiver.requests
+        .filter((r) => r.path === `/result-deny/${line.operationId}`)
+        .map((r) => (r.json as { result: { content: string } }).result.content);
+      expect(judged).toHaveLength(1);
+      expect(judged[0]).toContain('sunny in Paris');
+      expect(line.modelInputs[1]).toContain(RESULT_DENY_REASON);
+      expect(line.modelInputs[1]).not.toContain('sunny in Paris');
+    },
+  );
+});
+
+describe('the langchain adapter, when a tool waits for a human', () => {
+  it("lets LangGraph's interrupt pause the run, not fail it: the resumed tool runs and the run completes", () => {
+    const line = scenario('langchain', 'interrupt');
+    expect(line.error).toBeUndefined();
+    expect(line.final).toBe(FINAL);
+    expect(line.toolRuns).toBe(1);
+    const types = bodies('events', line.operationId).map((b) => b.hookType);
+    expect(types).not.toContain('onToolCallError');
+    expect(types.filter((t) => t === 'onComplete')).toHaveLength(1);
+    expect(
+      bodies('events', line.operationId).find((b) => b.hookType === 'onComplete'),
+    ).toMatchObject({ reason: 'done' });
+  });
+});
+
+describe('the openai-agents adapter, on tools it cannot decide', () => {
+  it.each([
+    ['ungated', /tool 'web_search' is a WebSearchTool, whose calls agenthooks cannot decide/],
+    ['unwrapped', /tool 'get_weather' of agent 'assistant' would run with no decision/],
+  ] as const)('%s: refuses the run before the model or any tool runs', (s, error) => {
+    const line = scenario('openai-agents', s);
+    expect(line.error).toMatch(error);
+    expect(line.error).toMatch(/^AgentHooksError: /);
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs).toEqual([]);
   });
 });
 

@@ -525,8 +525,13 @@ class RunState:
         return self.finish_tool_call(planned, events_pb2.ToolResult(content=content, success=True))
 
 
-def text_of(content: Any) -> str:
-    """Plain text of a framework message's content: a string, or the text of its parts."""
+def text_of(content: Any, parts_as_json: bool = False) -> str:
+    """Plain text of a framework message's content: a string, or the text of its parts.
+
+    With `parts_as_json`, a part that is not text (a `json` or `image` block, any
+    other object) is written as JSON in its place instead of left out: a tool's
+    result is judged by what it holds, all of it.
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -536,5 +541,11 @@ def text_of(content: Any) -> str:
                 parts.append(part)
             elif isinstance(part, dict) and isinstance(part.get("text"), str):
                 parts.append(part["text"])
+            elif parts_as_json:
+                parts.append(json.dumps(part, default=str, ensure_ascii=False))
         return "".join(parts)
-    return "" if content is None else str(content)
+    if content is None:
+        return ""
+    if parts_as_json and isinstance(content, dict):
+        return json.dumps(content, default=str, ensure_ascii=False)
+    return str(content)

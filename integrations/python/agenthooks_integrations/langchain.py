@@ -47,6 +47,7 @@ into LangChain messages only when a hook changed them.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
@@ -62,6 +63,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.config import get_config
+from langgraph.errors import GraphBubbleUp
+from langgraph.types import Command
 from typing_extensions import NotRequired
 
 from agenthooks_client.v1 import events_pb2, hooks_pb2
@@ -318,16 +321,33 @@ class AgentHooksMiddleware(AgentMiddleware):
                            status="success" if success else "error")
 
     @staticmethod
-    def _as_result(output: Any) -> events_pb2.ToolResult:
+    def _as_result(request: Any, output: Any) -> events_pb2.ToolResult:
+        """The result the controls judge: everything the model or the graph would get.
+
+        A tool's `ToolMessage` gives its content (parts that are not text as JSON). A
+        `Command` gives the content of its `ToolMessage` for this call, or, without
+        one, its state update as JSON: what it carries reaches the graph whether or
+        not it is text, so the controls judge it too (and a denial drops it whole).
+        """
         if isinstance(output, ToolMessage):
-            return events_pb2.ToolResult(content=text_of(output.content),
+            return events_pb2.ToolResult(content=text_of(output.content, parts_as_json=True),
                                          success=output.status != "error")
-        # A Command or another output the adapter cannot read as text.
-        return events_pb2.ToolResult(content="", success=True)
+        if isinstance(output, Command):
+            update = output.update
+            messages = update.get("messages", []) if isinstance(update, dict) else []
+            call_id = request.tool_call["id"]
+            for message in messages if isinstance(messages, list) else []:
+                if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
+                    return events_pb2.ToolResult(
+                        content=text_of(message.content, parts_as_json=True),
+                        success=message.status != "error")
+            return events_pb2.ToolResult(
+                content=json.dumps(update, default=str, ensure_ascii=False), success=True)
+        return events_pb2.ToolResult(content=text_of(output, parts_as_json=True), success=True)
 
     def _finish(self, run: RunState, request: Any, planned: Any, output: Any) -> Any:
         """Checks a tool's output (DecideToolResult), notifies, and answers what the model sees."""
-        result = None if output is None else self._as_result(output)
+        result = None if output is None else self._as_result(request, output)
         outcome = run.finish_tool_call(planned, result)
         if output is not None and result is not None and outcome.content == result.content \
                 and outcome.success == result.success:
@@ -343,10 +363,16 @@ class AgentHooksMiddleware(AgentMiddleware):
             try:
                 output = handler(request.override(tool_call={**request.tool_call,
                                                              "args": planned.args}))
+            except GraphBubbleUp:
+                raise
             except Exception as e:
                 run.tool_failed(planned, e)
                 raise
             return self._finish(run, request, planned, output)
+        except GraphBubbleUp:
+            # LangGraph's `interrupt()` (a human's turn) pauses the run, it does not end
+            # it: the tool runs again, decided again, when the graph resumes.
+            raise
         except Exception as e:
             self._fail(run, e)
             raise
@@ -361,10 +387,14 @@ class AgentHooksMiddleware(AgentMiddleware):
             try:
                 output = await handler(request.override(tool_call={**request.tool_call,
                                                                    "args": planned.args}))
+            except GraphBubbleUp:
+                raise
             except Exception as e:
                 await asyncio.to_thread(run.tool_failed, planned, e)
                 raise
             return await asyncio.to_thread(self._finish, run, request, planned, output)
+        except GraphBubbleUp:
+            raise
         except Exception as e:
             await asyncio.to_thread(self._fail, run, e)
             raise

@@ -57,7 +57,7 @@ import contextvars
 import dataclasses
 import json
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from agents import (
@@ -83,6 +83,16 @@ from agenthooks_integrations.core import (
     SidecarClient,
     text_of,
 )
+
+# Marks the copy `wrap_tool` makes of a function tool.
+_GATED = "_agenthooks_gated"
+
+
+def _tool_name(tool: Any) -> str:
+    """A tool's name (hosted tools have one too), or its class name."""
+    name = getattr(tool, "name", None)
+    return name if isinstance(name, str) else type(tool).__name__
+
 
 __all__ = ["AgentHooks", "AgentHooksRun", "AgentHooksError", "to_spec_messages",
            "from_spec_messages"]
@@ -328,6 +338,8 @@ class AgentHooks:
         self.client = SidecarClient(self.settings, channel, handler)
         self._runs: dict[int, AgentHooksRun] = {}
         self._lock = threading.Lock()
+        # Tools and MCP servers named in `wrap_tools(..., ungated=...)`: run undecided.
+        self._ungated: set[str] = set()
 
     def start_run(self, operation_id: str | None = None,
                   run_config: RunConfig | None = None) -> AgentHooksRun:
@@ -356,7 +368,14 @@ class AgentHooks:
 
     async def run(self, agent: Agent[Any], input: Any, *, operation_id: str | None = None,
                   run_config: RunConfig | None = None, **kwargs: Any) -> Any:
-        """`Runner.run` as one operation; a run that raises completes with reason `error`."""
+        """`Runner.run` as one operation; a run that raises completes with reason `error`.
+
+        Refuses (AgentHooksError, before anything runs) an agent, or an agent it can
+        hand off to, with a tool that did not go through `wrap_tools` or an MCP
+        server, unless `wrap_tools(..., ungated=...)` named it: such a tool would run
+        with no decision.
+        """
+        self.check_gated(agent)
         run = self.start_run(operation_id, run_config)
         token = _current_run.set(run)
         try:
@@ -382,9 +401,58 @@ class AgentHooks:
         """
         return _PayloadHookedModel(model)
 
-    def wrap_tools(self, tools: list[Any]) -> list[Any]:
-        """The tools with each function tool's calls decided by the sidecar; others unchanged."""
-        return [self.wrap_tool(t) if isinstance(t, FunctionTool) else t for t in tools]
+    def wrap_tools(self, tools: list[Any], *, ungated: Iterable[str] = ()) -> list[Any]:
+        """The tools with each function tool's calls decided by the sidecar.
+
+        Only a function tool's calls pass through the adapter. Another tool (a hosted
+        tool such as `WebSearchTool`, a shell, computer, patch or custom tool) would
+        run with no decision, so it is refused with AgentHooksError unless its name is
+        in `ungated`, which passes it through as it is. Name an agent's MCP servers
+        there too, or `run` refuses the agent.
+        """
+        allowed = set(ungated)
+        wrapped = []
+        for tool in tools:
+            if isinstance(tool, FunctionTool):
+                wrapped.append(self.wrap_tool(tool))
+                continue
+            name = _tool_name(tool)
+            if name not in allowed:
+                raise AgentHooksError(
+                    f"agenthooks: tool {name!r} is a {type(tool).__name__}, whose calls "
+                    "agenthooks cannot decide (only function tools are wrapped); name it in "
+                    "wrap_tools(..., ungated=...) to let it run undecided")
+            wrapped.append(tool)
+        with self._lock:
+            self._ungated |= allowed
+        return wrapped
+
+    def check_gated(self, agent: Agent[Any]) -> None:
+        """Refuses an agent (or one it hands off to) with a tool no decision covers; see `run`."""
+        with self._lock:
+            ungated = set(self._ungated)
+        seen: set[int] = set()
+        pending = [agent]
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            for tool in current.tools:
+                name = _tool_name(tool)
+                if getattr(tool, _GATED, False) or name in ungated:
+                    continue
+                raise AgentHooksError(
+                    f"agenthooks: tool {name!r} of agent {current.name!r} would run with no "
+                    "decision: pass the agent's tools through AgentHooks.wrap_tools()")
+            for server in getattr(current, "mcp_servers", None) or []:
+                name = getattr(server, "name", type(server).__name__)
+                if name not in ungated:
+                    raise AgentHooksError(
+                        f"agenthooks: the tools of MCP server {name!r} of agent "
+                        f"{current.name!r} would run with no decision; name it in "
+                        "wrap_tools(..., ungated=...) to let them")
+            pending.extend(h for h in current.handoffs if isinstance(h, Agent))
 
     def wrap_tool(self, tool: FunctionTool) -> FunctionTool:
         """A copy of a function tool whose every call goes through the tool-call flow."""
@@ -421,7 +489,9 @@ class AgentHooks:
                 await run.afail(e)
                 raise
 
-        return dataclasses.replace(tool, on_invoke_tool=run_tool)
+        gated = dataclasses.replace(tool, on_invoke_tool=run_tool)
+        setattr(gated, _GATED, True)
+        return gated
 
     @staticmethod
     async def _invoke(tool: FunctionTool, original: Any, raw: Any, ctx: ToolContext[Any],

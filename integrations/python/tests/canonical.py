@@ -29,7 +29,15 @@ the caller registered, except:
 - `readme`: the framework's README snippet runs (readme_snippets.py), with
   its own operation id; `final` is what it printed;
 - `async`: LangChain runs the agent with `ainvoke` (the middleware's async
-  hooks); the Agents SDK always runs async.
+  hooks); the Agents SDK always runs async;
+- `result-command` (LangChain): the tool answers a `Command` whose update holds
+  its `ToolMessage`; `result-blocks` (LangChain): a `ToolMessage` whose content
+  is a `json` block, not text;
+- `interrupt` (LangChain): the tool calls LangGraph's `interrupt()` before it
+  runs, and the graph resumes with an approval;
+- `ungated` (Agents SDK): the agent's tools also hold a `WebSearchTool`;
+  `unwrapped` (Agents SDK): the agent's function tool did not go through
+  `wrap_tools`.
 """
 
 from __future__ import annotations
@@ -78,24 +86,51 @@ def local_handler(scenario: str) -> Any:
 
 def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
                   scenario: str) -> str:
+    from typing import Annotated
+
     from langchain.agents import create_agent
-    from langchain_core.tools import tool
+    from langchain_core.messages import ToolMessage
+    from langchain_core.tools import InjectedToolCallId, tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command, interrupt
 
     from agenthooks_integrations.langchain import AgentHooksMiddleware
 
-    @tool
-    def get_weather(city: str) -> str:
+    def get_weather(city, call_id):  # type: ignore[no-untyped-def]
         """The weather in a city."""
-        return rec.weather(city)
+        if scenario == "interrupt" and interrupt({"approve": city}) is not True:
+            return "not approved"
+        forecast = rec.weather(city)
+        if scenario == "result-command":
+            return Command(update={"messages": [ToolMessage(forecast, tool_call_id=call_id)]})
+        if scenario == "result-blocks":
+            return ToolMessage([{"type": "json", "json": {"forecast": forecast}}],
+                               tool_call_id=call_id)
+        return forecast
+
+    # The types themselves, not the strings this module's annotations would be:
+    # LangChain reads them to build the tool's schema and inject the call id.
+    get_weather.__annotations__ = {"city": str,
+                                   "call_id": Annotated[str, InjectedToolCallId],
+                                   "return": Any}
+    get_weather = tool(get_weather)
 
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
                                       notifications_fail_open=scenario == "down",
                                       handler=local_handler(scenario), **SETTINGS)
     model = scripted.langchain_model(rec.model_inputs, rec.model_settings)
-    agent = create_agent(model, [get_weather],
-                         middleware=[middleware])
+    agent = create_agent(model, [get_weather], middleware=[middleware],
+                         checkpointer=InMemorySaver() if scenario == "interrupt" else None)
     try:
         request = {"messages": [{"role": "user", "content": prompt}]}
+        if scenario == "interrupt":
+            # The tool asks a human (LangGraph's interrupt), then the graph resumes.
+            config = {"configurable": {"thread_id": operation_id}}
+            paused = agent.invoke(request, config)
+            if "__interrupt__" not in paused:
+                raise RuntimeError("the tool did not interrupt")
+            state = agent.invoke(Command(resume=True), config)
+            return str(state["messages"][-1].content)
         # The `async` scenario runs the middleware's async hooks (ainvoke).
         state = (asyncio.run(agent.ainvoke(request)) if scenario == "async"
                  else agent.invoke(request))
@@ -122,11 +157,19 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
 
     agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
                             handler=local_handler(scenario), **SETTINGS)
-    agent = Agent(name="assistant", instructions="Answer about the weather.",
-                  model=agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
-                                                                      rec.model_settings)),
-                  tools=agenthooks.wrap_tools([get_weather]))
     try:
+        if scenario == "ungated":
+            from agents import WebSearchTool
+
+            tools = agenthooks.wrap_tools([get_weather, WebSearchTool()])
+        elif scenario == "unwrapped":
+            tools = [get_weather]
+        else:
+            tools = agenthooks.wrap_tools([get_weather])
+        agent = Agent(name="assistant", instructions="Answer about the weather.",
+                      model=agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
+                                                                          rec.model_settings)),
+                      tools=tools)
         result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))
     finally:
         agenthooks.client.close()
