@@ -86,8 +86,10 @@ type Config struct {
 	Conn *grpc.ClientConn
 	// OperationID is the run's operation id; empty means a fresh UUID.
 	OperationID string
-	// UserID and AgentID are sent on every event; empty means omitted where optional.
-	UserID  string
+	// UserID is required: the step and terminal events must carry it (the
+	// sidecar refuses them without), so New refuses a Config without it.
+	UserID string
+	// AgentID is sent on every event; empty means omitted where optional.
 	AgentID string
 	// Identifier is the toolset's identifier (`identifier`; matchers test
 	// `identifier/apiName`); empty means [DefaultIdentifier].
@@ -138,6 +140,9 @@ type Hooks struct {
 // New connects to the sidecar (and attaches the Handle stream when
 // [Config.Handle] is set).
 func New(cfg Config) (*Hooks, error) {
+	if cfg.UserID == "" {
+		return nil, errors.New("agenthooks: Config.UserID is required: the step and terminal events carry it, and the sidecar refuses them without")
+	}
 	if cfg.Identifier == "" {
 		cfg.Identifier = DefaultIdentifier
 	}

@@ -54,6 +54,29 @@ describe('Vercel AI SDK adapter', () => {
     expect(line?.modelInputs).toHaveLength(1);
   });
 
+  it('streamText without an onError: a modifying hook that fails after a step still fails the run, never "done"', async () => {
+    const op = 'op-ai-stream-blocked';
+    await harness.register(op, 'context-blocked');
+    const exit = await runRunner(
+      process.execPath,
+      [RUNNER, '--target', harness.sidecar.grpc, '--operation-id', op, '--stream-bare'],
+      REPO_ROOT,
+    );
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toContain(
+      'agenthooks: Modify transformContext blocked by hook context-policy-down',
+    );
+    await until(
+      () =>
+        harness.requests(op).some((r) => (r.json as { hookType?: string }).hookType === 'onError'),
+      'onError',
+    );
+    const { awaited } = notifications(harness.requests(op));
+    expect(awaited.filter((p) => (p as { hookType: string }).hookType === 'onComplete')).toEqual([
+      expect.objectContaining({ reason: 'error' }),
+    ]);
+  });
+
   it('streamText: the same events, decisions and final text as generateText', async () => {
     const op = 'op-ai-stream';
     await harness.register(op, 'canonical');

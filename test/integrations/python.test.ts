@@ -41,6 +41,7 @@ const SCENARIOS = [
   'readme',
   'payload',
   'blocked',
+  'no-user',
   // LangChain only: the Agents SDK has no stop between turns, and its tools answer text.
   'stop',
   'result-command',
@@ -535,6 +536,14 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
       error: 'hook_denied',
       success: false,
     });
+  });
+
+  it('refuses to be made without a user id: the run never starts, its events would be refused', () => {
+    const line = scenario(framework, 'no-user');
+    expect(line.error).toMatch(/^AgentHooksError: agenthooks: user_id is required/);
+    expect(line.toolRuns).toBe(0);
+    expect(line.modelInputs).toEqual([]);
+    expect(receiver.requests.filter((r) => r.path.endsWith(`/${line.operationId}`))).toEqual([]);
   });
 
   it('dispatches onToolCallError when the tool raises', () => {

@@ -95,7 +95,9 @@ export type Scenario =
   /** A local handler's mock, and an afterToolCall control that denies every result. */
   | 'mock-denied'
   /** A beforeToolCall modifying hook that answers content, and a beforeToolCall control that denies. */
-  | 'content-denied';
+  | 'content-denied'
+  /** A transformContext hook that must answer (onError: block) and fails at the second step. */
+  | 'context-blocked';
 
 /** The output limit the beforeProviderPayload hook sets on the provider call. */
 export const PAYLOAD_MAX_OUTPUT_TOKENS = 42;
@@ -112,7 +114,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Answers the receiver's routes: `/<op>/events`, `deny`, `allow`, `rewrite`, `redact`, `fail`, `payload`, `stop`. */
+/** Answers the receiver's routes: `/<op>/events`, `deny`, `allow`, `rewrite`, `redact`, `fail`, `fail-later`, `payload`, `stop`. */
 function answer(req: ReceivedRequest): { status: number; json?: unknown } {
   const route = req.path.split('/').pop();
   switch (route) {
@@ -126,6 +128,11 @@ function answer(req: ReceivedRequest): { status: number; json?: unknown } {
       return { status: 200, json: { content: MODIFY_CONTENT } };
     case 'fail':
       return { status: 503 };
+    case 'fail-later':
+      // Answers the first step's context, and fails from the second on.
+      return (req.json as { iteration?: number }).iteration === 1
+        ? { status: 200, json: {} }
+        : { status: 503 };
     case 'payload': {
       const { payload } = req.json as { payload: Record<string, unknown> };
       return {
@@ -230,6 +237,15 @@ export async function startHarness(): Promise<Harness> {
           point: ModifyPoint.BEFORE_TOOL_CALL,
           plugin: 'adapters',
           webhook: { url: url('fail'), onError: OnError.BLOCK },
+        }),
+      );
+    } else if (scenario === 'context-blocked') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'context-policy-down',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          plugin: 'adapters',
+          webhook: { url: url('fail-later'), onError: OnError.BLOCK },
         }),
       );
     } else if (scenario === 'payload' || scenario === 'stop') {
@@ -758,6 +774,23 @@ export function adapterScenarios(
       { hookType: 'onError', reason: 'error', status: 'error', operationId: op },
     ]);
     expect((awaited.at(-1) as { errorMessage: string }).errorMessage).toContain('policy-down');
+  });
+
+  it('refuses a run without a user id before anything runs: its events would be refused', async () => {
+    const { harness } = context();
+    const op = `op-${prefix}-no-user`;
+    await harness.register(op, 'canonical');
+    const exit = await start([
+      '--target',
+      harness.sidecar.grpc,
+      '--operation-id',
+      op,
+      '--user-id',
+      '',
+    ]);
+    expect(exit.code).not.toBe(0);
+    expect(exit.stderr).toMatch(/agenthooks: (?:userId|Config\.UserID) is required/);
+    expect(harness.requests(op)).toEqual([]);
   });
 
   it('sidecar down: the tool does not run and the run fails naming agenthooks', async () => {

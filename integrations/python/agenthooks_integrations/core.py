@@ -44,10 +44,12 @@ class Settings:
     """What the user configures; the rest of the mapping comes from the framework.
 
     `operation_id`: the spec's `operationId`; when None each run gets a fresh
-    UUID. `user_id` / `agent_id`: `userId` / `agentId`, omitted from tool
-    events when None (the step and terminal events carry them as `""`, the
-    spec's required strings). `identifier`: the toolset's `identifier`; a
-    tool's name is its `apiName`, so hook matchers test `identifier/name`.
+    UUID. `user_id`: `userId`, required (the step and terminal events must
+    carry one; a run without it would fail at its first event, so the adapter
+    refuses to be made without it). `agent_id`: `agentId`, omitted from tool
+    events when None (the step and terminal events carry it as `""`, which
+    the spec allows). `identifier`: the toolset's `identifier`; a tool's name
+    is its `apiName`, so hook matchers test `identifier/name`.
     """
 
     target: str = DEFAULT_TARGET
@@ -57,6 +59,12 @@ class Settings:
     identifier: str = DEFAULT_IDENTIFIER
     timeout: float = DEFAULT_TIMEOUT_SECONDS
     notifications_fail_open: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.user_id:
+            raise AgentHooksError(
+                "agenthooks: user_id is required: the step and terminal events carry it as "
+                "userId, which the sidecar refuses empty")
 
 
 def _describe(e: grpc.RpcError) -> str:

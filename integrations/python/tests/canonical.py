@@ -35,6 +35,7 @@ the caller registered, except:
   is a `json` block, not text;
 - `interrupt` (LangChain): the tool calls LangGraph's `interrupt()` before it
   runs, and the graph resumes with an approval;
+- `no-user`: the adapter is made without a user id;
 - `ungated` (Agents SDK): the agent's tools also hold a `WebSearchTool`;
   `unwrapped` (Agents SDK): the agent's function tool did not go through
   `wrap_tools`.
@@ -55,6 +56,11 @@ CARD = "4111 1111 1111 1111"
 TOOL_ERROR = "the weather service is down"
 HANDLER_MOCK = "cloudy in Paris (from the runtime's own handler)"
 SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
+
+
+def settings(scenario: str) -> dict[str, Any]:
+    """The adapter's configuration: SETTINGS, without the user id in `no-user`."""
+    return {k: v for k, v in SETTINGS.items() if not (scenario == "no-user" and k == "user_id")}
 
 
 class Recorder:
@@ -117,7 +123,7 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
 
     middleware = AgentHooksMiddleware(target=target, operation_id=operation_id,
                                       notifications_fail_open=scenario == "down",
-                                      handler=local_handler(scenario), **SETTINGS)
+                                      handler=local_handler(scenario), **settings(scenario))
     model = scripted.langchain_model(rec.model_inputs, rec.model_settings)
     agent = create_agent(model, [get_weather], middleware=[middleware],
                          checkpointer=InMemorySaver() if scenario == "interrupt" else None)
@@ -156,7 +162,7 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
         return rec.weather(city)
 
     agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
-                            handler=local_handler(scenario), **SETTINGS)
+                            handler=local_handler(scenario), **settings(scenario))
     try:
         if scenario == "ungated":
             from agents import WebSearchTool

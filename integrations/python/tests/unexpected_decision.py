@@ -66,7 +66,8 @@ def refuses(servicer: service_pb2_grpc.HookServiceServicer, handler: Any, expect
     service_pb2_grpc.add_HookServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    client = SidecarClient(Settings(target=f"127.0.0.1:{port}", timeout=5), handler=handler)
+    client = SidecarClient(Settings(target=f"127.0.0.1:{port}", user_id="user-1", timeout=5),
+                           handler=handler)
     runs: list[str] = []
     try:
         state = RunState(client).start()

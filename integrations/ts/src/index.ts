@@ -73,14 +73,18 @@ export type HandleFunction = (
   call: HandlerCall,
 ) => HandlerReply | undefined | Promise<HandlerReply | undefined>;
 
-/** What the user supplies; only `target` is required. */
+/** What the user supplies; `target` and `userId` are required. */
 export interface AgentHooksOptions {
   /** The sidecar's gRPC address: `host:port` or `unix:/path`. */
   readonly target: string;
   /** The run's operation id; default a fresh UUID. */
   readonly operationId?: string;
-  /** Sent on every event; omitted where optional when not set. */
-  readonly userId?: string;
+  /**
+   * `userId`, required: the step and terminal events must carry one (the
+   * sidecar refuses them without), so the constructor refuses options without it.
+   */
+  readonly userId: string;
+  /** `agentId`: omitted where optional when not set, `""` on step and terminal events. */
   readonly agentId?: string;
   /** The toolset's identifier (matchers test `identifier/apiName`); default `default`. */
   readonly identifier?: string;
@@ -375,6 +379,12 @@ export class AgentHooks {
   #completed = false;
 
   constructor(options: AgentHooksOptions) {
+    if (!options.userId) {
+      throw new AgentHooksError(
+        'SETUP_FAILED',
+        'userId is required: the step and terminal events carry it, and the sidecar refuses them without',
+      );
+    }
     this.#options = options;
     this.operationId = options.operationId || randomUUID();
     this.#identifier = options.identifier || DEFAULT_IDENTIFIER;
@@ -483,8 +493,22 @@ export class AgentHooks {
     }
   }
 
-  /** Runs one point's modifying hooks and answers their composed result; fails closed. */
+  /**
+   * Runs one point's modifying hooks and answers their composed result; fails
+   * closed. A failure is also kept, as a tool's is: the SDK may swallow what
+   * its callbacks throw (`streamText` ends the stream and resolves), so
+   * `run()` and the next step throw it.
+   */
   async modify<R extends object>(point: ModifyPoint, context: JsonObject): Promise<Partial<R>> {
+    try {
+      return await this.#modify<R>(point, context);
+    } catch (e) {
+      if (e instanceof AgentHooksError) this.#failure ??= e;
+      throw e;
+    }
+  }
+
+  async #modify<R extends object>(point: ModifyPoint, context: JsonObject): Promise<Partial<R>> {
     const name = ModifyPoint[point]
       .toLowerCase()
       .replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());

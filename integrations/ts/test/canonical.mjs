@@ -13,7 +13,8 @@
  * a failed run prints it too, with `error` in place of `final`. Besides the
  * README's lines it asks the shouldStopAfterTurn hooks (hooks.stopWhen). With
  * --stream it runs streamText (the model streams the same script) instead of
- * generateText. With --scenario mock it serves a
+ * generateText, with an onError that keeps the stream's error as the README
+ * says; --stream-bare runs streamText without one. With --scenario mock it serves a
  * local handler that mocks every beforeToolCall call with "mocked weather".
  * --mock-bytes N makes the mock N bytes long. With --pause-after-attach it
  * prints {"attached":true} once its Handle
@@ -120,6 +121,8 @@ async function main() {
       scenario: { type: 'string', default: 'canonical' },
       trace: { type: 'boolean', default: false },
       stream: { type: 'boolean', default: false },
+      'stream-bare': { type: 'boolean', default: false },
+      'user-id': { type: 'string', default: 'user-1' },
       'pause-after-attach': { type: 'boolean', default: false },
       'mock-bytes': { type: 'string', default: '' },
     },
@@ -132,7 +135,7 @@ async function main() {
   const hooks = await createAgentHooks({
     target: values.target,
     operationId: values['operation-id'],
-    userId: 'user-1',
+    userId: values['user-id'],
     agentId: 'agent-1',
     identifier: 'weather',
     handle:
@@ -190,6 +193,7 @@ async function main() {
       prompt: 'What is the weather in Paris?',
     };
     result = await hooks.run(async () => {
+      if (values['stream-bare']) return { text: await streamText(settings).text };
       if (!values.stream) return generateText(settings);
       // streamText answers at once; the run ends when its text is complete.
       let failure;

@@ -95,6 +95,7 @@ func run() error {
 	trace := flag.Bool("trace", false, "add toolArgs and modelInputs to the output line")
 	mockBytes := flag.Int("mock-bytes", 0, "with --scenario mock, a mock of this many bytes instead of the text")
 	pause := flag.Bool("pause-after-attach", false, "print {\"attached\":true} once attached, then wait for a line on stdin")
+	userID := flag.String("user-id", "user-1", "the run's user id (an empty one is refused)")
 	flag.Parse()
 	if *target == "" {
 		return errors.New("--target is required")
@@ -102,7 +103,7 @@ func run() error {
 
 	cfg := agenthooks.Config{
 		Target: *target, OperationID: *operationID,
-		UserID: "user-1", AgentID: "agent-1", Identifier: "weather",
+		UserID: *userID, AgentID: "agent-1", Identifier: "weather",
 	}
 	if *scenario == "mock" {
 		cfg.Handle = func(_ context.Context, call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
