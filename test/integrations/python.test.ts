@@ -46,19 +46,34 @@ const SCENARIOS = [
   'stop',
   'result-command',
   'result-blocks',
+  'result-command-extra',
+  'parent-command',
   'interrupt',
-  // The Agents SDK only: tools that are not function tools.
+  // The Agents SDK only: tools that are not function tools, or not wrapped.
   'ungated',
   'unwrapped',
+  'handoff-object',
+  'as-tool',
+  'start-run',
+  'name-collision',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const LANGCHAIN_ONLY: readonly Scenario[] = [
   'stop',
   'result-command',
   'result-blocks',
+  'result-command-extra',
+  'parent-command',
   'interrupt',
 ];
-const OPENAI_AGENTS_ONLY: readonly Scenario[] = ['ungated', 'unwrapped'];
+const OPENAI_AGENTS_ONLY: readonly Scenario[] = [
+  'ungated',
+  'unwrapped',
+  'handoff-object',
+  'as-tool',
+  'start-run',
+  'name-collision',
+];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
@@ -227,7 +242,12 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     },
     ...notifications(op('result-deny')),
   ]);
-  for (const s of ['result-command', 'result-blocks'] as const) {
+  for (const s of [
+    'result-command',
+    'result-blocks',
+    'result-command-extra',
+    'parent-command',
+  ] as const) {
     await register(op(s), [
       {
         id: 'withhold-forecast',
@@ -594,7 +614,7 @@ describe.each(FRAMEWORKS)('the %s adapter', (framework) => {
 });
 
 describe('the langchain adapter, on a tool that answers more than text', () => {
-  it.each(['result-command', 'result-blocks'] as const)(
+  it.each(['result-command', 'result-blocks', 'result-command-extra'] as const)(
     '%s: the result control judges what the tool answered, and its denial replaces it',
     (s) => {
       const line = scenario('langchain', s);
@@ -610,6 +630,15 @@ describe('the langchain adapter, on a tool that answers more than text', () => {
       expect(line.modelInputs[1]).not.toContain('sunny in Paris');
     },
   );
+});
+
+describe('the langchain adapter, when a tool raises a subgraph command for the parent graph', () => {
+  it('fails the run: what the command carries was judged by no control, and the model never sees it', () => {
+    const line = scenario('langchain', 'parent-command');
+    expect(line.error).toBeDefined();
+    expect(line.toolRuns).toBe(1);
+    expect(line.modelInputs.join('\n')).not.toContain('sunny in Paris');
+  });
 });
 
 describe('the langchain adapter, when a tool waits for a human', () => {
@@ -631,6 +660,10 @@ describe('the openai-agents adapter, on tools it cannot decide', () => {
   it.each([
     ['ungated', /tool 'web_search' is a WebSearchTool, whose calls agenthooks cannot decide/],
     ['unwrapped', /tool 'get_weather' of agent 'assistant' would run with no decision/],
+    ['handoff-object', /tool 'get_weather' of agent 'helper' would run with no decision/],
+    ['as-tool', /tool 'get_weather' of agent 'helper' would run with no decision/],
+    ['start-run', /tool 'get_weather' of agent 'assistant' would run with no decision/],
+    ['name-collision', /tool 'web_search' of agent 'assistant' would run with no decision/],
   ] as const)('%s: refuses the run before the model or any tool runs', (s, error) => {
     const line = scenario('openai-agents', s);
     expect(line.error).toMatch(error);

@@ -3,7 +3,8 @@
     from langchain.agents import create_agent
     from agenthooks_integrations.langchain import AgentHooksMiddleware
 
-    agent = create_agent(model, tools, middleware=[AgentHooksMiddleware(identifier="weather")])
+    middleware = AgentHooksMiddleware(user_id="user-1", identifier="weather")
+    agent = create_agent(model, tools, middleware=[middleware])
 
 What each of the middleware's hooks does (the spec's names):
 
@@ -63,7 +64,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langgraph.config import get_config
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphInterrupt
 from langgraph.types import Command
 from typing_extensions import NotRequired
 
@@ -144,6 +145,20 @@ def _tool_call_position(messages: list[Any], tool_call_id: str) -> tuple[str | N
                 if c.get("id") == tool_call_id:
                     return m.id, i
     raise AgentHooksError(f"agenthooks found no AIMessage with tool call {tool_call_id}")
+
+
+def _update_text(update: Any) -> str:
+    """A `Command`'s state update as JSON, each message as its type and content."""
+    def plain(value: Any) -> Any:
+        if isinstance(value, BaseMessage):
+            return {"type": value.type, "content": text_of(value.content, parts_as_json=True)}
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return json.dumps(plain(update), default=str, ensure_ascii=False)
 
 
 class AgentHooksMiddleware(AgentMiddleware):
@@ -334,15 +349,15 @@ class AgentHooksMiddleware(AgentMiddleware):
                                          success=output.status != "error")
         if isinstance(output, Command):
             update = output.update
-            messages = update.get("messages", []) if isinstance(update, dict) else []
-            call_id = request.tool_call["id"]
-            for message in messages if isinstance(messages, list) else []:
-                if isinstance(message, ToolMessage) and message.tool_call_id == call_id:
-                    return events_pb2.ToolResult(
-                        content=text_of(message.content, parts_as_json=True),
-                        success=message.status != "error")
-            return events_pb2.ToolResult(
-                content=json.dumps(update, default=str, ensure_ascii=False), success=True)
+            messages = update.get("messages") if isinstance(update, dict) else None
+            only = messages[0] if isinstance(messages, list) and len(messages) == 1 else None
+            if isinstance(update, dict) and len(update) == 1 and isinstance(only, ToolMessage) \
+                    and only.tool_call_id == request.tool_call["id"]:
+                # The call's own answer, and nothing else: judged as a ToolMessage is.
+                return events_pb2.ToolResult(content=text_of(only.content, parts_as_json=True),
+                                             success=only.status != "error")
+            # More than the call's answer reaches the graph: all of it is judged.
+            return events_pb2.ToolResult(content=_update_text(update), success=True)
         return events_pb2.ToolResult(content=text_of(output, parts_as_json=True), success=True)
 
     def _finish(self, run: RunState, request: Any, planned: Any, output: Any) -> Any:
@@ -363,15 +378,17 @@ class AgentHooksMiddleware(AgentMiddleware):
             try:
                 output = handler(request.override(tool_call={**request.tool_call,
                                                              "args": planned.args}))
-            except GraphBubbleUp:
+            except GraphInterrupt:
                 raise
             except Exception as e:
                 run.tool_failed(planned, e)
                 raise
             return self._finish(run, request, planned, output)
-        except GraphBubbleUp:
+        except GraphInterrupt:
             # LangGraph's `interrupt()` (a human's turn) pauses the run, it does not end
-            # it: the tool runs again, decided again, when the graph resumes.
+            # it: the tool runs again, decided again, when the graph resumes. Any other
+            # bubble-up (a subgraph's `Command.PARENT`) carries what no control judged,
+            # and fails the run below.
             raise
         except Exception as e:
             self._fail(run, e)
@@ -387,13 +404,13 @@ class AgentHooksMiddleware(AgentMiddleware):
             try:
                 output = await handler(request.override(tool_call={**request.tool_call,
                                                                    "args": planned.args}))
-            except GraphBubbleUp:
+            except GraphInterrupt:
                 raise
             except Exception as e:
                 await asyncio.to_thread(run.tool_failed, planned, e)
                 raise
             return await asyncio.to_thread(self._finish, run, request, planned, output)
-        except GraphBubbleUp:
+        except GraphInterrupt:
             raise
         except Exception as e:
             await asyncio.to_thread(self._fail, run, e)

@@ -3,7 +3,7 @@
     from agents import Agent
     from agenthooks_integrations.openai_agents import AgentHooks
 
-    agenthooks = AgentHooks(identifier="weather")
+    agenthooks = AgentHooks(user_id="user-1", identifier="weather")
     agent = Agent(name="assistant", model=model, tools=agenthooks.wrap_tools([get_weather]))
     result = await agenthooks.run(agent, "What is the weather in Paris?")
 
@@ -248,6 +248,15 @@ class AgentHooksRun(RunHooks):
             await self.afail(e)
             raise
 
+    async def on_agent_start(self, context: Any, agent: Agent[Any]) -> None:
+        # Each agent the run starts (a handoff's too), before its model or tools run:
+        # `Runner.run` called with `start_run`'s hooks gets the check `run` makes.
+        try:
+            self._owner.check_gated(agent)
+        except AgentHooksError as e:
+            await self.afail(e)
+            raise
+
     async def on_agent_end(self, context: Any, agent: Agent[Any], output: Any) -> None:
         self._owner._forget(self)
         await asyncio.to_thread(self.state.complete)
@@ -338,8 +347,11 @@ class AgentHooks:
         self.client = SidecarClient(self.settings, channel, handler)
         self._runs: dict[int, AgentHooksRun] = {}
         self._lock = threading.Lock()
-        # Tools and MCP servers named in `wrap_tools(..., ungated=...)`: run undecided.
-        self._ungated: set[str] = set()
+        # What `wrap_tools(..., ungated=...)` let through to run undecided: the tool
+        # objects themselves (by identity, not name: another tool of that name is
+        # still refused), and MCP servers by name.
+        self._ungated_tools: dict[int, Any] = {}
+        self._ungated_names: set[str] = set()
 
     def start_run(self, operation_id: str | None = None,
                   run_config: RunConfig | None = None) -> AgentHooksRun:
@@ -412,6 +424,7 @@ class AgentHooks:
         """
         allowed = set(ungated)
         wrapped = []
+        passed: list[Any] = []
         for tool in tools:
             if isinstance(tool, FunctionTool):
                 wrapped.append(self.wrap_tool(tool))
@@ -423,14 +436,23 @@ class AgentHooks:
                     "agenthooks cannot decide (only function tools are wrapped); name it in "
                     "wrap_tools(..., ungated=...) to let it run undecided")
             wrapped.append(tool)
+            passed.append(tool)
         with self._lock:
-            self._ungated |= allowed
+            # The objects are kept alive with their ids, so an id is never reused.
+            self._ungated_tools.update((id(t), t) for t in passed)
+            self._ungated_names |= allowed
         return wrapped
 
     def check_gated(self, agent: Agent[Any]) -> None:
-        """Refuses an agent (or one it hands off to) with a tool no decision covers; see `run`."""
+        """Refuses an agent with a tool no decision covers; see `run`.
+
+        Follows every agent the run can reach: handoffs (an `Agent` or a `Handoff`
+        to one) and the agents behind `agent.as_tool()` tools, which run their own
+        tools with the outer run's config.
+        """
         with self._lock:
-            ungated = set(self._ungated)
+            ungated_tools = set(self._ungated_tools)
+            ungated_names = set(self._ungated_names)
         seen: set[int] = set()
         pending = [agent]
         while pending:
@@ -439,20 +461,32 @@ class AgentHooks:
                 continue
             seen.add(id(current))
             for tool in current.tools:
-                name = _tool_name(tool)
-                if getattr(tool, _GATED, False) or name in ungated:
+                inner = getattr(tool, "_agent_instance", None)
+                if getattr(tool, "_is_agent_tool", False) and isinstance(inner, Agent):
+                    pending.append(inner)
+                if getattr(tool, _GATED, False) or id(tool) in ungated_tools:
                     continue
                 raise AgentHooksError(
-                    f"agenthooks: tool {name!r} of agent {current.name!r} would run with no "
-                    "decision: pass the agent's tools through AgentHooks.wrap_tools()")
+                    f"agenthooks: tool {_tool_name(tool)!r} of agent {current.name!r} would "
+                    "run with no decision: pass the agent's tools through AgentHooks.wrap_tools()")
             for server in getattr(current, "mcp_servers", None) or []:
                 name = getattr(server, "name", type(server).__name__)
-                if name not in ungated:
+                if name not in ungated_names:
                     raise AgentHooksError(
                         f"agenthooks: the tools of MCP server {name!r} of agent "
                         f"{current.name!r} would run with no decision; name it in "
                         "wrap_tools(..., ungated=...) to let them")
-            pending.extend(h for h in current.handoffs if isinstance(h, Agent))
+            for handoff in current.handoffs:
+                if isinstance(handoff, Agent):
+                    pending.append(handoff)
+                    continue
+                ref = getattr(handoff, "_agent_ref", None)
+                target = ref() if callable(ref) else None
+                if not isinstance(target, Agent):
+                    raise AgentHooksError(
+                        f"agenthooks: handoff {getattr(handoff, 'agent_name', handoff)!r} of "
+                        f"agent {current.name!r} names no agent agenthooks can check")
+                pending.append(target)
 
     def wrap_tool(self, tool: FunctionTool) -> FunctionTool:
         """A copy of a function tool whose every call goes through the tool-call flow."""

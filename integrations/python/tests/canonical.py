@@ -35,7 +35,15 @@ the caller registered, except:
   is a `json` block, not text;
 - `interrupt` (LangChain): the tool calls LangGraph's `interrupt()` before it
   runs, and the graph resumes with an approval;
+- `result-command-extra` (LangChain): the `Command` holds the call's
+  `ToolMessage` ("ok") and the forecast in another message; `parent-command`
+  (LangChain): the tool raises a subgraph's `Command.PARENT` holding the forecast;
 - `no-user`: the adapter is made without a user id;
+- `handoff-object`, `as-tool` (Agents SDK): the agent can hand off (with
+  `handoff()`) to, or call as a tool, a helper agent whose tool is not wrapped;
+  `start-run` (Agents SDK): `Runner.run` with `start_run`'s hooks, tool not
+  wrapped; `name-collision` (Agents SDK): an ungated `WebSearchTool` and an
+  unwrapped function tool named `web_search`;
 - `ungated` (Agents SDK): the agent's tools also hold a `WebSearchTool`;
   `unwrapped` (Agents SDK): the agent's function tool did not go through
   `wrap_tools`.
@@ -45,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -95,8 +104,10 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
     from typing import Annotated
 
     from langchain.agents import create_agent
-    from langchain_core.messages import ToolMessage
+    from langchain_core.messages import HumanMessage, ToolMessage
     from langchain_core.tools import InjectedToolCallId, tool
+    from langgraph.graph import START, StateGraph
+    from typing_extensions import TypedDict
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.types import Command, interrupt
 
@@ -109,6 +120,22 @@ def langchain_run(target: str, operation_id: str, prompt: str, rec: Recorder,
         forecast = rec.weather(city)
         if scenario == "result-command":
             return Command(update={"messages": [ToolMessage(forecast, tool_call_id=call_id)]})
+        if scenario == "result-command-extra":
+            # The call's own answer says little; the forecast rides along in another message.
+            return Command(update={"messages": [ToolMessage("ok", tool_call_id=call_id),
+                                                HumanMessage(forecast)]})
+        if scenario == "parent-command":
+            # A subgraph whose node answers for the parent graph: LangGraph raises it
+            # through the tool (a `ParentCommand`) to the agent's graph.
+            def answer(state: dict[str, Any]) -> Any:
+                return Command(graph=Command.PARENT, update={
+                    "messages": [ToolMessage(forecast, tool_call_id=state["call_id"])]})
+
+            subgraph = StateGraph(TypedDict("SubState", {"call_id": str}))
+            subgraph.add_node("answer", answer)
+            subgraph.add_edge(START, "answer")
+            subgraph.compile().invoke({"call_id": call_id})
+            return "unreachable"
         if scenario == "result-blocks":
             return ToolMessage([{"type": "json", "json": {"forecast": forecast}}],
                                tool_call_id=call_id)
@@ -164,19 +191,54 @@ def openai_agents_run(target: str, operation_id: str, prompt: str, rec: Recorder
     agenthooks = AgentHooks(target=target, notifications_fail_open=scenario == "down",
                             handler=local_handler(scenario), **settings(scenario))
     try:
+        model = agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
+                                                              rec.model_settings))
+        handoffs: list[Any] = []
         if scenario == "ungated":
             from agents import WebSearchTool
 
             tools = agenthooks.wrap_tools([get_weather, WebSearchTool()])
-        elif scenario == "unwrapped":
+        elif scenario in ("unwrapped", "start-run"):
             tools = [get_weather]
+        elif scenario == "name-collision":
+            from agents import WebSearchTool
+
+            # A hosted tool let through by name does not let through another of that name.
+            ungated = agenthooks.wrap_tools([WebSearchTool()], ungated=["web_search"])
+            tools = agenthooks.wrap_tools([get_weather]) + ungated + [
+                dataclasses.replace(get_weather, name="web_search")]
+        elif scenario in ("handoff-object", "as-tool"):
+            from agents import handoff
+
+            helper = Agent(name="helper", instructions="Helps.", model=model, tools=[get_weather])
+            if scenario == "handoff-object":
+                tools = agenthooks.wrap_tools([get_weather])
+                handoffs = [handoff(helper)]
+            else:
+                tools = agenthooks.wrap_tools(
+                    [get_weather, helper.as_tool(tool_name="ask_helper",
+                                                 tool_description="Asks the helper.")])
         else:
             tools = agenthooks.wrap_tools([get_weather])
         agent = Agent(name="assistant", instructions="Answer about the weather.",
-                      model=agenthooks.model(scripted.openai_agents_model(rec.model_inputs,
-                                                                          rec.model_settings)),
-                      tools=tools)
-        result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))
+                      model=model, tools=tools, handoffs=handoffs)
+        if scenario == "start-run":
+            # `Runner.run` with the run's hooks and config, as the README shows.
+            from agents import Runner
+
+            run = agenthooks.start_run(operation_id)
+
+            async def manual() -> Any:
+                try:
+                    return await Runner.run(agent, prompt, hooks=run,
+                                            run_config=run.run_config)
+                except Exception as e:
+                    await run.afail(e)
+                    raise
+
+            result = asyncio.run(manual())
+        else:
+            result = asyncio.run(agenthooks.run(agent, prompt, operation_id=operation_id))
     finally:
         agenthooks.client.close()
     return str(result.final_output)
