@@ -9,6 +9,7 @@ import { rmSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { type App, openApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
+import { didYouMean } from './config/did-you-mean.js';
 import { AgentHooksError } from './errors.js';
 import { createLogger, routeProcessOutput } from './log.js';
 import { routeGrpcLogs } from './server/grpc-log.js';
@@ -214,40 +215,6 @@ function serveErrorText(args: readonly string[], e: unknown): string {
     }
   }
   return (e as Error).message;
-}
-
-/** `; did you mean --x?` for the candidate nearest to `name`, when one is near enough. */
-function didYouMean(name: string, candidates: readonly string[], prefix: string): string {
-  let best: string | undefined;
-  let bestDistance = Number.POSITIVE_INFINITY;
-  for (const candidate of candidates) {
-    const distance = editDistance(name, candidate);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  // A third of the name may differ: `--grpc-lisen` finds `--grpc-listen`, `--x` finds nothing.
-  const near =
-    best !== undefined &&
-    (bestDistance <= Math.max(1, Math.floor(name.length / 3)) || best.startsWith(name));
-  return near ? `; did you mean '${prefix}${best}'?` : '';
-}
-
-/** Levenshtein distance between two short strings. */
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      const substitution = (previous[j - 1] as number) + (a[i - 1] === b[j - 1] ? 0 : 1);
-      current.push(
-        Math.min((previous[j] as number) + 1, (current[j - 1] as number) + 1, substitution),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length] as number;
 }
 
 main(process.argv.slice(2)).then(

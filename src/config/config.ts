@@ -4,6 +4,7 @@
  * table `OPTIONS` is the single source for parsing, `serve --help` and the
  * README's configuration table.
  */
+
 import { parseArgs } from 'node:util';
 import { DEFAULT_AUDIT_BUFFER, DEFAULT_AUDIT_BUFFER_BYTES } from '../audit/audit-log.js';
 import { type Pointer, parsePointer } from '../audit/masks.js';
@@ -20,6 +21,7 @@ import { isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
 import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
+import { editDistance } from './did-you-mean.js';
 
 /** The variable that may hold a `--users-postgres-url` with its password. */
 const USERS_URL_VAR = 'AGENTHOOKS_USERS_POSTGRES_URL';
@@ -481,6 +483,8 @@ export const OPTIONS: readonly OptionSpec[] = [
 
 /** Variable holding the bearer token itself; a secret, so it has no flag (flags show in `ps`). */
 export const AUTH_TOKEN_VAR = 'AGENTHOOKS_AUTH_TOKEN';
+/** The variable of `--auth-token-file`. */
+const AUTH_TOKEN_FILE_VAR = 'AGENTHOOKS_AUTH_TOKEN_FILE';
 
 /** A listen address. */
 export type ListenAddress =
@@ -680,7 +684,7 @@ export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
   },
   {
     name: 'AGENTHOOKS_AUTH_TOKEN',
-    help: 'the bearer token itself, instead of --auth-token-file (read at start)',
+    help: 'the bearer token itself, instead of --auth-token-file (the process env only, read at start)',
   },
   {
     name: AUDIT_HTTP_AUTHORIZATION_VAR,
@@ -757,6 +761,43 @@ export function serveHelp(): string {
   lines.push('', 'Environment (the process environment overlaid by --env-file; never stored):');
   for (const v of ENVIRONMENT_VARIABLES) lines.push(`  ${v.name.padEnd(width)} ${v.help}`);
   return `${lines.join('\n')}\n`;
+}
+
+/** The prefix of the sidecar's own variables (and of its clients' and tools'). */
+const PREFIX = 'AGENTHOOKS_';
+
+/** Prefixes of the `AGENTHOOKS_*` variables whose names the operator chooses. */
+const NAMED_VARIABLE_PREFIXES = ['AGENTHOOKS_SIGNING_SECRET_', 'AGENTHOOKS_SIGNING_ORIGINS_'];
+
+/**
+ * Refuses an `AGENTHOOKS_*` variable that is a near miss of one the sidecar
+ * reads (`AGENTHOOKS_AUTH_TOKEN_FIL`): ignored, it would leave a setting at its
+ * default, the token off among them. Names far from every known one are left
+ * alone: clients and tools of the same family use the prefix too
+ * (`AGENTHOOKS_ADDRESS`).
+ *
+ * @throws InvalidArgumentError naming the variable and the one it likely means.
+ */
+function checkVariableNames(env: Readonly<Record<string, string | undefined>>): void {
+  const known = [
+    ...OPTIONS.map((o) => o.env),
+    ...ENVIRONMENT_VARIABLES.map((v) => v.name).filter((n) => !n.includes('<')),
+  ];
+  const knownSet = new Set(known);
+  for (const name of Object.keys(env)) {
+    if (!name.startsWith(PREFIX) || knownSet.has(name)) continue;
+    if (NAMED_VARIABLE_PREFIXES.some((p) => name.startsWith(p))) continue;
+    // A fifth of the part after the prefix may differ: a typo, not another name.
+    const suffix = name.length - PREFIX.length;
+    const near = known.find((k) => editDistance(name, k) <= Math.max(1, Math.floor(suffix / 5)));
+    if (near !== undefined) {
+      throw new InvalidArgumentError(
+        name,
+        INVALID_FLAG,
+        `unknown variable ${name}; did you mean ${near}?`,
+      );
+    }
+  }
 }
 
 /**
@@ -1235,8 +1276,26 @@ function parseSecurityOptions(
   const dnsServer = one('dns-server');
   if (dnsServer !== undefined) parseListen(dnsServer, 'dns-server', false);
 
+  checkVariableNames(env);
+  // Set but empty is refused, not read as unset: a Secret key that is present
+  // and empty must not serve the API without a token.
+  for (const [name, value] of [
+    [AUTH_TOKEN_VAR, env[AUTH_TOKEN_VAR]],
+    [AUTH_TOKEN_FILE_VAR, env[AUTH_TOKEN_FILE_VAR]],
+  ] as const) {
+    if (value === '') {
+      throw new InvalidArgumentError(
+        name,
+        INVALID_FLAG,
+        `${name} is set but empty; unset it to serve without a token`,
+      );
+    }
+  }
   const authTokenFile = one('auth-token-file');
-  const authToken = env[AUTH_TOKEN_VAR] === '' ? undefined : env[AUTH_TOKEN_VAR];
+  if (authTokenFile === '') {
+    throw new InvalidArgumentError('auth-token-file', INVALID_FLAG, '--auth-token-file is empty');
+  }
+  const authToken = env[AUTH_TOKEN_VAR];
   if (authTokenFile !== undefined && authToken !== undefined) {
     throw new InvalidArgumentError(
       'auth-token-file',

@@ -63,6 +63,13 @@ describe('security options', () => {
     [['--dns-server', 'nohost'], {}, 'dns-server'],
     [['--auth-token-file', '/t'], { AGENTHOOKS_AUTH_TOKEN: 'x' }, 'auth-token-file'],
     [[], { AGENTHOOKS_AUTH_TOKEN: '   ' }, 'AGENTHOOKS_AUTH_TOKEN'],
+    // Set but empty (a Secret key that is present and empty) is not "no token".
+    [[], { AGENTHOOKS_AUTH_TOKEN: '' }, 'AGENTHOOKS_AUTH_TOKEN'],
+    [[], { AGENTHOOKS_AUTH_TOKEN_FILE: '' }, 'AGENTHOOKS_AUTH_TOKEN_FILE'],
+    [['--auth-token-file', ''], {}, 'auth-token-file'],
+    // A near miss of a variable the sidecar reads would leave its setting at the default.
+    [[], { AGENTHOOKS_AUTH_TOKEN_FIL: '/t' }, 'AGENTHOOKS_AUTH_TOKEN_FIL'],
+    [[], { AGENTHOOKS_REFLECTON_PUBLIC: 'true' }, 'AGENTHOOKS_REFLECTON_PUBLIC'],
     [[], { AGENTHOOKS_REFLECTION_PUBLIC: 'yes' }, 'reflection-public'],
     [['--socket-mode', '0999'], {}, 'socket-mode'],
     [['--tls-cert', '/c.pem'], {}, 'tls-key'],
@@ -71,6 +78,23 @@ describe('security options', () => {
     [['--max-hooks-per-operation', '1.5'], {}, 'max-hooks-per-operation'],
   ])('refuses %j with %j, naming %s', (args, env, field) => {
     expect(() => parseServeConfig(args, env)).toThrow(expect.objectContaining({ field }));
+  });
+
+  it("names the variable a near miss likely means, and leaves the family's other names alone", () => {
+    expect(() => parseServeConfig([], { AGENTHOOKS_AUTH_TOKEN_FIL: '/t' })).toThrow(
+      'unknown variable AGENTHOOKS_AUTH_TOKEN_FIL; did you mean AGENTHOOKS_AUTH_TOKEN_FILE?',
+    );
+    // Clients, examples and tools use the prefix too; operators name their signing secrets.
+    const others = {
+      AGENTHOOKS_ADDRESS: '127.0.0.1:50051',
+      AGENTHOOKS_TARGET: '127.0.0.1:50051',
+      AGENTHOOKS_OPERATION_ID: 'op',
+      AGENTHOOKS_IMAGE_TMP: '/tmp',
+      AGENTHOOKS_CHROMIUM: '/usr/bin/chromium',
+      AGENTHOOKS_DEBIAN_MIRROR: 'http://deb.debian.org/debian',
+      AGENTHOOKS_STORAGE_DRIVER: 'vfs',
+    };
+    expect(() => parseServeConfig([], others)).not.toThrow();
   });
 
   it('never quotes the token in an error', () => {
