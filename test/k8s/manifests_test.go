@@ -40,6 +40,7 @@ var imageEnvDefaults = map[string]string{
 	"AGENTHOOKS_GRPC_LISTEN":    "0.0.0.0:50051",
 	"AGENTHOOKS_HEALTH_LISTEN":  "0.0.0.0:50052",
 	"AGENTHOOKS_HTTP_LISTEN":    "0.0.0.0:8080",
+	"AGENTHOOKS_ADMIN_LISTEN":   "127.0.0.1:8081",
 	"AGENTHOOKS_DB":             "/var/lib/agenthooks/agenthooks.db",
 	"AGENTHOOKS_SHUTDOWN_GRACE": "10",
 }
@@ -49,6 +50,7 @@ var flagEnv = map[string]string{
 	"grpc-listen":     "AGENTHOOKS_GRPC_LISTEN",
 	"health-listen":   "AGENTHOOKS_HEALTH_LISTEN",
 	"http-listen":     "AGENTHOOKS_HTTP_LISTEN",
+	"admin-listen":    "AGENTHOOKS_ADMIN_LISTEN",
 	"metrics-listen":  "AGENTHOOKS_METRICS_LISTEN",
 	"auth-token-file": "AGENTHOOKS_AUTH_TOKEN_FILE",
 	"db":              "AGENTHOOKS_DB",
@@ -520,6 +522,10 @@ func listenerProblems(sidecar *corev1.Container) []string {
 		for _, l := range api {
 			problems = append(problems, fmt.Sprintf("%s: %s serves the API on TCP without a token: any process in the pod can call it", sidecarName, l))
 		}
+		// The read-only console shows the config, the hooks and live decisions.
+		if a := s.one("admin-listen"); a != "" && a != "off" {
+			problems = append(problems, fmt.Sprintf("%s: --admin-listen %s serves the admin console on TCP without a token: any process in the pod can read it", sidecarName, a))
+		}
 	}
 	metrics := s.one("metrics-listen")
 	_, metricsPort, err := net.SplitHostPort(metrics)
@@ -564,6 +570,15 @@ func TestListenerChecksCatchExposedAPIs(t *testing.T) {
 			env := c.Env[:0]
 			for _, e := range c.Env {
 				if e.Name != "AGENTHOOKS_HTTP_LISTEN" && e.Name != "AGENTHOOKS_GRPC_LISTEN" {
+					env = append(env, e)
+				}
+			}
+			c.Env = env
+		}},
+		{"the admin console at its default, without a token", true, func(c *corev1.Container) {
+			env := c.Env[:0]
+			for _, e := range c.Env {
+				if e.Name != "AGENTHOOKS_ADMIN_LISTEN" {
 					env = append(env, e)
 				}
 			}
