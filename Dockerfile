@@ -51,6 +51,10 @@ COPY package.json ./
 # The data folder belongs to the runtime user, so a fresh volume mounted there
 # (or the image's own folder) is writable.
 RUN mkdir -p /var/lib/agenthooks && chown 10001:10001 /var/lib/agenthooks
+# On 0.0.0.0 the API needs a token (AGENTHOOKS_AUTH_TOKEN_FILE or
+# AGENTHOOKS_AUTH_TOKEN): without one the sidecar refuses to start, unless
+# AGENTHOOKS_ALLOW_UNAUTHENTICATED=true (or the API is moved to a unix socket
+# or loopback, as deploy/kubernetes does).
 ENV NODE_ENV=production \
     AGENTHOOKS_GRPC_LISTEN=0.0.0.0:50051 \
     AGENTHOOKS_HTTP_LISTEN=0.0.0.0:8080 \

@@ -5,6 +5,7 @@
  * README's configuration table.
  */
 
+import { isIPv4 } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_AUDIT_BUFFER, DEFAULT_AUDIT_BUFFER_BYTES } from '../audit/audit-log.js';
 import { type Pointer, parsePointer } from '../audit/masks.js';
@@ -343,6 +344,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_AUTH_TOKEN_FILE',
     value: 'PATH',
     help: 'file holding the bearer token every RPC but health must send (AGENTHOOKS_AUTH_TOKEN sets it directly)',
+  },
+  {
+    flag: 'allow-unauthenticated',
+    env: 'AGENTHOOKS_ALLOW_UNAUTHENTICATED',
+    value: '',
+    boolean: true,
+    help: 'serve the API on a non-loopback TCP address without a bearer token (refused otherwise)',
   },
   {
     flag: 'reflection-public',
@@ -965,7 +973,7 @@ export function parseServeConfig(
   const metrics = one('metrics-listen');
   const admin = one('admin-listen');
   const connections = parseConnectionLimits(one);
-  return Object.freeze(
+  const config = Object.freeze(
     extend(security, {
       maxDetachedDeliveries: wholeNumber(one('max-detached-deliveries'), 'max-detached-deliveries'),
       maxDetachedBytes: wholeNumber(one('max-detached-bytes'), 'max-detached-bytes'),
@@ -1009,6 +1017,47 @@ export function parseServeConfig(
       usersPostgresQuery,
     }),
   );
+  // Refused rather than warned about: a default is a promise, and an API any
+  // host can reach without a token is not one the operator should get by accident.
+  const exposed = exposedListeners(config);
+  const tokenless = security.authToken === undefined && security.authTokenFile === undefined;
+  if (tokenless && exposed.length > 0 && !bool('allow-unauthenticated')) {
+    throw new InvalidArgumentError(
+      exposed[0]?.flag ?? 'grpc-listen',
+      INVALID_FLAG,
+      `${exposed.map((e) => e.text).join(', ')} would serve the API beyond loopback without a bearer token: set --auth-token-file (or AGENTHOOKS_AUTH_TOKEN), or --allow-unauthenticated to accept it`,
+    );
+  }
+  return config;
+}
+
+/** A listener that serves the API on a TCP address other than loopback. */
+export interface ExposedListener {
+  readonly flag: string;
+  /** `--grpc-listen 0.0.0.0:50051`. */
+  readonly text: string;
+}
+
+/** The API listeners (and the admin console) on TCP addresses other than loopback. */
+export function exposedListeners(config: ServeConfig): ExposedListener[] {
+  const exposed: ExposedListener[] = [];
+  const add = (flag: string, address: ListenAddress | undefined) => {
+    if (address?.kind === 'tcp' && !isLoopback(address.host)) {
+      exposed.push({ flag, text: `--${flag} ${address.text}` });
+    }
+  };
+  for (const address of config.grpcListen) add('grpc-listen', address);
+  add('admin-listen', config.adminListen);
+  add('http-listen', config.httpListen);
+  return exposed;
+}
+
+/** True for `localhost`, `127.0.0.0/8`, `::1` and IPv4-mapped loopback addresses. */
+export function isLoopback(host: string): boolean {
+  const h = host.toLowerCase();
+  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
+  const v4 = h.startsWith('::ffff:') ? h.slice('::ffff:'.length) : h;
+  return isIPv4(v4) && v4.startsWith('127.');
 }
 
 /**

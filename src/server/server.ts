@@ -19,7 +19,12 @@ import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
-import type { ConnectionLimits, ListenAddress, ServeConfig } from '../config/config.js';
+import {
+  type ConnectionLimits,
+  exposedListeners,
+  type ListenAddress,
+  type ServeConfig,
+} from '../config/config.js';
 import { createConsoleHandler } from '../console/handler.js';
 import type { ConsoleSource } from '../console/views.js';
 import { extend } from '../extend.js';
@@ -274,7 +279,8 @@ export function createServer(
   return {
     edge,
     async listen() {
-      const exposed = exposedListeners(config);
+      // Only with --allow-unauthenticated: the config refuses it otherwise.
+      const exposed = exposedListeners(config).map((e) => e.text);
       if (!security.authenticated && exposed.length > 0) {
         logger.warn('the API is served without a token on addresses other than loopback', {
           listeners: exposed,
@@ -557,33 +563,4 @@ async function listenHttp(server: http.Server, address: ListenAddress): Promise<
   const bound = server.address() as net.AddressInfo;
   const host = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
   return `${host}:${bound.port}`;
-}
-
-/**
- * The listeners that serve the API on a TCP address other than loopback:
- * anyone who reaches the address can call it unless a token is set.
- */
-function exposedListeners(config: ServeConfig): string[] {
-  const exposed: string[] = [];
-  for (const address of config.grpcListen) {
-    if (address.kind === 'tcp' && !isLoopback(address.host)) {
-      exposed.push(`--grpc-listen ${address.text}`);
-    }
-  }
-  if (config.adminListen?.kind === 'tcp' && !isLoopback(config.adminListen.host)) {
-    exposed.push(`--admin-listen ${config.adminListen.text}`);
-  }
-  const httpListen = config.httpListen;
-  if (httpListen?.kind === 'tcp' && !isLoopback(httpListen.host)) {
-    exposed.push(`--http-listen ${httpListen.text}`);
-  }
-  return exposed;
-}
-
-/** True for `localhost`, `127.0.0.0/8`, `::1` and IPv4-mapped loopback addresses. */
-function isLoopback(host: string): boolean {
-  const h = host.toLowerCase();
-  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
-  const v4 = h.startsWith('::ffff:') ? h.slice('::ffff:'.length) : h;
-  return net.isIPv4(v4) && v4.startsWith('127.');
 }

@@ -43,6 +43,7 @@ describe('serve configuration', () => {
       AGENTHOOKS_GRPC_LISTEN: 'unix:/tmp/a.sock, 0.0.0.0:9000',
       AGENTHOOKS_HEALTH_LISTEN: '0.0.0.0:9001',
       AGENTHOOKS_HTTP_LISTEN: 'off',
+      AGENTHOOKS_ALLOW_UNAUTHENTICATED: 'true',
       AGENTHOOKS_DB: '/var/lib/agenthooks/db',
       AGENTHOOKS_SHUTDOWN_GRACE: '2.5',
       AGENTHOOKS_LOG_LEVEL: 'debug',

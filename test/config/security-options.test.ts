@@ -97,6 +97,43 @@ describe('security options', () => {
     expect(() => parseServeConfig([], others)).not.toThrow();
   });
 
+  it('refuses an API beyond loopback without a token, unless --allow-unauthenticated says so', () => {
+    for (const args of [
+      ['--grpc-listen', '0.0.0.0:50051'],
+      ['--http-listen', '[::]:8080'],
+      ['--admin-listen', '10.0.0.5:8081'],
+    ]) {
+      expect(() => parseServeConfig(args, {}), args.join(' ')).toThrow(
+        expect.objectContaining({
+          field: (args[0] as string).slice(2),
+          message: expect.stringContaining(
+            'would serve the API beyond loopback without a bearer token',
+          ),
+        }),
+      );
+      expect(() => parseServeConfig([...args, '--allow-unauthenticated'], {})).not.toThrow();
+      expect(() => parseServeConfig(args, { AGENTHOOKS_AUTH_TOKEN: 't' })).not.toThrow();
+    }
+    // Loopback, unix sockets and the health and metrics listeners need no token.
+    expect(() =>
+      parseServeConfig(
+        [
+          '--grpc-listen',
+          '127.0.0.1:50051',
+          '--grpc-listen',
+          'unix:/tmp/a.sock',
+          '--http-listen',
+          'localhost:8080',
+          '--health-listen',
+          '0.0.0.0:50052',
+          '--metrics-listen',
+          '0.0.0.0:9090',
+        ],
+        {},
+      ),
+    ).not.toThrow();
+  });
+
   it('never quotes the token in an error', () => {
     try {
       parseServeConfig(['--auth-token-file', '/t'], { AGENTHOOKS_AUTH_TOKEN: 'very-secret' });

@@ -11,15 +11,20 @@ describe('listeners', () => {
     sidecar = undefined;
   });
 
-  it('warns once at start, naming the listener, when the API is on 0.0.0.0 without a token', async () => {
-    sidecar = await startSidecar({ args: ['--grpc-listen', '0.0.0.0:0'] });
+  it('warns once at start, naming the listener, when --allow-unauthenticated lets the API on 0.0.0.0 without a token', async () => {
+    sidecar = await startSidecar({
+      args: ['--grpc-listen', '0.0.0.0:0', '--allow-unauthenticated'],
+    });
     const warnings = sidecar.logs.filter((l) => l.msg === EXPOSED_WARNING);
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ level: 'warn', listeners: ['--grpc-listen 0.0.0.0:0'] });
   });
 
   it('names a non-loopback HTTP listener too', async () => {
-    sidecar = await startSidecar({ http: false, args: ['--http-listen', '0.0.0.0:0'] });
+    sidecar = await startSidecar({
+      http: false,
+      args: ['--http-listen', '0.0.0.0:0', '--allow-unauthenticated'],
+    });
     const warning = sidecar.logs.find((l) => l.msg === EXPOSED_WARNING);
     expect(warning).toMatchObject({ listeners: ['--http-listen 0.0.0.0:0'] });
   });

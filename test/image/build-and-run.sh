@@ -374,6 +374,7 @@ run_log="${work}/run.log"
   --env AGENTHOOKS_HTTP_LISTEN="0.0.0.0:${http_port}" \
   --env AGENTHOOKS_HEALTH_LISTEN="0.0.0.0:${health_port}" \
   --env AGENTHOOKS_ADMIN_LISTEN=off \
+  --env AGENTHOOKS_AUTH_TOKEN=image-test-token \
   "${run_ctr}" -- "${argv[@]}" >"${run_log}" 2>&1 </dev/null &
 run_pid=$!
 
@@ -429,6 +430,21 @@ stop_sidecar
 left="$(cd "${run_mnt}/run" && find . -mindepth 1 ! -path ./agenthooks)"
 [ -z "${left}" ] || fail "files left in /run after the run: ${left}"
 say "stop: SIGTERM -> exit 0"
+
+# --- 5b. the image's defaults without a token ----------------------------------
+# Its listeners are 0.0.0.0: without a token the sidecar refuses to start
+# (before it binds anything) rather than serve the API to the network.
+refused_log="${work}/refused.log"
+echo "+ buildah run (no token) -- ${argv[*]}" >>"${log}"
+refused_rc=0
+bounded 60 "${bah[@]}" run --isolation chroot \
+  --volume "${data}:/var/lib/agenthooks" \
+  "${run_ctr}" -- "${argv[@]}" >"${refused_log}" 2>&1 </dev/null || refused_rc=$?
+cat "${refused_log}" >>"${log}"
+[ "${refused_rc}" -ne 0 ] || fail "the image served its default 0.0.0.0 listeners without a token"
+grep -q 'would serve the API beyond loopback without a bearer token' "${refused_log}" ||
+  fail "the image's refusal without a token does not say why"
+say "defaults: no token -> refused at start (exit ${refused_rc})"
 
 # --- 6. socket shared with another user ---------------------------------------
 # The Kubernetes sidecar's socket settings as flags after the image's
