@@ -54,8 +54,18 @@ export function holdStoreLock(dbPath: string, waitMs: number): StoreLock | undef
   const path = lockPathOf(dbPath);
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const taken = lockOnce(dbPath, path, Math.max(0, deadline - Date.now()));
+    const taken = lockOnce(path, Math.max(0, deadline - Date.now()));
     if (taken === undefined) return undefined;
+    if (taken === BUSY) {
+      // SQLite answers BUSY at once, without waiting, to the one of two
+      // connections racing for the lock that would otherwise deadlock (both
+      // hold a shared lock, one wants to write): give the other a moment to
+      // take it, then wait on it as usual. Only a busy lock past the
+      // deadline is another sidecar's.
+      if (Date.now() >= deadline) throw lockedError(dbPath, path, undefined);
+      pause(RACE_PAUSE_MS + Math.floor(Math.random() * RACE_PAUSE_MS));
+      continue;
+    }
     const { db, locked } = taken;
     const now = statPath(path);
     if (now !== undefined && sameFile(now, locked)) return heldLock(path, db, locked);
@@ -72,7 +82,18 @@ interface Taken {
 }
 
 /** Opens `path` and locks it, waiting up to `waitMs`; `undefined` when it cannot be written. */
-function lockOnce(dbPath: string, path: string, waitMs: number): Taken | undefined {
+/** What {@link lockOnce} answers when SQLite said busy (within or past its wait). */
+const BUSY = Symbol('busy');
+
+/** Milliseconds (and as many more, at random) a start that lost a race for the lock pauses. */
+const RACE_PAUSE_MS = 20;
+
+/** Sleeps `ms` synchronously, as SQLite's own busy wait does. */
+function pause(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+function lockOnce(path: string, waitMs: number): Taken | typeof BUSY | undefined {
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { timeout: waitMs });
@@ -93,7 +114,7 @@ function lockOnce(dbPath: string, path: string, waitMs: number): Taken | undefin
   } catch (e: unknown) {
     db?.close();
     const code = (e as { code?: unknown }).code;
-    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') throw lockedError(dbPath, path, e);
+    if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') return BUSY;
     if (typeof code === 'string' && /^SQLITE_(CANTOPEN|READONLY|PERM|AUTH)/.test(code)) {
       return undefined;
     }
