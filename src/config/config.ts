@@ -5,7 +5,7 @@
  * README's configuration table.
  */
 
-import { isIPv4 } from 'node:net';
+import { BlockList, isIP, isIPv4 } from 'node:net';
 import { parseArgs } from 'node:util';
 import { DEFAULT_AUDIT_BUFFER, DEFAULT_AUDIT_BUFFER_BYTES } from '../audit/audit-log.js';
 import { type Pointer, parsePointer } from '../audit/masks.js';
@@ -774,6 +774,10 @@ export function serveHelp(): string {
 /** The prefix of the sidecar's own variables (and of its clients' and tools'). */
 const PREFIX = 'AGENTHOOKS_';
 
+/** The suffixes of the variables Kubernetes sets for each Service of the namespace. */
+const SERVICE_LINK =
+  /_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)$/;
+
 /** Prefixes of the `AGENTHOOKS_*` variables whose names the operator chooses. */
 const NAMED_VARIABLE_PREFIXES = ['AGENTHOOKS_SIGNING_SECRET_', 'AGENTHOOKS_SIGNING_ORIGINS_'];
 
@@ -795,6 +799,9 @@ function checkVariableNames(env: Readonly<Record<string, string | undefined>>): 
   for (const name of Object.keys(env)) {
     if (!name.startsWith(PREFIX) || knownSet.has(name)) continue;
     if (NAMED_VARIABLE_PREFIXES.some((p) => name.startsWith(p))) continue;
+    // Kubernetes' service links (a Service named agenthooks-users-postgres gives
+    // AGENTHOOKS_USERS_POSTGRES_PORT): not the operator's words.
+    if (SERVICE_LINK.test(name)) continue;
     // A fifth of the part after the prefix may differ: a typo, not another name.
     const suffix = name.length - PREFIX.length;
     const near = known.find((k) => editDistance(name, k) <= Math.max(1, Math.floor(suffix / 5)));
@@ -1020,8 +1027,14 @@ export function parseServeConfig(
   // Refused rather than warned about: a default is a promise, and an API any
   // host can reach without a token is not one the operator should get by accident.
   const exposed = exposedListeners(config);
-  const tokenless = security.authToken === undefined && security.authTokenFile === undefined;
-  if (tokenless && exposed.length > 0 && !bool('allow-unauthenticated')) {
+  // A client certificate signed by --tls-client-ca authenticates as a token does.
+  const unauthenticated =
+    security.authToken === undefined &&
+    security.authTokenFile === undefined &&
+    security.tls?.clientCaFile === undefined;
+  // Read always, so that a bad value is refused whether or not it is needed.
+  const allowUnauthenticated = bool('allow-unauthenticated');
+  if (unauthenticated && exposed.length > 0 && !allowUnauthenticated) {
     throw new InvalidArgumentError(
       exposed[0]?.flag ?? 'grpc-listen',
       INVALID_FLAG,
@@ -1052,12 +1065,29 @@ export function exposedListeners(config: ServeConfig): ExposedListener[] {
   return exposed;
 }
 
-/** True for `localhost`, `127.0.0.0/8`, `::1` and IPv4-mapped loopback addresses. */
+/** The loopback addresses: `127.0.0.0/8`, `::1` and IPv4-mapped `127.0.0.0/8`. */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+LOOPBACK.addSubnet('::ffff:127.0.0.0', 104, 'ipv6');
+
+/**
+ * True for `localhost` (and `ip6-localhost`) and the loopback addresses
+ * however they are written (`[0::1]`, `::ffff:7f00:1`, `127.1`): the
+ * address is read as the system reads it before it is checked.
+ */
 export function isLoopback(host: string): boolean {
-  const h = host.toLowerCase();
-  if (h === 'localhost' || h === '::1' || h === '0:0:0:0:0:0:0:1') return true;
-  const v4 = h.startsWith('::ffff:') ? h.slice('::ffff:'.length) : h;
-  return isIPv4(v4) && v4.startsWith('127.');
+  const h = host.toLowerCase().replace(/\.$/, '');
+  if (h === 'localhost' || h === 'ip6-localhost') return true;
+  if (isIP(h) === 6) return LOOPBACK.check(h, 'ipv6');
+  // An IPv4 address in a short or numeric form (`127.1`), as URL (and inet_aton) read it.
+  let canonical: string;
+  try {
+    canonical = new URL(`http://${h}/`).hostname;
+  } catch {
+    return false;
+  }
+  return isIPv4(canonical) && LOOPBACK.check(canonical, 'ipv4');
 }
 
 /**

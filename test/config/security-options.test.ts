@@ -93,6 +93,10 @@ describe('security options', () => {
       AGENTHOOKS_CHROMIUM: '/usr/bin/chromium',
       AGENTHOOKS_DEBIAN_MIRROR: 'http://deb.debian.org/debian',
       AGENTHOOKS_STORAGE_DRIVER: 'vfs',
+      // Kubernetes' service links of a Service named agenthooks-users-postgres.
+      AGENTHOOKS_USERS_POSTGRES_PORT: 'tcp://10.0.0.7:5432',
+      AGENTHOOKS_USERS_POSTGRES_SERVICE_HOST: '10.0.0.7',
+      AGENTHOOKS_USERS_POSTGRES_PORT_5432_TCP_ADDR: '10.0.0.7',
     };
     expect(() => parseServeConfig([], others)).not.toThrow();
   });
@@ -114,7 +118,28 @@ describe('security options', () => {
       expect(() => parseServeConfig([...args, '--allow-unauthenticated'], {})).not.toThrow();
       expect(() => parseServeConfig(args, { AGENTHOOKS_AUTH_TOKEN: 't' })).not.toThrow();
     }
-    // Loopback, unix sockets and the health and metrics listeners need no token.
+    // Every spelling of an address beyond loopback is refused; a client certificate
+    // (--tls-client-ca) authenticates as a token does.
+    for (const host of [
+      '[::]',
+      '[0:0:0:0:0:0:0:0]',
+      '[::ffff:0.0.0.0]',
+      '0',
+      '10.0.0.1',
+      'example.com',
+    ]) {
+      expect(() => parseServeConfig(['--grpc-listen', `${host}:50051`], {}), host).toThrow(
+        expect.objectContaining({ field: 'grpc-listen' }),
+      );
+    }
+    const tls = ['--tls-cert', '/c.pem', '--tls-key', '/k.pem', '--tls-client-ca', '/ca.pem'];
+    expect(() => parseServeConfig(['--grpc-listen', '0.0.0.0:50051', ...tls], {})).not.toThrow();
+    // A bad value of the opt-in is refused even where it is not needed.
+    expect(() => parseServeConfig([], { AGENTHOOKS_ALLOW_UNAUTHENTICATED: 'ture' })).toThrow(
+      expect.objectContaining({ field: 'allow-unauthenticated' }),
+    );
+    // Loopback (however it is written), unix sockets and the health and metrics
+    // listeners need no token.
     expect(() =>
       parseServeConfig(
         [
@@ -122,6 +147,14 @@ describe('security options', () => {
           '127.0.0.1:50051',
           '--grpc-listen',
           'unix:/tmp/a.sock',
+          '--grpc-listen',
+          '[0::1]:50053',
+          '--grpc-listen',
+          '[::ffff:7f00:1]:50054',
+          '--grpc-listen',
+          '127.1:50055',
+          '--grpc-listen',
+          'localhost.:50056',
           '--http-listen',
           'localhost:8080',
           '--health-listen',
