@@ -26,7 +26,8 @@ const PYTHON = join(REPO_ROOT, '.venv', 'bin', 'python');
 const RUNNER = join(REPO_ROOT, 'integrations', 'python', 'tests', 'canonical.py');
 const FRAMEWORKS = ['langchain', 'openai-agents'] as const;
 type Framework = (typeof FRAMEWORKS)[number];
-const SCENARIOS = [
+/** The scenarios both frameworks run. */
+const SHARED_SCENARIOS = [
   'canonical',
   'deny',
   'mock',
@@ -42,14 +43,18 @@ const SCENARIOS = [
   'payload',
   'blocked',
   'no-user',
-  // LangChain only: the Agents SDK has no stop between turns, and its tools answer text.
+] as const;
+/** LangChain only: the Agents SDK has no stop between turns, and its tools answer text. */
+const LANGCHAIN_ONLY = [
   'stop',
   'result-command',
   'result-blocks',
   'result-command-extra',
   'parent-command',
   'interrupt',
-  // The Agents SDK only: tools that are not function tools, or not wrapped.
+] as const;
+/** The Agents SDK only: tools that are not function tools, or not wrapped. */
+const OPENAI_AGENTS_ONLY = [
   'ungated',
   'unwrapped',
   'handoff-object',
@@ -57,23 +62,10 @@ const SCENARIOS = [
   'start-run',
   'name-collision',
 ] as const;
-type Scenario = (typeof SCENARIOS)[number];
-const LANGCHAIN_ONLY: readonly Scenario[] = [
-  'stop',
-  'result-command',
-  'result-blocks',
-  'result-command-extra',
-  'parent-command',
-  'interrupt',
-];
-const OPENAI_AGENTS_ONLY: readonly Scenario[] = [
-  'ungated',
-  'unwrapped',
-  'handoff-object',
-  'as-tool',
-  'start-run',
-  'name-collision',
-];
+type Scenario =
+  | (typeof SHARED_SCENARIOS)[number]
+  | (typeof LANGCHAIN_ONLY)[number]
+  | (typeof OPENAI_AGENTS_ONLY)[number];
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
@@ -284,9 +276,10 @@ async function runFramework(framework: Framework, downPort: number): Promise<voi
     '--operation-id',
     base,
     '--scenarios',
-    SCENARIOS.filter((s) =>
-      framework === 'langchain' ? !OPENAI_AGENTS_ONLY.includes(s) : !LANGCHAIN_ONLY.includes(s),
-    ).join(','),
+    [
+      ...SHARED_SCENARIOS,
+      ...(framework === 'langchain' ? LANGCHAIN_ONLY : OPENAI_AGENTS_ONLY),
+    ].join(','),
     '--down-target',
     `127.0.0.1:${downPort}`,
   ]);
