@@ -30,6 +30,7 @@ import {
   invalidTimeout,
   MalformedRequest,
   NO_MESSAGE,
+  NOT_DECOMPRESSIBLE,
   TooLargeRequest,
   toConnectError,
 } from './errors.js';
@@ -51,7 +52,7 @@ const targets = new WeakMap<object, RefusalTarget>();
 /** grpc-js's own texts (1.14), each the refusal of a client's request. */
 const TOO_LARGE =
   /^Received message (?:larger than max \(\d+ vs \d+\)|that decompresses to a size larger than \d+)$/;
-const NOT_DECOMPRESSIBLE = 'Failed to decompress message';
+const DECOMPRESS_FAILED = 'Failed to decompress message';
 const BAD_TIMEOUT = /^Invalid grpc-timeout value "(.*)"$/s;
 const NO_REQUEST = 'Received no request message for server streaming method ';
 const SECOND_REQUEST = 'Received a second request message for server streaming method ';
@@ -127,9 +128,8 @@ function refusalOf(
       if (!TOO_LARGE.test(details)) return undefined;
       return new TooLargeRequest(maxReceiveMessageSize, target.bound).error;
     case grpc.status.INTERNAL: {
-      if (details === NOT_DECOMPRESSIBLE) {
-        return new MalformedRequest(target.method, undefined, 'the message does not decompress')
-          .error;
+      if (details === DECOMPRESS_FAILED) {
+        return new MalformedRequest(target.method, undefined, NOT_DECOMPRESSIBLE).error;
       }
       const timeout = BAD_TIMEOUT.exec(details)?.[1];
       return timeout === undefined ? undefined : invalidTimeout('grpc-timeout', timeout);

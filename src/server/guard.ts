@@ -199,12 +199,18 @@ function deadlinePassed(ctx: HandlerContext): boolean {
 /** The error of a call that ended (its deadline, or its client cancelled) before its method ran. */
 function endedBeforeRun(ctx: HandlerContext): AgentHooksError {
   return deadlinePassed(ctx)
-    ? new AgentHooksError(
-        'deadline_exceeded',
-        'DEADLINE_EXCEEDED',
-        'the call’s deadline passed before its request arrived',
-      )
+    ? deadlineExceeded('before its request arrived')
     : new AgentHooksError('cancelled', 'CANCELLED', 'the call was cancelled before it ran');
+}
+
+/** DEADLINE_EXCEEDED: the call's deadline passed `when`. */
+function deadlineExceeded(when: string, cause?: unknown): AgentHooksError {
+  return new AgentHooksError(
+    'deadline_exceeded',
+    'DEADLINE_EXCEEDED',
+    `the call’s deadline passed ${when}`,
+    cause === undefined ? undefined : { cause },
+  );
 }
 
 /**
@@ -220,12 +226,7 @@ function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
       ? e.kind === 'cancelled'
       : e instanceof ConnectError && e.code === Code.Canceled;
   if (!cancelled || !deadlinePassed(ctx)) return e;
-  return new AgentHooksError(
-    'deadline_exceeded',
-    'DEADLINE_EXCEEDED',
-    'the call’s deadline passed before it was answered',
-    { cause: e },
-  );
+  return deadlineExceeded('before it was answered', e);
 }
 
 function guardStream(

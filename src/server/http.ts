@@ -62,6 +62,7 @@ import {
   invalidTimeout,
   MalformedRequest,
   NO_MESSAGE,
+  NOT_DECOMPRESSIBLE,
   RefusedRequest,
   TooLargeRequest,
   toConnectError,
@@ -725,7 +726,7 @@ function refusalOf(
     case 'framing':
       return new MalformedRequest(method, undefined, parseError.problem);
     default:
-      return new MalformedRequest(method, undefined, 'the message does not decompress');
+      return new MalformedRequest(method, undefined, NOT_DECOMPRESSIBLE);
   }
 }
 

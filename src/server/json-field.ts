@@ -68,10 +68,7 @@ function inField(field: DescField, value: unknown, at: string): JsonFieldProblem
     case 'enum':
       return inEnum(field.enum, value, at);
     case 'message':
-      if (!field.message.typeName.startsWith(WKT_PREFIX) && !isObject(value)) {
-        return wrongType(at, 'an object', value);
-      }
-      return findJsonFieldProblem(field.message, value, at);
+      return inMessage(field.message, value, at);
     case 'list': {
       if (!Array.isArray(value)) return wrongType(at, 'an array', value);
       for (const [i, item] of value.entries()) {
@@ -103,7 +100,7 @@ function inField(field: DescField, value: unknown, at: string): JsonFieldProblem
   }
 }
 
-/** A list element or map value of a message type (where `null` is not a default). */
+/** A value of a message type: an object, unless its type has a JSON form of its own. */
 function inMessage(desc: DescMessage, value: unknown, at: string): JsonFieldProblem | undefined {
   if (!desc.typeName.startsWith(WKT_PREFIX) && !isObject(value)) {
     return wrongType(at, 'an object', value);
@@ -164,21 +161,23 @@ function isObject(value: unknown): value is Record<string, unknown> {
 
 /** The problem of a value of the wrong JSON type: what was expected, and what came. */
 function wrongType(at: string, expected: string, value: unknown): JsonFieldProblem {
-  const got =
-    value === null
-      ? 'null'
-      : Array.isArray(value)
-        ? 'an array'
-        : typeof value === 'object'
-          ? 'an object'
-          : typeof value === 'string'
-            ? 'a string'
-            : typeof value === 'number'
-              ? Number.isInteger(value)
-                ? 'an integer'
-                : 'a number with a fraction'
-              : typeof value === 'boolean'
-                ? 'a boolean'
-                : typeof value;
-  return { field: at, problem: `expected ${expected}, got ${got}` };
+  return { field: at, problem: `expected ${expected}, got ${jsonTypeOf(value)}` };
+}
+
+/** What a JSON value is, as a problem names it. */
+function jsonTypeOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  switch (typeof value) {
+    case 'object':
+      return 'an object';
+    case 'string':
+      return 'a string';
+    case 'boolean':
+      return 'a boolean';
+    case 'number':
+      return Number.isInteger(value) ? 'an integer' : 'a number with a fraction';
+    default:
+      return typeof value;
+  }
 }
