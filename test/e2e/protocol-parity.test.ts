@@ -44,6 +44,7 @@ import {
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
+import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
 import { errorInfoOf } from '../support/grpc-client.js';
 import { eventually, metric } from '../support/observe.js';
@@ -1182,6 +1183,52 @@ describe('protocol parity of a request framed wrong', () => {
     });
     expect(connect.status).toBe(400);
     const error = JSON.parse(connect.body.toString('utf8')) as {
+      code: string;
+      message: string;
+      details?: never;
+    };
+    expect(error).toMatchObject({
+      code: 'invalid_argument',
+      message: 'connect-timeout-ms: not a timeout: "abc"',
+    });
+    expect(connectErrorDetails(error.details).reason).toBe('INVALID_TIMEOUT');
+  });
+
+  it('answers Health/Check of an unknown service NOT_FOUND (SERVICE_NOT_FOUND) the same everywhere', async () => {
+    const answers: Partial<Record<Protocol, Answer>> = {};
+    for (const protocol of PROTOCOLS) {
+      const health = createClient(Health, transportFor(protocol, sidecar));
+      answers[protocol] = await health
+        .check({ service: 'nope' })
+        .then(() => ({ code: 'OK', message: '', reason: undefined, fields: [] }), answerOf);
+    }
+    expect(answers).toEqual(
+      Object.fromEntries(
+        PROTOCOLS.map((p) => [
+          p,
+          {
+            code: 'NotFound',
+            message: 'unknown service nope',
+            reason: 'SERVICE_NOT_FOUND',
+            fields: [],
+          },
+        ]),
+      ),
+    );
+  });
+
+  it('answers a bad connect-timeout-ms over Connect binary as over Connect JSON', async () => {
+    const answer = await post(
+      sidecar.http as string,
+      LIST_HOOKS_PATH,
+      'application/proto',
+      new Uint8Array(0),
+      {
+        'connect-timeout-ms': 'abc',
+      },
+    );
+    expect(answer.status).toBe(400);
+    const error = JSON.parse(answer.body.toString('utf8')) as {
       code: string;
       message: string;
       details?: never;
