@@ -92,7 +92,7 @@ export const HEALTH_MAX_MESSAGE_BYTES = 4096;
 /** The security material of the listeners, read before anything else starts. */
 export interface TransportSecurity {
   readonly checkToken: TokenCheck | undefined;
-  /** Whether a bearer token is configured. */
+  /** Whether callers must authenticate: a bearer token, or a client certificate (`--tls-client-ca`). */
   readonly authenticated: boolean;
   readonly tls?: TlsMaterial;
   readonly socket: UnixSocketOptions;
@@ -114,7 +114,8 @@ export function readTransportSecurity(config: ServeConfig): TransportSecurity {
   const token = readAuthToken(config);
   return {
     checkToken: createTokenCheck(token),
-    authenticated: token !== undefined,
+    // A client certificate signed by --tls-client-ca authenticates as a token does.
+    authenticated: token !== undefined || config.tls?.clientCaFile !== undefined,
     tls: config.tls === undefined ? undefined : readTlsMaterial(config.tls),
     socket: {
       mode: config.socketMode,

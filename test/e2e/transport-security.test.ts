@@ -498,4 +498,26 @@ describe('TLS', () => {
       await killSidecar(sidecar);
     }
   });
+
+  it('starts beyond loopback with mutual TLS and no token, and does not warn that the API is unauthenticated', async () => {
+    const sidecar = await startSidecar({
+      args: [
+        '--grpc-listen',
+        '0.0.0.0:0',
+        '--tls-cert',
+        pki.serverCert,
+        '--tls-key',
+        pki.serverKey,
+        '--tls-client-ca',
+        pki.caCert,
+      ],
+    });
+    try {
+      expect(sidecar.logs.map((l) => l.msg)).not.toContain(
+        'the API is served without a token on addresses other than loopback',
+      );
+    } finally {
+      await killSidecar(sidecar);
+    }
+  });
 });
