@@ -81,6 +81,11 @@ export class SigningKey {
     this.#bytes = bytes;
   }
 
+  /** Whether `other` is the same key (its bytes). */
+  equals(other: SigningKey | undefined): boolean {
+    return other !== undefined && this.#bytes.equals(other.#bytes);
+  }
+
   /** Returns `v1,<base64 HMAC-SHA256 of content>`. */
   sign(content: string): string {
     return `${SIGNATURE_VERSION},${createHmac('sha256', this.#bytes).update(content, 'utf8').digest('base64')}`;

@@ -62,6 +62,7 @@ import {
   checkSigningSecret,
   isSigningViolation,
   newMessageId,
+  type SigningKey,
   signatureHeaders,
   signingSecrets,
 } from './signing.js';
@@ -134,6 +135,9 @@ const QSTASH_INVALID_TOKEN = `${QSTASH_TOKEN_VAR} has an invalid value`;
 
 /** Diagnostic of a delivery refused because the signing declaration is invalid. */
 const SIGNING_INVALID = 'signing secrets are invalid';
+
+/** Diagnostic of a publish dropped because its signing rule changed while it waited. */
+const SIGNING_CHANGED = 'signing secrets changed before the publish was sent';
 
 /** Diagnostic of a publish that failed without an HTTP status (upstream wording). */
 const QSTASH_PUBLISH_FAILED = 'QStash publish failed';
@@ -272,6 +276,12 @@ export interface PostWebhookOptions {
   readonly dispatcher: Dispatcher;
   /** Effective environment of templates and relative URLs. */
   readonly env: Readonly<Record<string, string | undefined>>;
+  /**
+   * The environment as it is now, read again when the request had to wait
+   * for a connection: a reload meanwhile may have removed its signing key or
+   * unbound its origin. Default: `env` (nothing is read again).
+   */
+  readonly currentEnv?: EnvReader | undefined;
   /** Caller's cancellation; an abort yields `cancelled`. */
   readonly signal?: AbortSignal | undefined;
   /**
@@ -547,8 +557,13 @@ export async function postWebhook(
   const { slots } = options;
   const origin = target.origin;
   let holdsSlot = false;
+  let waited = false;
   if (slots !== undefined) {
-    holdsSlot = slots.tryTake(origin) || (await slots.wait(origin, deadline.signal));
+    holdsSlot = slots.tryTake(origin);
+    if (!holdsSlot) {
+      waited = true;
+      holdsSlot = await slots.wait(origin, deadline.signal);
+    }
   }
   const releaseSlot = () => {
     if (!holdsSlot) return;
@@ -570,10 +585,19 @@ export async function postWebhook(
     return deliveryFailure('network_error', startedAt, errorCode(e));
   };
   if (slots !== undefined && !holdsSlot) return failure(deadline.signal.reason);
+  // The rule is decided again for a request that waited (a reload meanwhile
+  // may have removed its key or unbound its origin): it goes out signed with
+  // the keys declared when it is sent, or not at all.
+  const signing = waited ? signerNow(webhook, origin, options) : signer;
+  if (signing instanceof SignFailure) {
+    deadline.release();
+    releaseSlot();
+    return extend(signing.failure, { durationMs: performance.now() - startedAt });
+  }
   // After the hook's own headers: the delivery's trace context wins. The
   // signature covers the body only, so these headers do not change it.
   options.trace?.inject(headers);
-  signer?.(body, headers, options.messageId);
+  signing?.apply(body, headers, options.messageId);
   try {
     const pending = options.dispatcher.request({
       origin: target.origin,
@@ -812,27 +836,40 @@ export class WebhookSender {
     } catch {
       return final(deliveryFailure('configuration', startedAt, 'payload is not serializable'));
     }
-    const unsigned = sign(webhook, url.origin, env, text, headers, messageId);
-    if (unsigned !== undefined) {
-      return final(extend(unsigned, { durationMs: performance.now() - startedAt }));
+    const signing = signerOf(webhook, url.origin, env);
+    if (signing instanceof SignFailure) {
+      return final(extend(signing.failure, { durationMs: performance.now() - startedAt }));
     }
+    signing?.apply(text, headers, messageId);
+    // A publish that waited for a connection to QStash goes out only if the rule, decided
+    // again then, signs with the same keys: else the fetch fallback decides it afresh.
+    const stillSigned = () => {
+      try {
+        const again = signerOf(webhook, url.origin, this.#env());
+        return !(again instanceof SignFailure) && Signing.same(again, signing);
+      } catch {
+        return false;
+      }
+    };
 
     const deadline = requestDeadline(timeoutMs, signal);
     const progress: PublishProgress = { written: false };
     try {
-      const client = this.#qstashClient(token, deadline.signal, progress);
+      const client = this.#qstashClient(token, deadline.signal, progress, stillSigned);
       const timeout = webhook.timeout ?? DEFAULT_TIMEOUT_SECONDS;
-      // The text goes as it is, with the content type publishJSON sets.
       await client.publish({
         url: url.href,
         body: text,
-        headers: extend(headers, { 'Content-Type': JSON_CONTENT_TYPE }),
+        headers: publishHeaders(headers),
         timeout,
       });
       return { ok: true, durationMs: performance.now() - startedAt };
     } catch (e: unknown) {
       // The caller's abort wins over the timeout, as for fetch delivery.
       if (isAborted(signal)) return final(deliveryFailure('cancelled', startedAt));
+      if (e instanceof SigningChangedError) {
+        return fallsBack(deliveryFailure('configuration', startedAt, SIGNING_CHANGED));
+      }
       if (!deadline.timedOut()) return fallsBack(qstashFailure(e, startedAt));
       if (!progress.written) {
         return fallsBack(
@@ -869,6 +906,7 @@ export class WebhookSender {
     return postWebhook(webhook, payload, {
       dispatcher: this.#dispatcher,
       env,
+      currentEnv: this.#env,
       signal,
       discard: (body) => this.#discard(body),
       messageId,
@@ -923,7 +961,12 @@ export class WebhookSender {
    * it was written. The SDK's own HTTP layer calls the global `fetch` without
    * an abort signal. Building a client costs a few microseconds.
    */
-  #qstashClient(token: string, signal: RequestSignal, progress: PublishProgress): QStashClient {
+  #qstashClient(
+    token: string,
+    signal: RequestSignal,
+    progress: PublishProgress,
+    stillSigned: () => boolean,
+  ): QStashClient {
     const client = new QStashClient({
       baseUrl: this.#qstashUrl,
       token,
@@ -940,6 +983,7 @@ export class WebhookSender {
       token,
       signal,
       progress,
+      stillSigned,
     });
     return client;
   }
@@ -983,51 +1027,39 @@ function isSuccess(status: number): boolean {
   return status >= 200 && status <= 299;
 }
 
-/**
- * Adds the Standard Webhooks headers to `headers` when the hook's signing
- * rule says to sign a request to `origin` (`signing.ts`); `body` is exactly
- * the text sent. Returns the failure of a hook whose secret is not declared
- * or not bound, or of an invalid declaration: such a hook is never sent
- * unsigned.
- */
-function sign(
-  webhook: Webhook,
-  origin: string,
-  env: Readonly<Record<string, string | undefined>>,
-  body: string,
-  headers: Record<string, string>,
-  messageId: string | undefined,
-): DeliveryFailure | undefined {
-  const signer = signerOf(webhook, origin, env);
-  if (signer instanceof SignFailure) return signer.failure;
-  signer?.(body, headers, messageId);
-  return undefined;
-}
-
 /** A hook that must not be sent: its signing rule failed. */
 class SignFailure {
   constructor(readonly failure: DeliveryFailure) {}
 }
 
-/** Adds the signature headers of `body` to `headers`, at the time it is called. */
-type Signer = (
-  body: string,
-  headers: Record<string, string>,
-  messageId: string | undefined,
-) => void;
+/** What signs a request: the keys of the secret that applies to it, at the time it is sent. */
+class Signing {
+  constructor(readonly keys: readonly SigningKey[]) {}
+
+  /** Adds the signature headers of `body` (exactly the text sent) to `headers`, timestamped now. */
+  apply(body: string, headers: Record<string, string>, messageId: string | undefined): void {
+    Object.assign(headers, signatureHeaders(this.keys, messageId ?? newMessageId(), body));
+  }
+
+  /** Whether `a` and `b` sign with the same keys (both absent: both unsigned). */
+  static same(a: Signing | undefined, b: Signing | undefined): boolean {
+    if (a === undefined || b === undefined) return a === b;
+    return a.keys.length === b.keys.length && a.keys.every((key, i) => key.equals(b.keys[i]));
+  }
+}
 
 /**
  * The hook's signing rule for a request to `origin`, decided before the
  * request waits for anything: a {@link SignFailure} for a hook that must not
  * be sent (its secret undeclared or not bound, or the declaration invalid),
- * `undefined` for one sent unsigned, else the {@link Signer} to call once the
- * request goes out (its `webhook-timestamp` is then the time it is sent).
+ * `undefined` for one sent unsigned, else the {@link Signing} to apply once
+ * the request goes out (its `webhook-timestamp` is then the time it is sent).
  */
 function signerOf(
   webhook: Webhook,
   origin: string,
   env: Readonly<Record<string, string | undefined>>,
-): Signer | SignFailure | undefined {
+): Signing | SignFailure | undefined {
   let decision: ReturnType<typeof checkSigningSecret>;
   try {
     decision = checkSigningSecret(webhook, origin, signingSecrets(env));
@@ -1038,11 +1070,24 @@ function signerOf(
   if (isSigningViolation(decision)) {
     return new SignFailure(violationFailure(decision, performance.now()));
   }
-  if (!decision.sign) return undefined;
-  const { keys } = decision;
-  return (body, headers, messageId) => {
-    Object.assign(headers, signatureHeaders(keys, messageId ?? newMessageId(), body));
-  };
+  return decision.sign ? new Signing(decision.keys) : undefined;
+}
+
+/** {@link signerOf} against the environment as it is now (`currentEnv`, else `env`). */
+function signerNow(
+  webhook: Webhook,
+  origin: string,
+  options: Pick<PostWebhookOptions, 'env' | 'currentEnv'>,
+): Signing | SignFailure | undefined {
+  let env: Readonly<Record<string, string | undefined>>;
+  try {
+    env = options.currentEnv?.() ?? options.env;
+  } catch {
+    return new SignFailure(
+      deliveryFailure('configuration', performance.now(), 'environment is unreadable'),
+    );
+  }
+  return signerOf(webhook, origin, env);
 }
 
 /** Base of application-relative URLs for fetch delivery: `INTERNAL_APP_URL || APP_URL`. */
@@ -1097,10 +1142,38 @@ interface PublishRequesterOptions {
   readonly signal: RequestSignal;
   /** Where the requester records that the request was written. */
   readonly progress: PublishProgress;
+  /** Whether the request, signed before it waited for a connection, may still go out. */
+  readonly stillSigned: () => boolean;
 }
 
 /** The SDK's HTTP layer, as `Client.http` types it. */
 type QStashRequester = QStashClient['http'];
+
+/** A publish dropped before it was written: its signing rule changed while it waited. */
+class SigningChangedError extends Error {
+  override readonly name = 'SigningChangedError';
+
+  constructor() {
+    super(SIGNING_CHANGED);
+  }
+}
+
+/**
+ * The publish's own headers from the hook's resolved ones (lower-cased names).
+ * The hook's `content-type`, as fetch sends it, is the publish's, which QStash
+ * forwards (else JSON's). The SDK forwards every other header as
+ * `Upstash-Forward-<name>` except one named `content-type...`: such a one is
+ * forwarded here, so it reaches the receiver as the fetch path sends it.
+ */
+function publishHeaders(headers: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (name === 'content-type') continue;
+    out[name.startsWith('content-type') ? `upstash-forward-${name}` : name] = value;
+  }
+  out['content-type'] = headers['content-type'] ?? JSON_CONTENT_TYPE;
+  return out;
+}
 
 /** A QStash answer outside 2xx; carries only the status, never the response. */
 class PublishStatusError extends Error {
@@ -1180,6 +1253,8 @@ function createPublishRequester(options: PublishRequesterOptions) {
             controller = c;
             // Aborted while it waited for a connection: dropped before a byte is written.
             if (signal.aborted) c.abort(new errors.RequestAbortedError());
+            // Its signing key removed or its origin unbound meanwhile: dropped likewise.
+            else if (!options.stillSigned()) c.abort(new SigningChangedError());
             // undici writes a string body at once, after this call returns.
             else progress.written = true;
           },

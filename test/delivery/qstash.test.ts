@@ -140,6 +140,23 @@ describe('QStash delivery', () => {
     expect(JSON.parse(delivered?.body ?? '')).toEqual(PAYLOAD);
   });
 
+  it("forwards the hook's own Content-Type and content-type-* headers as fetch sends them", async () => {
+    const r = await receiver();
+    const s = sender({ QSTASH_TOKEN: TOKEN });
+    const hook = webhook(`${r.url}/typed`, {
+      headers: { 'Content-Type': 'text/plain', 'Content-Type-Hint': 'abc' },
+    });
+    expect(await s.notify(hook, PAYLOAD)).toMatchObject({ ok: true, route: 'qstash' });
+    expect(qstash.violations).toEqual([]);
+    const [published] = qstash.publishes;
+    expect(published?.contentType).toBe('text/plain');
+    expect(published?.forwarded).toEqual({ 'content-type-hint': 'abc' });
+    await r.waitForRequests(1);
+    const [delivered] = r.requests;
+    expect(delivered?.headers['content-type']).toBe('text/plain');
+    expect(delivered?.headers['content-type-hint']).toBe('abc');
+  });
+
   it('publishes a payload already written as JSON text as it is, large integers included', async () => {
     const r = await receiver();
     const text = '{"model":"m","usageTokens":12345678901234567890,"hookId":"h"}';

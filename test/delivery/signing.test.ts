@@ -498,6 +498,112 @@ describe('signed delivery', () => {
     expect(r.count()).toBe(1);
   });
 
+  /** A sender with one connection per origin, and a receiver that holds each request until answered. */
+  async function oneConnection() {
+    const held: ServerResponse[] = [];
+    const r = await startReceiver({ answer: (_req, res) => void held.push(res) });
+    receivers.push(r);
+    const env: Record<string, string> = {
+      AGENTHOOKS_SIGNING_SECRET_A: OLD,
+      AGENTHOOKS_SIGNING_ORIGINS_A: r.url,
+    };
+    const s = new WebhookSender({ env: () => env, connectionsPerOrigin: 1 });
+    senders.push(s);
+    const answerNext = () => held.shift()?.writeHead(204).end();
+    return { r, s, env, answerNext };
+  }
+
+  it('decides again for a request that waited for a connection: an origin unbound meanwhile gets nothing', async () => {
+    const { r, s, env, answerNext } = await oneConnection();
+    const first = s.notify(webhook(`${r.url}/first`), PAYLOAD);
+    await r.waitForRequests(1);
+    // Waits for the one connection, its rule already checked.
+    const second = s.notify(webhook(`${r.url}/second`), PAYLOAD);
+    env.AGENTHOOKS_SIGNING_ORIGINS_A = 'https://elsewhere.example';
+    answerNext();
+    expect((await first).ok).toBe(true);
+    expect(await second).toMatchObject({
+      ok: false,
+      code: 'configuration',
+      rule: 'SIGNING_SECRET_NOT_BOUND',
+    });
+    expect(r.requests.map((req) => req.path)).toEqual(['/first']);
+  });
+
+  it('signs a request that waited for a connection with the keys declared when it goes out', async () => {
+    const { r, s, env, answerNext } = await oneConnection();
+    const first = s.notify(webhook(`${r.url}/first`), PAYLOAD);
+    await r.waitForRequests(1);
+    const second = s.notify(webhook(`${r.url}/second`), PAYLOAD);
+    // Rotated while it waited: OLD removed.
+    env.AGENTHOOKS_SIGNING_SECRET_A = NEW;
+    answerNext();
+    expect((await first).ok).toBe(true);
+    const [, req] = await r.waitForRequests(2);
+    answerNext();
+    expect((await second).ok).toBe(true);
+    if (req === undefined) throw new Error('no second request');
+    expect(new StandardWebhook(NEW).verify(req.body, headersOf(req))).toEqual(PAYLOAD);
+    expect(() => new StandardWebhook(OLD).verify(req.body, headersOf(req))).toThrow();
+  });
+
+  /** A QStash hook with a fetch fallback, through a sender with one connection per origin. */
+  async function queuedPublish() {
+    qstash = await startFakeQStash('qtoken');
+    const r = await startReceiver({ answer: {} });
+    receivers.push(r);
+    const env: Record<string, string> = {
+      QSTASH_TOKEN: 'qtoken',
+      AGENTHOOKS_SIGNING_SECRET_A: OLD,
+      AGENTHOOKS_SIGNING_ORIGINS_A: r.url,
+    };
+    const s = new WebhookSender({ env: () => env, qstashUrl: qstash.url, connectionsPerOrigin: 1 });
+    senders.push(s);
+    const hook = webhook(`${r.url}/q`, { delivery: Delivery.QSTASH, fallback: Fallback.FETCH });
+    const fake = qstash;
+    // The first publish holds the one connection to QStash until released.
+    fake.behaviour = { kind: 'hold' };
+    const first = s.notify(hook, PAYLOAD);
+    await fake.received(1);
+    const second = s.notify(hook, PAYLOAD);
+    // One turn: the second publish, signed, waits in the queue for the one connection.
+    await new Promise((resolve) => setImmediate(resolve));
+    const release = async () => {
+      fake.behaviour = { kind: 'accept' };
+      expect(fake.release()).toBe(1);
+      expect(await first).toMatchObject({ ok: true, route: 'qstash' });
+    };
+    return { r, env, fake, second, release };
+  }
+
+  it('drops a queued publish whose origin was unbound meanwhile; its fallback sends nothing', async () => {
+    const { r, env, fake, second, release } = await queuedPublish();
+    env.AGENTHOOKS_SIGNING_ORIGINS_A = 'https://elsewhere.example';
+    await release();
+    expect(await second).toMatchObject({
+      ok: false,
+      code: 'configuration',
+      rule: 'SIGNING_SECRET_NOT_BOUND',
+    });
+    expect(fake.publishes).toHaveLength(1);
+    // Only the first message, which the fake QStash forwarded.
+    await r.waitForRequests(1);
+    expect(r.count()).toBe(1);
+  });
+
+  it('drops a queued publish signed with a key removed meanwhile; its fallback signs with the new one', async () => {
+    const { r, env, fake, second, release } = await queuedPublish();
+    env.AGENTHOOKS_SIGNING_SECRET_A = NEW;
+    await release();
+    expect(await second).toMatchObject({ ok: true, route: 'fallback' });
+    expect(fake.publishes).toHaveLength(1);
+    const [forwarded, fallback] = await r.waitForRequests(2);
+    if (forwarded === undefined || fallback === undefined) throw new Error('missing requests');
+    expect(new StandardWebhook(OLD).verify(forwarded.body, headersOf(forwarded))).toEqual(PAYLOAD);
+    expect(new StandardWebhook(NEW).verify(fallback.body, headersOf(fallback))).toEqual(PAYLOAD);
+    expect(() => new StandardWebhook(OLD).verify(fallback.body, headersOf(fallback))).toThrow();
+  });
+
   it('sends a hook naming no secret unsigned unless DEFAULT is bound to its origin', async () => {
     const { r, s, env } = await setup();
     await s.notify(webhook(`${r.url}/in`, { signingSecret: '' }), PAYLOAD);
