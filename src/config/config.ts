@@ -317,7 +317,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_CALLER_ENV_ALLOWLIST',
     value: 'NAMES',
     multiple: true,
-    help: "variables a caller hook's allowedEnvVars may name; none when off (environment hooks are not limited)",
+    help: "variables a caller hook's allowedEnvVars may name; none when off, never AGENTHOOKS_* (environment hooks are not limited)",
   },
   {
     flag: 'webhook-allow',
@@ -1336,6 +1336,16 @@ function parseSecurityOptions(
       'caller-env-allowlist',
       INVALID_FLAG,
       `--caller-env-allowlist: ${badName} is not a variable name`,
+    );
+  }
+  // The sidecar's own settings hold its secrets (signing keys, the API token):
+  // a caller's header template must never send one to its receiver.
+  const ownName = callerEnvAllowlist.find((name) => name.startsWith(PREFIX));
+  if (ownName !== undefined) {
+    throw new InvalidArgumentError(
+      'caller-env-allowlist',
+      INVALID_FLAG,
+      `--caller-env-allowlist: ${ownName} is a setting of agenthooks (${PREFIX}*), which caller hooks may not send`,
     );
   }
   const webhookAllow = list('webhook-allow');

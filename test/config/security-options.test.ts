@@ -58,6 +58,13 @@ describe('security options', () => {
 
   it.each([
     [['--caller-env-allowlist', '1BAD'], {}, 'caller-env-allowlist'],
+    // A caller's header template would send a signing key or the API token to its receiver.
+    [
+      ['--caller-env-allowlist', 'HOOK_TOKEN,AGENTHOOKS_SIGNING_SECRET_R'],
+      {},
+      'caller-env-allowlist',
+    ],
+    [['--caller-env-allowlist', 'AGENTHOOKS_AUTH_TOKEN'], {}, 'caller-env-allowlist'],
     [['--webhook-allow', 'http://x'], {}, 'webhook-allow'],
     [['--webhook-deny', '10.0.0.0/40'], {}, 'webhook-deny'],
     [['--dns-server', 'nohost'], {}, 'dns-server'],
