@@ -268,12 +268,23 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
   });
   /** True while SIGHUP reloads both files: the plugins then reload once, for the signal. */
   let reloadingBoth = false;
+  /**
+   * Whether the last load of the environment and of the plugins file was
+   * valid: while one is not, every call fails (`INVALID_ENVIRONMENT`,
+   * `INVALID_PLUGINS`), so the sidecar cannot decide and is not ready.
+   */
+  let environmentValid = true;
+  let pluginsValid = true;
+  /** Sets readiness from the store's health and the configuration's validity, once listening. */
+  let updateReadiness = (): void => undefined;
   const environment = new EffectiveEnvironment({
     processEnv: options.processEnv ?? process.env,
     envFile: config.envFile,
     logger,
     onReload: (snapshot) => {
       metrics.environmentReloaded(snapshot.generation, snapshot.hooks.ok);
+      environmentValid = snapshot.hooks.ok;
+      updateReadiness();
       // The plugins' signing secrets are checked against the environment:
       // a secret declared or removed there changes whether they are valid.
       // (The first load happens before the plugins exist; they load after it.)
@@ -291,7 +302,11 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     // Signing secrets are checked against the effective environment at each load.
     validation: { destinations, signingEnv: () => environment.current().env },
     maxHooks: config.maxHooksPerOperation,
-    onReload: (snapshot) => metrics.pluginsReloaded(snapshot.generation, snapshot.hooks.ok),
+    onReload: (snapshot) => {
+      metrics.pluginsReloaded(snapshot.generation, snapshot.hooks.ok);
+      pluginsValid = snapshot.hooks.ok;
+      updateReadiness();
+    },
   });
   let opened: OpenedStore;
   try {
@@ -359,13 +374,24 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     logger,
     onChange: (healthy) => {
       metrics.storeServing(healthy);
-      // Before the listeners are bound nothing is served yet; markListening sets the first status.
-      if (closing || !listening) return;
-      // Readiness only: liveness stays SERVING, so an outage takes the pod
-      // out of service without its liveness probe restarting it.
-      health.setReadiness(healthy ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      setReadiness(healthy);
     },
   });
+  /**
+   * Readiness only: liveness stays SERVING, so a store outage or an invalid
+   * file takes the pod out of service without its liveness probe restarting
+   * it, and it is ready again once healed. Before the listeners are bound
+   * nothing is served yet; markListening sets the first status.
+   */
+  function setReadiness(storeHealthy: boolean): void {
+    if (closing || !listening) return;
+    health.setReadiness(
+      storeHealthy && environmentValid && pluginsValid
+        ? ServingStatus.SERVING
+        : ServingStatus.NOT_SERVING,
+    );
+  }
+  updateReadiness = () => setReadiness(storeHealth.healthy);
   metrics.storeServing(!opening);
   const shortestRetentionMs = Math.min(config.retentionMs, config.tombstoneRetentionMs);
   const retention = startRetention({
@@ -467,7 +493,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     markListening() {
       listening = true;
       health.setLiveness(ServingStatus.SERVING);
-      if (storeHealth.healthy) health.setReadiness(ServingStatus.SERVING);
+      updateReadiness();
     },
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();

@@ -152,7 +152,8 @@ export class EffectiveEnvironment {
     const snapshot: EnvironmentSnapshot = Object.freeze(
       fileError === undefined ? { generation, env, hooks } : { generation, env, hooks, fileError },
     );
-    this.#logger.info(RELOADED, {
+    // An invalid environment fails every call: an error, not a routine line.
+    (hooks.ok ? this.#logger.info : this.#logger.error).call(this.#logger, RELOADED, {
       generation,
       cause,
       valid: hooks.ok,

@@ -145,7 +145,8 @@ export class OperatorPlugins {
     const snapshot: PluginsSnapshot = Object.freeze({ generation, hooks });
     // Without a plugins file there is nothing to report.
     if (this.#pluginsFile !== undefined) {
-      this.#logger.info(RELOADED, {
+      // An invalid file fails every call: an error, not a routine line.
+      (hooks.ok ? this.#logger.info : this.#logger.error).call(this.#logger, RELOADED, {
         generation,
         cause,
         valid: hooks.ok,
