@@ -81,13 +81,22 @@ const receiver = values.receiver === '' ? undefined : new URL(values.receiver);
 const agent = new Agent({ connections: 64 });
 const hookIds = Array.from({ length: controls }, (_, i) => `policy-${i}`);
 
+/** The headers of the sidecar's webhook requests (`fetchHeaders` in `src/delivery/webhook.ts`). */
+const POST_HEADERS = {
+  'content-type': 'application/json',
+  accept: '*/*',
+  'accept-language': '*',
+  'sec-fetch-mode': 'cors',
+  'user-agent': 'node',
+};
+
 /** POSTs a JSON body to the receiver; resolves with the answer's status and text. */
 async function postJson(path: string, body: string): Promise<{ status: number; text: string }> {
   const response = await agent.request({
     origin: (receiver as URL).origin,
     path,
     method: 'POST',
-    headers: { 'content-type': 'application/json' },
+    headers: POST_HEADERS,
     body,
   });
   return { status: response.statusCode, text: await response.body.text() };

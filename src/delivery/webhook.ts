@@ -133,6 +133,26 @@ const QSTASH_NO_TOKEN = `${QSTASH_TOKEN_VAR} not available`;
 /** Diagnostic of a QStash token that cannot be sent in a header. */
 const QSTASH_INVALID_TOKEN = `${QSTASH_TOKEN_VAR} has an invalid value`;
 
+/**
+ * The headers of a webhook request before the hook's own: JSON's content type
+ * and what the reference system's `fetch` sends by default (Node's), so that a
+ * receiver, or a firewall in front of it that refuses a request without a
+ * `user-agent`, sees the request it was written for. Not `accept-encoding`:
+ * an answer is read as it comes, never decompressed.
+ */
+function fetchHeaders(): Record<string, string> {
+  return {
+    'content-type': JSON_CONTENT_TYPE,
+    accept: '*/*',
+    'accept-language': '*',
+    'sec-fetch-mode': 'cors',
+    'user-agent': FETCH_USER_AGENT,
+  };
+}
+
+/** The `user-agent` Node's `fetch` sends, and so the reference system's webhooks. */
+const FETCH_USER_AGENT = 'node';
+
 /** Diagnostic of a delivery refused because the signing declaration is invalid. */
 const SIGNING_INVALID = 'signing secrets are invalid';
 
@@ -537,8 +557,8 @@ export async function postWebhook(
     // In registration's order (`checkWebhook`), so both name the same rule first.
     target = deliveryTarget(webhook, baseUrl(options.env));
     headers = hasNoHeaders(webhook)
-      ? { 'content-type': JSON_CONTENT_TYPE }
-      : Object.assign({ 'content-type': JSON_CONTENT_TYPE }, resolveHeaders(webhook, options.env));
+      ? fetchHeaders()
+      : Object.assign(fetchHeaders(), resolveHeaders(webhook, options.env));
     body = payload instanceof EncodedJson ? payload.text : JSON.stringify(payload);
   } catch (e: unknown) {
     if (e instanceof DeliveryError) return errorFailure(e, startedAt);

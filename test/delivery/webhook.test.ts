@@ -77,6 +77,26 @@ describe('WebhookSender.notify', () => {
     expect(JSON.parse(request?.body ?? '')).toEqual(PAYLOAD);
   });
 
+  it("sends the default headers of the reference system's fetch, which a hook's own headers override", async () => {
+    const r = await receiver();
+    await sender().notify(webhook(`${r.url}/plain`), PAYLOAD);
+    await sender().notify(
+      webhook(`${r.url}/own`, { headers: { 'User-Agent': 'acme-hooks/1', Accept: 'text/plain' } }),
+      PAYLOAD,
+    );
+    const [plain, own] = r.requests;
+    // What Node's fetch sends (less accept-encoding: an answer is never decompressed).
+    expect(plain?.headers).toMatchObject({
+      'content-type': 'application/json',
+      accept: '*/*',
+      'accept-language': '*',
+      'sec-fetch-mode': 'cors',
+      'user-agent': 'node',
+    });
+    expect(plain?.headers['accept-encoding']).toBeUndefined();
+    expect(own?.headers).toMatchObject({ 'user-agent': 'acme-hooks/1', accept: 'text/plain' });
+  });
+
   it('reports a 204 as delivered', async () => {
     const r = await receiver({ status: 204 });
     expect(await sender().notify(webhook(r.url), PAYLOAD)).toMatchObject({
