@@ -170,10 +170,12 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
  * Header names a webhook may not set, as the reference system refuses them at
  * send time (upstream contract §4.1): they belong to the HTTP transport, to
- * the browser-only `Sec-` space, or to QStash's own `Upstash-` options.
+ * the browser-only `Sec-` space, or to QStash's own `Upstash-` options. And
+ * two the HTTP client (undici, the reference's too) fails every request of:
+ * `keep-alive` and `expect`, refused here rather than at each delivery.
  */
 const FORBIDDEN_HEADER_NAME =
-  /^(?:host|content-length|connection|transfer-encoding|trailer|upgrade|proxy-.*|sec-.*|upstash-.*)$/i;
+  /^(?:host|content-length|connection|transfer-encoding|trailer|upgrade|keep-alive|expect|proxy-.*|sec-.*|upstash-.*)$/i;
 
 /**
  * A character a header value cannot hold: CR, LF, NUL and every other
@@ -310,7 +312,8 @@ export function checkWebhookTimeout(timeout: number | undefined): WebhookRuleVio
 
 /**
  * Returns true when a webhook may not set a header of this name: one of
- * `host, content-length, connection, transfer-encoding, trailer, upgrade`, or
+ * `host, content-length, connection, transfer-encoding, trailer, upgrade,
+ * keep-alive, expect`, or
  * any `proxy-*`, `sec-*` or `upstash-*` name, in any case.
  *
  * @example

@@ -127,6 +127,14 @@ const REFUSED: readonly RefusedCase[] = [
     'Upstash-Retries',
     'FORBIDDEN_HEADER',
   ),
+  // undici fails every request that carries them: refused up front, not at each delivery.
+  headerCase(
+    'a Keep-Alive header',
+    { 'Keep-Alive': 'timeout=5' },
+    'Keep-Alive',
+    'FORBIDDEN_HEADER',
+  ),
+  headerCase('an Expect header', { Expect: '100-continue' }, 'Expect', 'FORBIDDEN_HEADER'),
   headerCase(
     'two names that differ only in case',
     { 'X-Tenant': 'a', 'x-tenant': 'b' },
