@@ -132,6 +132,12 @@ export const DEFAULT_PUBLICATION_LEASE_MS = 30_000;
 /** Renewals of a publication lease per lease duration, while its controls run. */
 const RENEWALS_PER_LEASE = 3;
 
+/** First pause before a failed lease release is tried again, in milliseconds (then doubling). */
+const RELEASE_FIRST_PAUSE_MS = 100;
+
+/** Longest pause between two tries of a lease release, in milliseconds. */
+const RELEASE_MAX_PAUSE_MS = 2_000;
+
 /** First pause of a duplicate waiting for another process's publication, in milliseconds. */
 const WAIT_FIRST_PAUSE_MS = 10;
 
@@ -248,7 +254,7 @@ export class DeferredPublisher {
       }
       this.#sequence += 1;
       const holder = `${this.#holderId}/${this.#sequence}`;
-      let claim = await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs);
+      let claim = await this.#claim(deps, toolCallId, holder);
       if (claim === undefined) {
         throw await missingRecordError(deps, toolCallId, requestedChain);
       }
@@ -256,12 +262,7 @@ export class DeferredPublisher {
         return { finalResult: claim.finalResult, published: false, publishedAt: claim.publishedAt };
       }
       if (claim.state === 'held' && this.#diedHere(claim.holder)) {
-        const taken = await deps.parks.claimPublication(
-          toolCallId,
-          holder,
-          this.#leaseMs,
-          claim.holder,
-        );
+        const taken = await this.#claim(deps, toolCallId, holder, claim.holder);
         // Published or claimed by another meanwhile: the next look answers.
         if (taken?.state !== 'claimed') continue;
         deps.logger.info('took over the publication lease of a process that is gone', {
@@ -291,6 +292,69 @@ export class DeferredPublisher {
         this.#running.delete(toolCallId);
       }
     }
+  }
+
+  /**
+   * Claims the publication lease for `holder` (taking it over from
+   * `replacing`). A claim that failed may still have committed (its answer
+   * lost with the connection): the lease is released then, so that no retry,
+   * here or on another replica, waits for it to lapse.
+   */
+  async #claim(
+    deps: ParkDeps,
+    toolCallId: string,
+    holder: string,
+    replacing?: string,
+  ): ReturnType<ParkStore['claimPublication']> {
+    try {
+      return await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs, replacing);
+    } catch (e: unknown) {
+      // Released only if it is `holder`'s: harmless when the claim did not commit.
+      await this.#release(deps, toolCallId, holder);
+      throw e;
+    }
+  }
+
+  /**
+   * Releases `holder`'s lease. When the store cannot (an outage), it is tried
+   * again in the background, pausing 100 ms and doubling up to 2 s, until the
+   * lease would have lapsed by itself: a publication that failed with the
+   * store must not hold every retry back for the whole lease. Never throws.
+   */
+  async #release(deps: ParkDeps, toolCallId: string, holder: string): Promise<void> {
+    const lapsesAt = deps.now() + this.#leaseMs;
+    const attempt = () => deps.parks.releasePublication(toolCallId, holder);
+    try {
+      await attempt();
+      return;
+    } catch (err: unknown) {
+      deps.logger.warn('cannot release a publication lease; trying again', {
+        toolCallId,
+        holder,
+        err,
+      });
+    }
+    const retry = async (pause: number): Promise<void> => {
+      if (deps.now() + pause >= lapsesAt) {
+        deps.logger.warn('cannot release a publication lease; it lapses by itself', {
+          toolCallId,
+          holder,
+        });
+        return;
+      }
+      // Unref'd: a process that stops does not wait for it.
+      await new Promise((resolve) => setTimeout(resolve, pause).unref());
+      try {
+        await attempt();
+        deps.logger.info('released a publication lease after the store came back', {
+          toolCallId,
+          holder,
+        });
+      } catch {
+        await retry(Math.min(pause * 2, RELEASE_MAX_PAUSE_MS));
+      }
+    };
+    void retry(RELEASE_FIRST_PAUSE_MS);
   }
 
   /**
@@ -368,10 +432,7 @@ export class DeferredPublisher {
       if (lostWhileWriting && !publication.published) lost();
       return publication;
     } catch (e: unknown) {
-      // Best effort: when the store cannot release it either, the lease lapses by itself.
-      await deps.parks.releasePublication(toolCallId, holder).catch((err: unknown) => {
-        deps.logger.warn('cannot release a publication lease', { toolCallId, holder, err });
-      });
+      await this.#release(deps, toolCallId, holder);
       throw e;
     } finally {
       clearInterval(renewal);

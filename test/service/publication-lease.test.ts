@@ -32,11 +32,13 @@ import {
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { type App, createApp, type OpenedStore } from '../../src/app.js';
 import { parseServeConfig } from '../../src/config/config.js';
+import { StoreUnavailableError } from '../../src/errors.js';
 import { createLogger } from '../../src/log.js';
 import { createTokenCheck } from '../../src/server/auth.js';
 import { createEdge } from '../../src/server/edge.js';
 import { guardService } from '../../src/server/guard.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import type { ParkStore } from '../../src/store/store.js';
 import { readConnectError } from '../support/connect-errors.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 
@@ -456,6 +458,109 @@ describe('the publication lease across two apps on one store', () => {
 
     expect(err.code).toBe(Code.NotFound);
     expect(err.findDetails(ErrorInfoSchema)[0]?.reason).toBe('PARKED_CALL_NOT_FOUND');
+  });
+
+  /**
+   * The real store of `dir`'s file, with `faults` replacing some of its methods
+   * (each gets the real method to call).
+   */
+  function faultyStore(
+    dir: string,
+    faults: Partial<Record<keyof ParkStore, (real: (...args: never[]) => unknown) => unknown>>,
+  ): OpenedStore {
+    const real = openSqliteStore(join(dir, 'agenthooks.db'));
+    const store = new Proxy(real, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target) as unknown;
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...args: never[]) => unknown).bind(target);
+        const fault = faults[prop as keyof ParkStore];
+        return fault === undefined ? bound : fault(bound);
+      },
+    });
+    return { store, shared: false };
+  }
+
+  const outage = () => new StoreUnavailableError('STORE_UNAVAILABLE', 'the store is unreachable');
+
+  /** A publication on `b` answers within a fraction of the 30 s lease: nothing holds it back. */
+  async function publishesAtOnce(b: Pod, toolCallId: string): Promise<void> {
+    const answer = await Promise.race([
+      b.client.publishDeferredResult({ toolCallId, result: { content: 'retry' } }),
+      new Promise<'held'>((resolve) => setTimeout(() => resolve('held'), 5_000).unref()),
+    ]);
+    expect(answer).toMatchObject({ published: true, finalResult: { content: 'retry' } });
+  }
+
+  it('releases a lease whose claim committed but whose answer was lost, so a retry elsewhere publishes at once', async () => {
+    const dir = sharedDir();
+    let lost = 0;
+    const a = pod(dir, '30s', {
+      store: faultyStore(dir, {
+        // The claim commits, then the connection drops its answer (once).
+        claimPublication:
+          (real) =>
+          async (...args: never[]) => {
+            const out = await real(...args);
+            if (lost++ === 0) throw outage();
+            return out;
+          },
+      }),
+    });
+    const b = pod(dir, '30s');
+    receiver = await startReceiver({
+      answer: {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: '{"decision":"allow"}',
+      },
+    });
+    await parkWithControl(a.client, receiver.url, 'call-lost-claim');
+    const err = await failure(
+      a.client.publishDeferredResult({ toolCallId: 'call-lost-claim', result: { content: 'x' } }),
+    );
+    expect(err.code).toBe(Code.Unavailable);
+    await publishesAtOnce(b, 'call-lost-claim');
+  });
+
+  it('keeps releasing a lease the store could not release at once, so a retry elsewhere does not wait for it to lapse', async () => {
+    const dir = sharedDir();
+    let releases = 0;
+    const lines: string[] = [];
+    const a = pod(dir, '30s', {
+      store: faultyStore(dir, {
+        // The store goes away while the control runs: the write fails, and so do
+        // the first two releases; the third, 300 ms later, finds it back.
+        publishResult: () => async () => {
+          throw outage();
+        },
+        releasePublication:
+          (real) =>
+          async (...args: never[]) => {
+            if (releases++ < 2) throw outage();
+            return real(...args);
+          },
+      }),
+      write: (line) => lines.push(line),
+    });
+    const b = pod(dir, '30s');
+    receiver = await startReceiver({
+      answer: {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: '{"decision":"allow"}',
+      },
+    });
+    await parkWithControl(a.client, receiver.url, 'call-outage');
+    const err = await failure(
+      a.client.publishDeferredResult({ toolCallId: 'call-outage', result: { content: 'x' } }),
+    );
+    expect(err.code).toBe(Code.Unavailable);
+    await publishesAtOnce(b, 'call-outage');
+    expect(releases).toBe(3);
+    expect(lines.some((l) => l.includes('cannot release a publication lease; trying again'))).toBe(
+      true,
+    );
   });
 
   it('does not report a lost lease when a renewal finds the lease the placeholder write just ended', async () => {
