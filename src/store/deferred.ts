@@ -38,9 +38,15 @@ export type DeferrableStore = HookStore & UserStore & ParkStore & RetentionStore
 
 /**
  * Reasons of an open that may succeed later by itself: the server
- * unreachable, starting, out of connections, or its migration lock held.
+ * unreachable, starting, out of connections, its migration lock held, or
+ * read-only (a standby during a failover, `default_transaction_read_only`):
+ * the migration's statements need a writable primary.
  */
-const RETRYABLE_OPEN_REASONS: ReadonlySet<string> = new Set(['STORE_UNAVAILABLE', 'STORE_LOCKED']);
+const RETRYABLE_OPEN_REASONS: ReadonlySet<string> = new Set([
+  'STORE_UNAVAILABLE',
+  'STORE_LOCKED',
+  'STORE_READ_ONLY',
+]);
 
 /**
  * Returns true when an open failed in a way that may clear by itself, so

@@ -307,6 +307,33 @@ describe('liveness and readiness on PostgreSQL', () => {
     expect(await check(health, 'liveness')).toBe('SERVING');
   }, 60_000);
 
+  it('starts while its database is read-only (a standby mid-failover), and serves once it is writable', async () => {
+    await killSidecar(sidecar);
+    const url = await cluster.createDatabase();
+    const name = new URL(url).pathname.slice(1);
+    await cluster.sql(`ALTER DATABASE "${name}" SET default_transaction_read_only = on`);
+    sidecar = await startSidecar({
+      db: false,
+      env: { AGENTHOOKS_DB: url },
+      args: ['--health-listen', '127.0.0.1:0', '--store-check-interval', CHECK_INTERVAL_S],
+    });
+    const running = sidecar;
+    const health = healthAt(running.health as string);
+    expect(await check(health, 'liveness')).toBe('SERVING');
+    expect(await check(health, 'readiness')).toBe('NOT_SERVING');
+    expect(running.logs).toContainEqual(
+      expect.objectContaining({
+        msg: 'the PostgreSQL store cannot be opened yet; listening NOT_SERVING and retrying',
+      }),
+    );
+    await cluster.sql(`ALTER DATABASE "${name}" SET default_transaction_read_only = off`);
+    await eventually(
+      'readiness turned SERVING',
+      async () => (await check(health, 'readiness')) === 'SERVING',
+    );
+    expect(running.child.exitCode).toBeNull();
+  }, 60_000);
+
   it('exits 1 when its database stays down past --db-start-timeout', async () => {
     await whileDown(['--db-start-timeout', '1s'], async (down) => {
       const exit = await withTimeout(down.exited, DEADLINE_MS, 'the sidecar did not exit');
