@@ -191,6 +191,7 @@ export async function openApp(
   const startedAt = Date.now();
   const open = async () => {
     const store = await openPostgresStore(url, {
+      maxConnections: config.dbPoolSize,
       observe: (operation, result, seconds) => metrics.storeCall(operation, result, seconds),
       // The pool replaces the connection; calls and health report the outage itself.
       onIdleError: (e) => logger.warn('an idle PostgreSQL connection failed', { err: e }),

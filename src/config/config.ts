@@ -18,7 +18,7 @@ import { INVALID_FLAG, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import { DEFAULT_HOOK_CACHE_BYTES, DEFAULT_MAX_HOOKS_PER_OPERATION } from '../hooks/registry.js';
 import { LOG_LEVELS, type LogLevel } from '../log.js';
-import { isPostgresUrl } from '../store/postgres.js';
+import { DEFAULT_POSTGRES_POOL_SIZE, isPostgresUrl } from '../store/postgres.js';
 import { DEFAULT_DB_PATH } from '../store/sqlite.js';
 import { DB_PATH_VAR } from '../users/import.js';
 import { DEFAULT_USERS_POSTGRES_QUERY } from '../users/postgres.js';
@@ -216,6 +216,13 @@ export const OPTIONS: readonly OptionSpec[] = [
     env: 'AGENTHOOKS_DB_START_TIMEOUT',
     value: 'DURATION',
     help: 'PostgreSQL only: how long a sidecar whose database cannot be reached at start keeps retrying (listening, readiness NOT_SERVING) before it exits 1; off retries until it opens',
+  },
+  {
+    flag: 'db-pool-size',
+    env: 'AGENTHOOKS_DB_POOL_SIZE',
+    value: 'N',
+    default: String(DEFAULT_POSTGRES_POOL_SIZE),
+    help: "PostgreSQL only: connections this sidecar keeps to the database at most (the replicas' sum must stay under the server's max_connections)",
   },
   {
     flag: 'store-check-interval',
@@ -531,6 +538,8 @@ export interface ServeConfig {
    * before it exits 1; undefined retries until it opens.
    */
   readonly dbStartTimeoutMs?: number;
+  /** PostgreSQL only: the pool's largest number of connections. */
+  readonly dbPoolSize: number;
   /** Interval of the store health check. */
   readonly storeCheckIntervalMs: number;
   /** How long completed operations and published results are kept. */
@@ -990,6 +999,7 @@ export function parseServeConfig(
       dbBusyTimeoutMs,
       dbMaxSizeBytes,
       dbStartTimeoutMs,
+      dbPoolSize: wholeNumber(one('db-pool-size'), 'db-pool-size'),
       storeCheckIntervalMs,
       retentionMs,
       tombstoneRetentionMs,

@@ -234,6 +234,37 @@ describe('two sidecars on one PostgreSQL store', () => {
     expect(receiver.requests.slice(before).map((r) => r.path)).toEqual(['/first', '/second']);
   }, 60_000);
 
+  it('keeps at most --db-pool-size connections to the database under concurrent calls', async () => {
+    const url = await cluster.createDatabase();
+    const name = new URL(url).pathname.slice(1);
+    const small = await startSidecar({
+      db: false,
+      env: { AGENTHOOKS_DB: url },
+      args: ['--db-pool-size', '2'],
+    });
+    const client = hookClient(small.grpc);
+    try {
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          unary(client, 'RegisterHooks', {
+            operationId: `op-pool-${i}`,
+            hooks: [control('n', receiver)],
+          }),
+        ),
+      );
+      // The pool keeps its connections open while idle (30 s): all it ever opened are there.
+      const { rows } = await cluster.sql(
+        'SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1',
+        [name],
+      );
+      expect(rows[0]?.n).toBeGreaterThanOrEqual(1);
+      expect(rows[0]?.n).toBeLessThanOrEqual(2);
+    } finally {
+      client.close();
+      await killSidecar(small);
+    }
+  }, 60_000);
+
   it('never logs the password of AGENTHOOKS_DB', () => {
     for (const sidecar of [a, b]) {
       const text = JSON.stringify(sidecar?.logs);
