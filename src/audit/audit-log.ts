@@ -101,8 +101,47 @@ export interface AuditMetrics {
   auditBuffered(sink: string, entries: number): void;
 }
 
-/** Where a sink's batches go; rejects when the batch was not written. */
-type WriteBatch = (batch: readonly DecisionRecord[]) => Promise<void>;
+/**
+ * Where a sink's batches go. Resolves once the whole batch is done: written,
+ * or (an HTTP endpoint that refuses some entries for good) partly dropped, as
+ * the {@link WriteResult} says (`undefined`: all written). Rejects when it was
+ * not done; a {@link PartialWriteError} says which first entries were.
+ */
+type WriteBatch = (batch: readonly DecisionRecord[]) => Promise<WriteResult | undefined>;
+
+/** What became of a batch's entries: written, or refused for good and dropped. */
+interface WriteResult {
+  readonly written: number;
+  readonly dropped: number;
+}
+
+/** A batch whose first `written + dropped` entries were done before the write failed. */
+class PartialWriteError extends Error {
+  override readonly name = 'PartialWriteError';
+
+  constructor(
+    readonly done: WriteResult,
+    override readonly cause: unknown,
+  ) {
+    super('an audit batch was written in part', { cause });
+  }
+}
+
+/** A non-2xx answer of the audit endpoint. */
+class AuditHttpStatusError extends Error {
+  override readonly name = 'AuditHttpStatusError';
+
+  constructor(readonly status: number) {
+    super(`the audit endpoint answered HTTP ${status}`);
+  }
+}
+
+/**
+ * Answers of the audit endpoint that refuse entries for good, however often
+ * they are sent: sent again they would hold the sink (and every entry after
+ * them) back forever. 413 is first split (see {@link postSplitting}).
+ */
+const REFUSED_FOR_GOOD: ReadonlySet<number> = new Set([400, 413, 422]);
 
 /**
  * One sink: a bounded buffer of entries, written in batches by one writer
@@ -182,6 +221,11 @@ class Sink {
     this.#timer = undefined;
   }
 
+  #counted(result: WriteResult): void {
+    if (result.written > 0) this.#metrics?.auditWritten(this.name, result.written);
+    if (result.dropped > 0) this.#metrics?.auditDropped(this.name, result.dropped);
+  }
+
   /** Drops the oldest entries past either bound, and counts them. */
   #trim(): void {
     let dropped = 0;
@@ -228,12 +272,20 @@ class Sink {
     this.#bytes -= batchBytes;
     let ok = true;
     const writing = this.#write(batch).then(
-      () => {
+      (result) => {
         this.#pauseMs = 0;
-        this.#metrics?.auditWritten(this.name, batch.length);
+        this.#counted(result ?? { written: batch.length, dropped: 0 });
       },
       (e: unknown) => {
         ok = false;
+        // The entries done before the failure stay done; the rest is retried.
+        let rest = batch;
+        if (e instanceof PartialWriteError) {
+          this.#counted(e.done);
+          const done = e.done.written + e.done.dropped;
+          rest = batch.slice(done);
+          for (const entry of batch.slice(0, done)) batchBytes -= entryBytes(entry);
+        }
         this.#pauseMs =
           this.#pauseMs === 0
             ? FIRST_RETRY_PAUSE_MS
@@ -241,12 +293,12 @@ class Sink {
         this.#metrics?.auditFailed(this.name);
         this.#logger.warn('cannot write decision audit entries; they stay buffered', {
           sink: this.name,
-          entries: batch.length,
+          entries: rest.length,
           retryInMs: this.#pauseMs,
-          err: e,
+          err: e instanceof PartialWriteError ? e.cause : e,
         });
         // Back to the front, older than anything that arrived meanwhile.
-        this.#entries = [...batch, ...this.#entries.slice(this.#head)];
+        this.#entries = [...rest, ...this.#entries.slice(this.#head)];
         this.#head = 0;
         this.#bytes += batchBytes;
       },
@@ -321,7 +373,10 @@ export class AuditLog {
       this.#sinks.push(
         new Sink(
           'store',
-          (batch) => store.appendDecisions(batch.map(toRow)),
+          async (batch) => {
+            await store.appendDecisions(batch.map(toRow));
+            return undefined;
+          },
           Object.assign({ intervalMs: interval }, common),
         ),
       );
@@ -330,7 +385,10 @@ export class AuditLog {
       this.#sinks.push(
         new Sink(
           'stdout',
-          async (batch) => writeAll(stdoutFd, Buffer.from(await jsonLines(batch))),
+          async (batch) => {
+            await writeAll(stdoutFd, Buffer.from(await jsonLines(batch)));
+            return undefined;
+          },
           Object.assign({ intervalMs: interval }, common),
         ),
       );
@@ -345,10 +403,16 @@ export class AuditLog {
       this.#sinks.push(
         new Sink(
           'http',
-          async (batch) => {
-            await postBatch(agent, httpUrl, await bodies.of(batch), authorization());
-            bodies.forget();
-          },
+          (batch) =>
+            postSplitting(
+              batch,
+              async (part) => {
+                // The whole batch's body is kept for a resend; a part's is made for it.
+                const body = part === batch ? await bodies.of(batch) : await gzipBatch(part);
+                await postBatch(agent, httpUrl, body, authorization());
+              },
+              options.logger,
+            ).finally(() => bodies.forget()),
           Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
         ),
       );
@@ -463,15 +527,34 @@ async function jsonLines(batch: readonly DecisionRecord[]): Promise<string> {
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 
-/** Writes all of `bytes` to `fd` through the thread pool. */
+/** Longest pause before a write a full pipe refused (`EAGAIN`) is tried again, in milliseconds. */
+const MAX_FULL_PIPE_PAUSE_MS = 50;
+
+/**
+ * Writes all of `bytes` to `fd` through the thread pool. A non-blocking pipe
+ * that is full (a slow reader; Node makes a pipe on stdout non-blocking)
+ * refuses with `EAGAIN`: the write waits for room and goes on from where it
+ * stopped, pausing 1 ms and doubling up to {@link MAX_FULL_PIPE_PAUSE_MS}.
+ * Failing the batch instead would write it again from its start, after the
+ * part the pipe took: a cut line, then lines twice.
+ */
 async function writeAll(fd: number, bytes: Buffer): Promise<void> {
   let offset = 0;
+  let pauseMs = 1;
   while (offset < bytes.length) {
-    offset += await new Promise<number>((resolve, reject) => {
-      fsWrite(fd, bytes, offset, bytes.length - offset, null, (err, written) =>
-        err === null ? resolve(written) : reject(err),
-      );
-    });
+    try {
+      offset += await new Promise<number>((resolve, reject) => {
+        fsWrite(fd, bytes, offset, bytes.length - offset, null, (err, written) =>
+          err === null ? resolve(written) : reject(err),
+        );
+      });
+      pauseMs = 1;
+    } catch (e: unknown) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+      // Unref'd: a shutdown that gives up on the sink (its deadline) is not held by it.
+      await new Promise((resolve) => setTimeout(resolve, pauseMs).unref());
+      pauseMs = Math.min(pauseMs * 2, MAX_FULL_PIPE_PAUSE_MS);
+    }
   }
 }
 
@@ -498,12 +581,60 @@ class BatchBodies {
     if (this.#body !== undefined && batch[0] === this.#first && batch.length === this.#count) {
       return this.#body;
     }
-    const body = await gzip(`[${(await batchJson(batch)).join(',')}]`);
+    const body = await gzipBatch(batch);
     this.#first = batch[0];
     this.#count = batch.length;
     this.#body = body;
     return body;
   }
+}
+
+/** A batch as the HTTP sink sends it: a gzip JSON array. */
+async function gzipBatch(batch: readonly DecisionRecord[]): Promise<Buffer> {
+  return gzip(`[${(await batchJson(batch)).join(',')}]`);
+}
+
+/**
+ * Sends `batch` with `post`, in order. A part the endpoint finds too large
+ * (413) is sent again as two halves, down to single entries; a part refused
+ * for good ({@link REFUSED_FOR_GOOD}: 400, 422, or one entry still too large)
+ * is dropped, counted and logged, so that it does not hold the sink back.
+ * Any other failure rejects: at once when nothing was done, else with a
+ * {@link PartialWriteError}, so that the parts already sent are not sent again.
+ */
+async function postSplitting(
+  batch: readonly DecisionRecord[],
+  post: (part: readonly DecisionRecord[]) => Promise<void>,
+  logger: Logger,
+): Promise<WriteResult> {
+  let written = 0;
+  let dropped = 0;
+  const parts: (readonly DecisionRecord[])[] = [batch];
+  for (let part = parts.shift(); part !== undefined; part = parts.shift()) {
+    try {
+      await post(part);
+      written += part.length;
+    } catch (e: unknown) {
+      const status = e instanceof AuditHttpStatusError ? e.status : undefined;
+      if (status === 413 && part.length > 1) {
+        const half = Math.ceil(part.length / 2);
+        parts.unshift(part.slice(0, half), part.slice(half));
+        continue;
+      }
+      if (status !== undefined && REFUSED_FOR_GOOD.has(status)) {
+        dropped += part.length;
+        logger.warn('the audit endpoint refused decision audit entries; they are dropped', {
+          sink: 'http',
+          entries: part.length,
+          status,
+        });
+        continue;
+      }
+      if (written + dropped === 0) throw e;
+      throw new PartialWriteError({ written, dropped }, e);
+    }
+  }
+  return { written, dropped };
 }
 
 /**
@@ -531,6 +662,6 @@ async function postBatch(
   });
   await response.body.dump();
   if (response.statusCode < 200 || response.statusCode >= 300) {
-    throw new Error(`the audit endpoint answered HTTP ${response.statusCode}`);
+    throw new AuditHttpStatusError(response.statusCode);
   }
 }
