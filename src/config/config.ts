@@ -864,6 +864,16 @@ export function parseServeConfig(
     return spec.default === undefined ? [] : [spec.default];
   };
   const one = (flag: string): string | undefined => get(flag).at(-1);
+  // Every comma-separated item of a list flag (or its variable) as written: none trimmed or dropped.
+  const items = (flag: string): string[] => {
+    const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
+    const v = values[flag];
+    const given =
+      typeof v === 'string' || Array.isArray(v)
+        ? [v].flat()
+        : [env[spec.env] ?? ''].filter(Boolean);
+    return given.flatMap((text) => text.split(','));
+  };
   // A list flag may also be given comma-separated, like its variable.
   const list = (flag: string): string[] =>
     get(flag)
@@ -984,8 +994,8 @@ export function parseServeConfig(
       `--users-postgres-query must use ${USER_ID_PARAMETER} for the user id`,
     );
   }
-  const security = parseSecurityOptions({ one, list, bool }, env);
-  const audit = parseAuditOptions({ one, list, bool });
+  const security = parseSecurityOptions({ one, list, items, bool }, env);
+  const audit = parseAuditOptions({ one, list, items, bool });
   const metrics = one('metrics-listen');
   const admin = one('admin-listen');
   const connections = parseConnectionLimits(one);
@@ -1126,7 +1136,18 @@ function parseAuditOptions(read: OptionReaders): AuditConfig {
   }
   const bufferEntries = wholeNumber(read.one('audit-buffer'), 'audit-buffer');
   const bufferBytes = wholeNumber(read.one('audit-buffer-bytes'), 'audit-buffer-bytes');
-  const masks = read.list('audit-mask').map((m) => parsePointer(m, 'audit-mask'));
+  // Each item trimmed (`/a, /b`), none dropped: an empty one would mask nothing, silently.
+  const masks = read.items('audit-mask').map((item) => {
+    const m = item.trim();
+    if (m === '') {
+      throw new InvalidArgumentError(
+        'audit-mask',
+        INVALID_FLAG,
+        '--audit-mask: an empty item; each is a JSON pointer to one field (such as /args/password), and none names the whole payload (leave --audit-payloads off to record none)',
+      );
+    }
+    return parsePointer(m, 'audit-mask');
+  });
   const payloads = read.bool('audit-payloads');
   if (masks.length > 0 && !payloads) {
     throw new InvalidArgumentError(
@@ -1312,6 +1333,8 @@ interface OptionReaders {
   one(flag: string): string | undefined;
   /** Every value of a list flag, comma-separated values split. */
   list(flag: string): string[];
+  /** Every comma-separated item of a list flag or its variable, as written (none trimmed or dropped). */
+  items(flag: string): string[];
   /** A switch. */
   bool(flag: string): boolean;
 }

@@ -134,6 +134,14 @@ describe('audit configuration', () => {
   it('refuses a mask without payloads, a URL that is not http(s) or holds credentials, a bad buffer', () => {
     expect(fieldOf(() => parse(['--audit-mask', '/args/x']))).toBe('audit-mask');
     expect(fieldOf(() => parse(['--audit-payloads', '--audit-mask', 'args']))).toBe('audit-mask');
+    // An empty item masks nothing: refused, not dropped (as a flag, in a list, in the variable).
+    expect(fieldOf(() => parse(['--audit-payloads', '--audit-mask', '']))).toBe('audit-mask');
+    expect(fieldOf(() => parse(['--audit-payloads', '--audit-mask', '/a,,/b']))).toBe('audit-mask');
+    expect(
+      fieldOf(() =>
+        parseServeConfig(['--audit-payloads'], { AGENTHOOKS_AUDIT_MASK: '/args/password, ' }),
+      ),
+    ).toBe('audit-mask');
     expect(fieldOf(() => parse(['--audit-http', 'ftp://x.example/']))).toBe('audit-http');
     expect(fieldOf(() => parse(['--audit-http', 'https://u:p@x.example/']))).toBe('audit-http');
     expect(fieldOf(() => parse(['--audit-buffer', '0']))).toBe('audit-buffer');
