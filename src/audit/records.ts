@@ -87,7 +87,7 @@ export function toolDecisionRecord(d: ToolDecision): DecisionRecord {
     hookId: outcome.case === 'deny' || outcome.case === 'mock' ? outcome.value.hookId : '',
     outcomes: [...d.outcomes],
     duration: durationOf(performance.now() - d.startedAt),
-    payloadJson,
+    payloadJson: bounded(payloadJson),
   };
 }
 
@@ -139,7 +139,7 @@ export function modifyRecord(d: ModifyDecision): DecisionRecord {
     hookId: outcome.case === 'blocked' ? outcome.value.hookId : '',
     outcomes: [...d.answer.outcomes],
     duration: durationOf(performance.now() - d.startedAt),
-    payloadJson,
+    payloadJson: bounded(payloadJson),
   };
 }
 
@@ -158,6 +158,27 @@ function timestampNow(): Timestamp {
     seconds: BigInt(seconds),
     nanos: (ms - seconds * 1000) * 1_000_000,
   };
+}
+
+/**
+ * Largest recorded payload, in bytes of its JSON text. A larger one (a request
+ * may hold 16 MiB) is recorded as {@link truncatedPayload}: an entry must fit
+ * a `ListDecisions` page that a stock gRPC client reads (4 MiB), and a sink's
+ * buffer should hold many.
+ */
+export const MAX_PAYLOAD_JSON_BYTES = 1024 * 1024;
+
+/** The payload recorded in place of one over {@link MAX_PAYLOAD_JSON_BYTES}. */
+export function truncatedPayload(bytes: number): string {
+  return `{"truncated":true,"bytes":${bytes}}`;
+}
+
+/** `json`, or its {@link truncatedPayload} when it is over the bound. */
+function bounded(json: string): string {
+  // Three bytes a UTF-16 unit at most: most payloads are measured by their length alone.
+  if (json.length * 3 <= MAX_PAYLOAD_JSON_BYTES) return json;
+  const bytes = Buffer.byteLength(json, 'utf8');
+  return bytes <= MAX_PAYLOAD_JSON_BYTES ? json : truncatedPayload(bytes);
 }
 
 function maskedJson(doc: Record<string, JsonValue>, policy: PayloadPolicy): string {

@@ -709,9 +709,9 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
     const client = hookClient(sidecar.grpc);
     try {
       const ids: string[] = [];
-      // About 1.5 MB a record: two fit in a page of 4 MiB, a third would not.
+      // About 0.9 MB a record (under the 1 MiB payload bound): four fit in a page of 4 MiB.
       for (let i = 0; i < 5; i += 1) {
-        const args = { blob: `${i}`.repeat(1_500_000) };
+        const args = { blob: `${i}`.repeat(900_000) };
         ids.push((await decideToolCall(client, 'op-pages', `pages_${i}`, args)).decisionId);
       }
       // Written in group commits after the answers: wait until all five are stored.
@@ -733,8 +733,35 @@ describe('the store sink across a SIGKILL, and a sink that is down', () => {
         if (page.nextPageToken === '') break;
         pageToken = page.nextPageToken;
       }
-      expect(sizes).toEqual([2, 2, 1]);
+      expect(sizes).toEqual([4, 1]);
       expect(seen).toEqual([...ids].reverse());
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+    }
+  });
+
+  it('records a payload over 1 MiB as its size alone, so a stock client (4 MiB) pages through every entry', async () => {
+    const sidecar = await startSidecar({
+      args: ['--audit-store', '--audit-payloads', '--webhook-deny', 'loopback'],
+    });
+    const client = hookClient(sidecar.grpc);
+    try {
+      const small = await decideToolCall(client, 'op-huge', 'huge_0', { path: '/a' });
+      const huge = await decideToolCall(client, 'op-huge', 'huge_1', {
+        blob: 'x'.repeat(5 * 1024 * 1024),
+      });
+      const all = await eventually(
+        () => listAll(client, { operationId: 'op-huge' }, 2),
+        (entries) => entries.length === 2,
+      );
+      expect(all.map((d) => d.decisionId)).toEqual([huge.decisionId, small.decisionId]);
+      const [hugeEntry, smallEntry] = all;
+      expect(JSON.parse(hugeEntry?.payloadJson ?? '')).toEqual({
+        truncated: true,
+        bytes: 5 * 1024 * 1024 + '{"args":{"blob":""}}'.length,
+      });
+      expect(JSON.parse(smallEntry?.payloadJson ?? '')).toEqual({ args: { path: '/a' } });
     } finally {
       client.close();
       await killSidecar(sidecar);

@@ -142,7 +142,8 @@ export type DecisionRecord = Message<"agenthooks.v1.DecisionRecord"> & {
    * Only with `--audit-payloads`: a JSON object with the inputs and outputs
    * of the decision (`args` and `result` for tool decisions, `context` and
    * `result` for `Modify`), after the `--audit-mask` JSON pointers removed
-   * their members. Empty otherwise.
+   * their members. Empty otherwise. One over 1 MiB of JSON is recorded as
+   * `{"truncated":true,"bytes":N}`, N its size.
    *
    * @generated from field: string payload_json = 16;
    */

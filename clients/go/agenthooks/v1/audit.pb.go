@@ -199,7 +199,8 @@ type DecisionRecord struct {
 	// Only with `--audit-payloads`: a JSON object with the inputs and outputs
 	// of the decision (`args` and `result` for tool decisions, `context` and
 	// `result` for `Modify`), after the `--audit-mask` JSON pointers removed
-	// their members. Empty otherwise.
+	// their members. Empty otherwise. One over 1 MiB of JSON is recorded as
+	// `{"truncated":true,"bytes":N}`, N its size.
 	PayloadJson   string `protobuf:"bytes,16,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
