@@ -9,7 +9,14 @@
  * agenthooks.v1.RegisterHooksRequest.operation_id from JSON: 5`), so the
  * HTTP edge asks this module for the field to name.
  */
-import { type DescEnum, type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
+import {
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  fromJson,
+  type JsonValue,
+  ScalarType,
+} from '@bufbuild/protobuf';
 
 /** A key or enum name that strict JSON decoding refuses, and where it is. */
 export interface JsonFieldProblem {
@@ -100,11 +107,21 @@ function inField(field: DescField, value: unknown, at: string): JsonFieldProblem
   }
 }
 
-/** A value of a message type: an object, unless its type has a JSON form of its own. */
+/**
+ * A value of a message type: an object, unless its type has a JSON form of
+ * its own (a Timestamp's RFC 3339 text, a Duration's `1.5s`, a Struct):
+ * then that form, as protobuf-es reads it.
+ */
 function inMessage(desc: DescMessage, value: unknown, at: string): JsonFieldProblem | undefined {
-  if (!desc.typeName.startsWith(WKT_PREFIX) && !isObject(value)) {
-    return wrongType(at, 'an object', value);
+  if (desc.typeName.startsWith(WKT_PREFIX)) {
+    try {
+      fromJson(desc, value as JsonValue);
+      return undefined;
+    } catch (e: unknown) {
+      return { field: at, problem: `not a valid ${desc.typeName}: ${(e as Error).message}` };
+    }
   }
+  if (!isObject(value)) return wrongType(at, 'an object', value);
   return findJsonFieldProblem(desc, value, at);
 }
 
@@ -138,12 +155,43 @@ function inScalar(scalar: ScalarType, value: unknown, at: string): JsonFieldProb
     default:
       // The integer types, 32- and 64-bit, as numbers or their text.
       if (typeof value === 'number' || (typeof value === 'string' && isNumberText(value))) {
-        return typeof value === 'number' && !Number.isInteger(value)
-          ? wrongType(at, 'an integer', value)
-          : undefined;
+        if (typeof value === 'number' && !Number.isInteger(value)) {
+          return wrongType(at, 'an integer', value);
+        }
+        return outOfRange(scalar, Number(value), at);
       }
       return wrongType(at, 'an integer', value);
   }
+}
+
+/** Bounds of the 32-bit integer types; 64-bit ones are protobuf-es's to judge. */
+const INT32_RANGE: readonly [number, number] = [-(2 ** 31), 2 ** 31 - 1];
+const UINT32_RANGE: readonly [number, number] = [0, 2 ** 32 - 1];
+
+/** A 32-bit integer that does not fit its type. */
+function outOfRange(scalar: ScalarType, n: number, at: string): JsonFieldProblem | undefined {
+  let range: readonly [number, number] | undefined;
+  let name = '';
+  switch (scalar) {
+    case ScalarType.INT32:
+    case ScalarType.SINT32:
+    case ScalarType.SFIXED32:
+      range = INT32_RANGE;
+      name = 'a 32-bit integer';
+      break;
+    case ScalarType.UINT32:
+    case ScalarType.FIXED32:
+      range = UINT32_RANGE;
+      name = 'an unsigned 32-bit integer';
+      break;
+    default:
+      return undefined;
+  }
+  if (Number.isInteger(n) && n >= range[0] && n <= range[1]) return undefined;
+  return {
+    field: at,
+    problem: `expected ${name}, got ${Number.isFinite(n) ? n : 'a non-finite number'}`,
+  };
 }
 
 /**

@@ -63,8 +63,9 @@ async function postConnectJson(
   sidecar: SidecarProcess,
   body: string,
   gzip = false,
+  path = REGISTER_PATH,
 ): Promise<ConnectAnswer> {
-  const res = await fetch(`http://${sidecar.http}${REGISTER_PATH}`, {
+  const res = await fetch(`http://${sidecar.http}${path}`, {
     method: 'POST',
     headers: gzip
       ? { 'content-type': 'application/json', 'content-encoding': 'gzip' }
@@ -261,6 +262,25 @@ describe('strict input', () => {
       });
     }
     expect((await hookClient().listHooks({ operationId: 'op-types' })).hooks).toEqual([]);
+  });
+
+  it('names the field of a well-known type it cannot read, or of a 32-bit integer out of range', async () => {
+    const list = '/agenthooks.v1.HookService/ListDecisions';
+    for (const [body, field, problem] of [
+      [{ startTime: '0000-12-31T23:59:59Z' }, 'startTime', 'not a valid google.protobuf.Timestamp'],
+      [{ endTime: 'yesterday' }, 'endTime', 'not a valid google.protobuf.Timestamp'],
+      [{ pageSize: 4294967296 }, 'pageSize', 'expected a 32-bit integer, got 4294967296'],
+      [{ pageSize: '-2147483649' }, 'pageSize', 'expected a 32-bit integer, got -2147483649'],
+    ] as const) {
+      const answer = await postConnectJson(sidecar, JSON.stringify(body), false, list);
+      expect(answer, field).toMatchObject({
+        status: 400,
+        code: 'invalid_argument',
+        reason: 'MALFORMED_REQUEST',
+        fields: [field],
+      });
+      expect(answer.message).toContain(`${field}: ${problem}`);
+    }
   });
 
   it('answers the same over gRPC-Web JSON', async () => {
