@@ -64,6 +64,25 @@ export const RETENTION_BATCH_SIZE = 200;
 /** Time a shutdown gives the trace exporter to flush, even when the grace period is spent. */
 const MIN_TRACE_FLUSH_MS = 2000;
 
+/** Least time the store gets to close at shutdown, however late, in milliseconds. */
+const MIN_STORE_CLOSE_MS = 500;
+
+/**
+ * Whether `work` resolved within `ms`; rejects as it does within them. Past
+ * them it goes on in the background (the race still handles its rejection).
+ */
+async function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([work.then(() => true), timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** Every store interface the app uses; the SQLite and the PostgreSQL store both have them. */
 export type AppStore = HookStore & UserStore & ParkStore & RetentionStore & DecisionStore;
 
@@ -521,7 +540,14 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
         plugins.close();
         await sender.close();
         await directory.close();
-        await store.close();
+        // A store that does not answer (a frozen database server, a query
+        // still waiting out its timeout) does not hold the exit past the
+        // deadline: its connections end with the process.
+        const storeClosed = await settlesWithin(
+          store.close(),
+          Math.max(MIN_STORE_CLOSE_MS, deadlineMs - Date.now()),
+        );
+        if (!storeClosed) logger.warn('the store did not close before the shutdown deadline');
         // Last: the spans of the drained calls and deliveries are flushed.
         if (options.tracing !== undefined) {
           await shutdownTracing(options.tracing, deadlineMs, logger);
