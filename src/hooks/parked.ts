@@ -21,7 +21,7 @@ import {
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
-import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, hasReason, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import {
   type ParkedCallRecord,
@@ -207,6 +207,12 @@ export interface PublisherOptions {
  */
 export class DeferredPublisher {
   readonly #running = new Map<string, Promise<Publication>>();
+  /** Leases to release once the store answers again, by holder (see `#queueRelease`). */
+  readonly #releases = new Map<
+    string,
+    { readonly deps: ParkDeps; readonly toolCallId: string; readonly lapsesAt: number }
+  >();
+  #releaseTimer: NodeJS.Timeout | undefined;
   readonly #holderId: string;
   readonly #leaseMs: number;
   #sequence = 0;
@@ -296,9 +302,10 @@ export class DeferredPublisher {
 
   /**
    * Claims the publication lease for `holder` (taking it over from
-   * `replacing`). A claim that failed may still have committed (its answer
-   * lost with the connection): the lease is released then, so that no retry,
-   * here or on another replica, waits for it to lapse.
+   * `replacing`). A claim that failed with the connection (`STORE_UNAVAILABLE`)
+   * may still have committed, its answer lost: its release is queued (see
+   * {@link #queueRelease}), so that no retry, here or on another replica,
+   * waits for the lease to lapse. Any other failure committed nothing.
    */
   async #claim(
     deps: ParkDeps,
@@ -309,52 +316,76 @@ export class DeferredPublisher {
     try {
       return await deps.parks.claimPublication(toolCallId, holder, this.#leaseMs, replacing);
     } catch (e: unknown) {
-      // Released only if it is `holder`'s: harmless when the claim did not commit.
-      await this.#release(deps, toolCallId, holder);
+      if (hasReason(e, 'STORE_UNAVAILABLE')) this.#queueRelease(deps, toolCallId, holder);
       throw e;
     }
   }
 
   /**
-   * Releases `holder`'s lease. When the store cannot (an outage), it is tried
-   * again in the background, pausing 100 ms and doubling up to 2 s, until the
-   * lease would have lapsed by itself: a publication that failed with the
-   * store must not hold every retry back for the whole lease. Never throws.
+   * Releases `holder`'s lease once (its failure logged); when the store is
+   * unreachable then (an outage), queues it for {@link #queueRelease}. Never throws.
    */
   async #release(deps: ParkDeps, toolCallId: string, holder: string): Promise<void> {
-    const lapsesAt = deps.now() + this.#leaseMs;
-    const attempt = () => deps.parks.releasePublication(toolCallId, holder);
     try {
-      await attempt();
-      return;
+      await deps.parks.releasePublication(toolCallId, holder);
     } catch (err: unknown) {
-      deps.logger.warn('cannot release a publication lease; trying again', {
-        toolCallId,
-        holder,
-        err,
-      });
+      deps.logger.warn('cannot release a publication lease', { toolCallId, holder, err });
+      if (hasReason(err, 'STORE_UNAVAILABLE')) this.#queueRelease(deps, toolCallId, holder);
     }
-    const retry = async (pause: number): Promise<void> => {
-      if (deps.now() + pause >= lapsesAt) {
-        deps.logger.warn('cannot release a publication lease; it lapses by itself', {
-          toolCallId,
-          holder,
-        });
-        return;
+  }
+
+  /**
+   * Queues the release of `holder`'s lease until the store answers again or
+   * the lease would have lapsed by itself: a publication that failed with an
+   * outage must not hold every retry back for the whole lease. One timer
+   * drains the queue for the publisher, pausing 100 ms and doubling up to
+   * 2 s while the store stays unreachable; it is unref'd, and the queue holds
+   * one entry per failed publication, each gone by its lease's end.
+   */
+  #queueRelease(deps: ParkDeps, toolCallId: string, holder: string): void {
+    this.#releases.set(holder, { deps, toolCallId, lapsesAt: deps.now() + this.#leaseMs });
+    if (this.#releaseTimer === undefined) this.#scheduleReleases(RELEASE_FIRST_PAUSE_MS);
+  }
+
+  #scheduleReleases(pauseMs: number): void {
+    this.#releaseTimer = setTimeout(() => {
+      void this.#drainReleases().then(
+        (failed) => {
+          this.#releaseTimer = undefined;
+          if (this.#releases.size > 0) {
+            this.#scheduleReleases(
+              failed ? Math.min(pauseMs * 2, RELEASE_MAX_PAUSE_MS) : RELEASE_FIRST_PAUSE_MS,
+            );
+          }
+        },
+        () => {
+          this.#releaseTimer = undefined;
+        },
+      );
+    }, pauseMs);
+    this.#releaseTimer.unref();
+  }
+
+  /** Tries each queued release once; resolves true when one failed again. */
+  async #drainReleases(): Promise<boolean> {
+    let failed = false;
+    for (const [holder, { deps, toolCallId, lapsesAt }] of [...this.#releases]) {
+      if (deps.now() >= lapsesAt) {
+        this.#releases.delete(holder);
+        continue;
       }
-      // Unref'd: a process that stops does not wait for it.
-      await new Promise((resolve) => setTimeout(resolve, pause).unref());
       try {
-        await attempt();
+        await deps.parks.releasePublication(toolCallId, holder);
+        this.#releases.delete(holder);
         deps.logger.info('released a publication lease after the store came back', {
           toolCallId,
           holder,
         });
       } catch {
-        await retry(Math.min(pause * 2, RELEASE_MAX_PAUSE_MS));
+        failed = true;
       }
-    };
-    void retry(RELEASE_FIRST_PAUSE_MS);
+    }
+    return failed;
   }
 
   /**

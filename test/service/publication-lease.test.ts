@@ -558,9 +558,43 @@ describe('the publication lease across two apps on one store', () => {
     expect(err.code).toBe(Code.Unavailable);
     await publishesAtOnce(b, 'call-outage');
     expect(releases).toBe(3);
-    expect(lines.some((l) => l.includes('cannot release a publication lease; trying again'))).toBe(
-      true,
+    expect(lines.some((l) => l.includes('cannot release a publication lease'))).toBe(true);
+  });
+
+  it('does not retry a release the store refused for a lock (SQLite busy): the lease lapses by itself', async () => {
+    const dir = sharedDir();
+    const lease = `${SHORT_LEASE_MS}ms`;
+    let releases = 0;
+    const busy = () => new StoreUnavailableError('STORE_LOCKED', 'the database is locked');
+    const a = pod(dir, lease, {
+      store: faultyStore(dir, {
+        publishResult: () => async () => {
+          throw busy();
+        },
+        releasePublication: () => async () => {
+          releases += 1;
+          throw busy();
+        },
+      }),
+    });
+    const b = pod(dir, lease);
+    receiver = await startReceiver({
+      answer: {
+        status: 200,
+        headers: { 'content-type': 'application/json' },
+        body: '{"decision":"allow"}',
+      },
+    });
+    await parkWithControl(a.client, receiver.url, 'call-busy');
+    const err = await failure(
+      a.client.publishDeferredResult({ toolCallId: 'call-busy', result: { content: 'x' } }),
     );
+    expect(err.code).toBe(Code.Unavailable);
+    // B takes the lease over once it lapses; retries (100 ms, 300 ms) would have come before.
+    expect(
+      await b.client.publishDeferredResult({ toolCallId: 'call-busy', result: { content: 'y' } }),
+    ).toMatchObject({ published: true });
+    expect(releases).toBe(1);
   });
 
   it('does not report a lost lease when a renewal finds the lease the placeholder write just ended', async () => {
