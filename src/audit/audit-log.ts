@@ -403,16 +403,27 @@ export class AuditLog {
       this.#sinks.push(
         new Sink(
           'http',
-          (batch) =>
-            postSplitting(
-              batch,
-              async (part) => {
-                // The whole batch's body is kept for a resend; a part's is made for it.
-                const body = part === batch ? await bodies.of(batch) : await gzipBatch(part);
-                await postBatch(agent, httpUrl, body, authorization());
-              },
-              options.logger,
-            ).finally(() => bodies.forget()),
+          async (batch) => {
+            let split = false;
+            try {
+              const result = await postSplitting(
+                batch,
+                async (part) => {
+                  // The whole batch's body is kept for a resend; a part's is made for it.
+                  if (part !== batch) split = true;
+                  const body = part === batch ? await bodies.of(batch) : await gzipBatch(part);
+                  await postBatch(agent, httpUrl, body, authorization());
+                },
+                options.logger,
+              );
+              bodies.forget();
+              return result;
+            } catch (e: unknown) {
+              // Kept only for the same batch sent again whole.
+              if (split || e instanceof PartialWriteError) bodies.forget();
+              throw e;
+            }
+          },
           Object.assign({ intervalMs: options.httpIntervalMs ?? AUDIT_HTTP_INTERVAL_MS }, common),
         ),
       );
@@ -595,12 +606,22 @@ async function gzipBatch(batch: readonly DecisionRecord[]): Promise<Buffer> {
 }
 
 /**
+ * Requests one attempt at a batch may make while it splits parts the endpoint
+ * finds too large: enough to find a few oversized entries among 1,000 (each
+ * costs about two a halving), not the 2,000 an endpoint that refuses every
+ * entry (a proxy's body limit below one entry) would take.
+ */
+const MAX_POSTS_PER_BATCH = 48;
+
+/**
  * Sends `batch` with `post`, in order. A part the endpoint finds too large
  * (413) is sent again as two halves, down to single entries; a part refused
  * for good ({@link REFUSED_FOR_GOOD}: 400, 422, or one entry still too large)
- * is dropped, counted and logged, so that it does not hold the sink back.
- * Any other failure rejects: at once when nothing was done, else with a
- * {@link PartialWriteError}, so that the parts already sent are not sent again.
+ * is dropped and counted, and the drops of the attempt are logged once, so
+ * that they do not hold the sink back. Any other failure, or more than
+ * {@link MAX_POSTS_PER_BATCH} requests, rejects: at once when nothing was
+ * done, else with a {@link PartialWriteError}, so that the parts already
+ * done are not sent again; the rest waits for the sink's pause.
  */
 async function postSplitting(
   batch: readonly DecisionRecord[],
@@ -609,32 +630,45 @@ async function postSplitting(
 ): Promise<WriteResult> {
   let written = 0;
   let dropped = 0;
+  let posts = 0;
+  const statuses = new Set<number>();
   const parts: (readonly DecisionRecord[])[] = [batch];
-  for (let part = parts.shift(); part !== undefined; part = parts.shift()) {
-    try {
-      await post(part);
-      written += part.length;
-    } catch (e: unknown) {
-      const status = e instanceof AuditHttpStatusError ? e.status : undefined;
-      if (status === 413 && part.length > 1) {
-        const half = Math.ceil(part.length / 2);
-        parts.unshift(part.slice(0, half), part.slice(half));
-        continue;
+  try {
+    for (let part = parts.shift(); part !== undefined; part = parts.shift()) {
+      if (posts === MAX_POSTS_PER_BATCH) {
+        throw new Error(
+          `the audit endpoint refused parts of a batch ${posts} times (HTTP ${[...statuses].join(', ')})`,
+        );
       }
-      if (status !== undefined && REFUSED_FOR_GOOD.has(status)) {
-        dropped += part.length;
-        logger.warn('the audit endpoint refused decision audit entries; they are dropped', {
-          sink: 'http',
-          entries: part.length,
-          status,
-        });
-        continue;
+      posts += 1;
+      try {
+        await post(part);
+        written += part.length;
+      } catch (e: unknown) {
+        const status = e instanceof AuditHttpStatusError ? e.status : undefined;
+        if (status === undefined || !REFUSED_FOR_GOOD.has(status)) throw e;
+        statuses.add(status);
+        if (status === 413 && part.length > 1) {
+          const half = Math.ceil(part.length / 2);
+          parts.unshift(part.slice(0, half), part.slice(half));
+        } else {
+          dropped += part.length;
+        }
       }
-      if (written + dropped === 0) throw e;
-      throw new PartialWriteError({ written, dropped }, e);
+    }
+    return { written, dropped };
+  } catch (e: unknown) {
+    if (written + dropped === 0) throw e;
+    throw new PartialWriteError({ written, dropped }, e);
+  } finally {
+    if (dropped > 0) {
+      logger.warn('the audit endpoint refused decision audit entries; they are dropped', {
+        sink: 'http',
+        entries: dropped,
+        statuses: [...statuses],
+      });
     }
   }
-  return { written, dropped };
 }
 
 /**

@@ -95,13 +95,18 @@ async function httpSink(total: number, answer: (ids: string[], res: ServerRespon
   });
   cleanups.push(() => receiver.close());
   const { counts, metrics } = countingMetrics();
-  const audit = new AuditLog({ httpUrl: `${receiver.url}/audit`, logger, metrics });
+  const lines: string[] = [];
+  const audit = new AuditLog({
+    httpUrl: `${receiver.url}/audit`,
+    logger: createLogger({ level: 'warn', write: (line) => lines.push(line) }),
+    metrics,
+  });
   cleanups.push(() => audit.close(1_000));
   for (let i = 0; i < total; i++) audit.record(record(i));
   await audit.flush();
   const accepted = () =>
     receiver.requests.filter((_req, i) => statuses[i] === 200).flatMap((req) => idsOf(req));
-  return { audit, counts, accepted };
+  return { audit, counts, accepted, receiver, lines };
 }
 
 /** Status of each answer, in order, as the tests' answer functions wrote them. */
@@ -158,5 +163,15 @@ describe('the HTTP sink', () => {
     await audit.flush();
     expect(accepted()).toEqual(Array.from({ length: 20 }, (_, i) => record(i).decisionId));
     expect(counts).toEqual({ written: 20, dropped: 0, failed: 1 });
+  });
+
+  it('bounds the requests of an endpoint that refuses every entry (413), logging the drops once', async () => {
+    const { counts, receiver, lines } = await httpSink(1_000, (_ids, res) => reply(res, 413));
+    // One attempt: at most 48 requests, some single entries dropped, the rest kept for later.
+    expect(receiver.requests.length).toBe(48);
+    expect(counts.written).toBe(0);
+    expect(counts.dropped).toBeGreaterThan(0);
+    expect(counts.failed).toBe(1);
+    expect(lines.filter((l) => l.includes('refused decision audit entries'))).toHaveLength(1);
   });
 });
