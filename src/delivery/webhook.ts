@@ -862,11 +862,12 @@ export class WebhookSender {
     }
     signing?.apply(text, headers, messageId);
     // A publish that waited for a connection to QStash goes out only if the rule, decided
-    // again then, signs with the same keys: else the fetch fallback decides it afresh.
+    // again then, still declares the keys it was signed with: else the fetch fallback
+    // decides it afresh.
     const stillSigned = () => {
       try {
         const again = signerOf(webhook, url.origin, this.#env());
-        return !(again instanceof SignFailure) && Signing.same(again, signing);
+        return !(again instanceof SignFailure) && Signing.stillValid(signing, again);
       } catch {
         return false;
       }
@@ -1061,10 +1062,14 @@ class Signing {
     Object.assign(headers, signatureHeaders(this.keys, messageId ?? newMessageId(), body));
   }
 
-  /** Whether `a` and `b` sign with the same keys (both absent: both unsigned). */
-  static same(a: Signing | undefined, b: Signing | undefined): boolean {
-    if (a === undefined || b === undefined) return a === b;
-    return a.keys.length === b.keys.length && a.keys.every((key, i) => key.equals(b.keys[i]));
+  /**
+   * Whether a request signed with `used` may still go out under the rule of
+   * now, `now`: both unsigned, or every key it was signed with still declared
+   * (a key added for a rotation leaves it valid; a key removed does not).
+   */
+  static stillValid(used: Signing | undefined, now: Signing | undefined): boolean {
+    if (used === undefined || now === undefined) return used === now;
+    return used.keys.every((key) => now.keys.some((k) => k.equals(key)));
   }
 }
 

@@ -503,23 +503,27 @@ describe('signed delivery', () => {
     const held: ServerResponse[] = [];
     const r = await startReceiver({ answer: (_req, res) => void held.push(res) });
     receivers.push(r);
-    const env: Record<string, string> = {
+    // Replaced, never changed in place, as each reload of the environment makes a new one.
+    let env: Readonly<Record<string, string>> = Object.freeze({
       AGENTHOOKS_SIGNING_SECRET_A: OLD,
       AGENTHOOKS_SIGNING_ORIGINS_A: r.url,
+    });
+    const reload = (patch: Record<string, string>) => {
+      env = Object.freeze({ ...env, ...patch });
     };
     const s = new WebhookSender({ env: () => env, connectionsPerOrigin: 1 });
     senders.push(s);
     const answerNext = () => held.shift()?.writeHead(204).end();
-    return { r, s, env, answerNext };
+    return { r, s, reload, answerNext };
   }
 
   it('decides again for a request that waited for a connection: an origin unbound meanwhile gets nothing', async () => {
-    const { r, s, env, answerNext } = await oneConnection();
+    const { r, s, reload, answerNext } = await oneConnection();
     const first = s.notify(webhook(`${r.url}/first`), PAYLOAD);
     await r.waitForRequests(1);
     // Waits for the one connection, its rule already checked.
     const second = s.notify(webhook(`${r.url}/second`), PAYLOAD);
-    env.AGENTHOOKS_SIGNING_ORIGINS_A = 'https://elsewhere.example';
+    reload({ AGENTHOOKS_SIGNING_ORIGINS_A: 'https://elsewhere.example' });
     answerNext();
     expect((await first).ok).toBe(true);
     expect(await second).toMatchObject({
@@ -531,12 +535,12 @@ describe('signed delivery', () => {
   });
 
   it('signs a request that waited for a connection with the keys declared when it goes out', async () => {
-    const { r, s, env, answerNext } = await oneConnection();
+    const { r, s, reload, answerNext } = await oneConnection();
     const first = s.notify(webhook(`${r.url}/first`), PAYLOAD);
     await r.waitForRequests(1);
     const second = s.notify(webhook(`${r.url}/second`), PAYLOAD);
     // Rotated while it waited: OLD removed.
-    env.AGENTHOOKS_SIGNING_SECRET_A = NEW;
+    reload({ AGENTHOOKS_SIGNING_SECRET_A: NEW });
     answerNext();
     expect((await first).ok).toBe(true);
     const [, req] = await r.waitForRequests(2);
@@ -552,10 +556,13 @@ describe('signed delivery', () => {
     qstash = await startFakeQStash('qtoken');
     const r = await startReceiver({ answer: {} });
     receivers.push(r);
-    const env: Record<string, string> = {
+    let env: Readonly<Record<string, string>> = Object.freeze({
       QSTASH_TOKEN: 'qtoken',
       AGENTHOOKS_SIGNING_SECRET_A: OLD,
       AGENTHOOKS_SIGNING_ORIGINS_A: r.url,
+    });
+    const reload = (patch: Record<string, string>) => {
+      env = Object.freeze({ ...env, ...patch });
     };
     const s = new WebhookSender({ env: () => env, qstashUrl: qstash.url, connectionsPerOrigin: 1 });
     senders.push(s);
@@ -573,12 +580,12 @@ describe('signed delivery', () => {
       expect(fake.release()).toBe(1);
       expect(await first).toMatchObject({ ok: true, route: 'qstash' });
     };
-    return { r, env, fake, second, release };
+    return { r, reload, fake, second, release };
   }
 
   it('drops a queued publish whose origin was unbound meanwhile; its fallback sends nothing', async () => {
-    const { r, env, fake, second, release } = await queuedPublish();
-    env.AGENTHOOKS_SIGNING_ORIGINS_A = 'https://elsewhere.example';
+    const { r, reload, fake, second, release } = await queuedPublish();
+    reload({ AGENTHOOKS_SIGNING_ORIGINS_A: 'https://elsewhere.example' });
     await release();
     expect(await second).toMatchObject({
       ok: false,
@@ -591,9 +598,20 @@ describe('signed delivery', () => {
     expect(r.count()).toBe(1);
   });
 
+  it('sends a queued publish on through QStash when a key was only added meanwhile (a rotation begins)', async () => {
+    const { r, reload, fake, second, release } = await queuedPublish();
+    reload({ AGENTHOOKS_SIGNING_SECRET_A: `${OLD} ${NEW}` });
+    await release();
+    expect(await second).toMatchObject({ ok: true, route: 'qstash' });
+    expect(fake.publishes).toHaveLength(2);
+    const [, forwarded] = await r.waitForRequests(2);
+    if (forwarded === undefined) throw new Error('missing request');
+    expect(new StandardWebhook(OLD).verify(forwarded.body, headersOf(forwarded))).toEqual(PAYLOAD);
+  });
+
   it('drops a queued publish signed with a key removed meanwhile; its fallback signs with the new one', async () => {
-    const { r, env, fake, second, release } = await queuedPublish();
-    env.AGENTHOOKS_SIGNING_SECRET_A = NEW;
+    const { r, reload, fake, second, release } = await queuedPublish();
+    reload({ AGENTHOOKS_SIGNING_SECRET_A: NEW });
     await release();
     expect(await second).toMatchObject({ ok: true, route: 'fallback' });
     expect(fake.publishes).toHaveLength(1);
