@@ -147,7 +147,7 @@ export class Metrics {
   });
   readonly #auditDropped = new Counter({
     name: 'agenthooks_audit_entries_dropped_total',
-    help: "Decision audit entries dropped, oldest first, because a sink's buffer (--audit-buffer) was full, by sink",
+    help: "Decision audit entries dropped, by sink: oldest first past a sink's buffer (--audit-buffer), or refused for good by the HTTP endpoint",
     labelNames: ['sink'] as const,
     registers: [this.registry],
   });

@@ -200,6 +200,20 @@ describe('WebhookSender.notify', () => {
     expect(r.requests[0]?.headers['x-static']).toBe('plain $ value');
   });
 
+  it("never resolves a template of the sidecar's own AGENTHOOKS_* variables, even one a stored hook lists", async () => {
+    const r = await receiver();
+    const hook = webhook(r.url, {
+      headers: { 'X-Leak': '${AGENTHOOKS_AUTH_TOKEN}' },
+      allowedEnvVars: ['AGENTHOOKS_AUTH_TOKEN'],
+    });
+    const result = await sender({
+      env: () => ({ AGENTHOOKS_AUTH_TOKEN: SECRET }),
+    }).notify(hook, PAYLOAD);
+    expect(result).toMatchObject({ ok: false, code: 'configuration' });
+    expect(JSON.stringify(result)).not.toContain(SECRET);
+    expect(r.requests).toEqual([]);
+  });
+
   it('reads the env at each send, so a rotated secret applies at once', async () => {
     const r = await receiver();
     const env: Record<string, string> = { HOOK_TOKEN: 'one' };
