@@ -72,6 +72,10 @@ interface BaseCall {
     readonly destroyed: boolean;
     readonly headersSent: boolean;
   };
+  /** Whether the response headers went out (a stream's first message sends them). */
+  readonly metadataSent?: boolean;
+  /** Whether a status was sent after them (its trailers are on the way). */
+  readonly wantTrailers?: boolean;
 }
 
 /** A status as grpc-js's `sendStatus` takes it. */
@@ -98,13 +102,15 @@ export function answerTransportRefusals(deserialize: object, target: RefusalTarg
 
 /** Our status for a refusal grpc-js made itself, or `undefined` for any other status. */
 function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.StatusObject | undefined {
-  const { handler, maxReceiveMessageSize, stream } = call as unknown as BaseCall;
-  // Only a call's first answer: grpc-js also sends statuses to calls it already
+  const { handler, maxReceiveMessageSize, stream, metadataSent, wantTrailers } =
+    call as unknown as BaseCall;
+  // Only a call's first status: grpc-js also sends statuses to calls it already
   // ended (after a refusal, the client's end of stream reports "no request
-  // message") or the client cancelled, and then sends nothing.
-  if (stream === undefined || stream.closed || stream.destroyed || stream.headersSent) {
-    return undefined;
-  }
+  // message") or the client cancelled, and then sends nothing. A stream that
+  // answered messages sent its headers with the first; its status goes in the
+  // trailers, and one was sent once it wants them.
+  if (stream === undefined || stream.closed || stream.destroyed) return undefined;
+  if (metadataSent === true ? wantTrailers === true : stream.headersSent) return undefined;
   const deserialize = handler?.deserialize;
   if (typeof deserialize !== 'function') return undefined;
   const target = targets.get(deserialize);

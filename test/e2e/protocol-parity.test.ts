@@ -473,6 +473,7 @@ async function grpcRawCall(
   path: string,
   frame: Buffer,
   headers: Record<string, string>,
+  first?: Buffer,
 ): Promise<{ code: string; message: string; reason?: string; limit?: string }> {
   const session = http2.connect(`http://${address}`);
   session.on('error', () => undefined);
@@ -493,6 +494,11 @@ async function grpcRawCall(
       status = { ...status, ...t };
     });
     stream.resume();
+    if (first !== undefined) {
+      // A stream's first message, and its first answer, before the frame under test.
+      stream.write(first);
+      await new Promise<void>((resolve) => stream.once('data', () => resolve()));
+    }
     stream.end(frame);
     await new Promise<void>((resolve) => stream.on('close', () => resolve()));
     const bin = status['grpc-status-details-bin'];
@@ -1066,6 +1072,36 @@ describe('protocol parity of an oversize request', () => {
       expect(decodeURIComponent(grpcWebField(web, 'grpc-message'))).toBe(tooLarge);
       // Each refusal is counted under the code its client got, over gRPC as over HTTP.
       expect((await counted()) - before).toBe(7);
+    } finally {
+      await killSidecar(sidecar);
+    }
+  });
+
+  it('answers a refused message in the middle of a stream as at its start: ours, with its reason', async () => {
+    const sidecar = await startSidecar({ args: ['--max-message-bytes', String(MAX_BYTES)] });
+    try {
+      const path = '/agenthooks.v1.HookService/DispatchStream';
+      // Acked at once (an event without its event: EVENT_FIELD_REQUIRED), so the
+      // stream's headers are out before the frame under test.
+      const first = envelope(
+        Buffer.from(
+          toBinary(
+            DispatchStreamRequestSchema,
+            create(DispatchStreamRequestSchema, { eventId: 'e1' }),
+          ),
+        ),
+      );
+      const big = envelope(Buffer.alloc(MAX_BYTES * 2, 0x20));
+      expect(await grpcRawCall(sidecar.grpc, path, big, {}, first)).toEqual({
+        code: String(grpc.status.RESOURCE_EXHAUSTED),
+        message: `the request message is larger than --max-message-bytes (${MAX_BYTES} bytes)`,
+        reason: 'MESSAGE_TOO_LARGE',
+        limit: String(MAX_BYTES),
+      });
+      const garbage = envelope(Buffer.from('this is not gzip'), 1);
+      expect(
+        await grpcRawCall(sidecar.grpc, path, garbage, { 'grpc-encoding': 'gzip' }, first),
+      ).toMatchObject({ code: String(grpc.status.INVALID_ARGUMENT), reason: 'MALFORMED_REQUEST' });
     } finally {
       await killSidecar(sidecar);
     }
