@@ -7,11 +7,7 @@
  * still runs. No transport code lives here: a stream is a {@link HandlerConnection}.
  */
 import { create } from '@bufbuild/protobuf';
-import {
-  type HookEvent,
-  type ToolResult,
-  ToolResultSchema,
-} from '../../gen/agenthooks/v1/events_pb.js';
+import type { HookEvent, ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { ModifyPoint } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   type HandleResponse,
@@ -58,6 +54,8 @@ export interface HandlerConnection {
 interface PendingCall {
   readonly connection: HandlerConnection;
   readonly resolve: (result: HandlerResult) => void;
+  /** What the call may be answered with besides `done` and `error`: a modifying call's result, a `beforeToolCall` mock, or neither. */
+  readonly answers: 'modified' | 'mock' | undefined;
 }
 
 /** Options of a {@link HandlerHub}. */
@@ -234,7 +232,16 @@ export class HandlerHub {
       const onAbort = () =>
         settle({ kind: 'error', code: 'cancelled', message: 'the call was cancelled' });
       signal.addEventListener('abort', onAbort);
-      this.#pending.set(callId, { connection, resolve: settle });
+      this.#pending.set(callId, {
+        connection,
+        resolve: settle,
+        answers:
+          event instanceof ModifyingCall
+            ? 'modified'
+            : event.event.case === 'beforeToolCall'
+              ? 'mock'
+              : undefined,
+      });
       connection.send(message);
       if (signal.aborted) onAbort();
     });
@@ -248,16 +255,35 @@ export class HandlerHub {
       return;
     }
     const outcome = reply.outcome;
+    if (
+      (outcome.case === 'mock' || outcome.case === 'modified') &&
+      outcome.case !== pending.answers
+    ) {
+      // A reply of the wrong kind is a broken handler, not a finished one.
+      pending.resolve({
+        kind: 'error',
+        code: 'handler_error',
+        message:
+          outcome.case === 'mock'
+            ? 'the handler replied with a mock, which only a beforeToolCall call takes'
+            : 'the handler replied with a modified result, which only a modifying call takes',
+      });
+      return;
+    }
     switch (outcome.case) {
       case 'done':
         pending.resolve({ kind: 'done' });
         return;
       case 'mock':
-        pending.resolve({
-          kind: 'mock',
-          result: outcome.value.result ?? create(ToolResultSchema),
-          error: outcome.value.error,
-        });
+        if (outcome.value.result === undefined) {
+          pending.resolve({
+            kind: 'error',
+            code: 'handler_error',
+            message: 'the handler replied with a mock without its result',
+          });
+          return;
+        }
+        pending.resolve({ kind: 'mock', result: outcome.value.result, error: outcome.value.error });
         return;
       case 'error':
         pending.resolve({ kind: 'error', code: 'handler_error', message: outcome.value.message });
