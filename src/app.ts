@@ -6,6 +6,7 @@
  * background work, and closes them in order. It listens on nothing: the
  * transports in `src/server/` serve an app, and tests build one in process.
  */
+import { setMaxListeners } from 'node:events';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { HookService } from '../gen/agenthooks/v1/service_pb.js';
 import { AuditLog } from './audit/audit-log.js';
@@ -171,6 +172,8 @@ export interface App {
   serverFault(e: unknown): void;
   /** Re-reads the effective environment and the operator plugins file (SIGHUP). */
   reloadConfiguration(): void;
+  /** The sidecar starts draining: the streams end once what they hold is answered. */
+  startDraining(): void;
   /**
    * Waits for background work until `deadlineMs` (epoch milliseconds), aborts
    * what is left, then stops retention and health checks and closes the
@@ -447,6 +450,10 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     metrics,
     logger,
   });
+  /** Aborts when the sidecar starts draining: the streams end (see `HookServiceOptions.draining`). */
+  const drain = new AbortController();
+  // One listener per open stream.
+  setMaxListeners(0, drain.signal);
   const hookService = createHookService(
     {
       registry,
@@ -469,6 +476,7 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
       publisher: { leaseMs: config.publicationLeaseMs },
       audit,
       auditPayloads: config.audit.payloads,
+      draining: drain.signal,
     },
   );
 
@@ -517,6 +525,9 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
     },
     serverFault(e) {
       if (e instanceof StoreUnavailableError) void storeHealth.check();
+    },
+    startDraining() {
+      drain.abort();
     },
     reloadConfiguration() {
       reloadingBoth = true;

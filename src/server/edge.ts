@@ -42,6 +42,8 @@ export interface EdgeApp {
   markListening(): void;
   /** Told about each call that failed on the server's side. */
   serverFault(e: unknown): void;
+  /** Told that the sidecar starts draining (its streams end). */
+  startDraining?(): void;
 }
 
 /** Options of {@link createEdge}. */
@@ -175,6 +177,8 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
       draining = true;
       // Watch streams end after they have sent NOT_SERVING, so they do not hold the drain open.
       watchStop.abort();
+      // So do the HookService streams, once what they hold is answered.
+      app.startDraining?.();
     },
   };
 }

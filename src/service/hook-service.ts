@@ -119,6 +119,17 @@ export interface HookServiceOptions {
   readonly streamMaxInFlightBytes?: number;
   /** The publication leases this process takes (`PublishDeferredResult`); default {@link DeferredPublisher}'s. */
   readonly publisher?: PublisherOptions;
+  /**
+   * Aborts when the sidecar starts draining: a `DispatchStream` stops reading,
+   * acks the events it read and ends `UNAVAILABLE` (`SHUTTING_DOWN`); a
+   * `Handle` stream ends so once no call waits for its reply.
+   */
+  readonly draining?: AbortSignal;
+}
+
+/** How a stream ends when the sidecar drains. */
+function shuttingDown(): AgentHooksError {
+  return new AgentHooksError('unavailable', 'SHUTTING_DOWN', 'agenthooks is shutting down');
 }
 
 /**
@@ -308,16 +319,29 @@ export function createHookService(
           });
         }
       };
+      // Draining: no event is read any more; those read are acked, then the stream ends.
+      const { draining } = options;
+      const drained = () => draining?.aborted === true;
+      // One iterator, so that the drain can end a read that waits for the next request.
+      const iterator = requests[Symbol.asyncIterator]();
+      const onDrain = () => {
+        void iterator.return?.();
+        freed?.();
+      };
+      draining?.addEventListener('abort', onDrain, { once: true });
       const reader = (async () => {
         try {
           await readAll();
+          if (drained()) throw shuttingDown();
         } finally {
+          draining?.removeEventListener('abort', onDrain);
           // Also when the requests fail: the acks of the events read before go first.
           await Promise.allSettled(Array.from(tails.values(), (t) => t.done));
         }
       })();
       async function readAll(): Promise<void> {
-        for await (const request of requests) {
+        for await (const request of { [Symbol.asyncIterator]: () => iterator }) {
+          if (drained()) return;
           // An id too long to echo in every ack ends the stream, as a malformed request does.
           checkIdentifierLength(
             request.eventId,
@@ -327,13 +351,13 @@ export function createHookService(
             'An event id',
           );
           // At the bound, stop reading: gRPC flow control then pushes back on the producer.
-          while (inFlight >= maxInFlight && !ctx.signal.aborted) {
+          while (inFlight >= maxInFlight && !ctx.signal.aborted && !drained()) {
             await new Promise<void>((resolve) => {
               freed = resolve;
             });
             freed = undefined;
           }
-          if (ctx.signal.aborted) return;
+          if (ctx.signal.aborted || drained()) return;
           inFlight += 1;
           counted += 1;
           deps.metrics?.streamEvents(1);
@@ -727,6 +751,18 @@ export function createHookService(
         () => out.close(),
         (e: unknown) => out.fail(e),
       );
+      // Draining: the stream ends once no call waits for its reply (the calls in
+      // flight may still ask it), so the runtime attaches to another sidecar.
+      const { draining } = options;
+      if (draining !== undefined) {
+        const onDrain = () => {
+          void deps.handlers.whenIdle(connection).then(() => out.fail(shuttingDown()));
+        };
+        if (draining.aborted) onDrain();
+        else draining.addEventListener('abort', onDrain, { once: true });
+        const forget = () => draining.removeEventListener('abort', onDrain);
+        reader.then(forget, forget);
+      }
       return out;
     },
   };

@@ -10,11 +10,19 @@
 import type { ServerResponse } from 'node:http';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
+import type * as grpc from '@grpc/grpc-js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
-import { type AnyClient, healthClient, unary } from '../support/grpc-client.js';
+import {
+  type AnyClient,
+  errorInfoOf,
+  hookClient as grpcHookClient,
+  healthClient,
+  type LoaderObject,
+  unary,
+} from '../support/grpc-client.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
 
@@ -144,6 +152,7 @@ describe('shutdown', () => {
     });
     const decision = decide(client, 'drain-notify-op');
     const res = await heldResponse;
+    console.log('PASSED', 'const res = await heldResponse;');
     sidecar.kill('SIGTERM');
     await sidecar.waitForLog((l) => l.msg === 'draining');
 
@@ -216,5 +225,63 @@ describe('shutdown', () => {
       (e: { code?: number }) => e.code,
     );
     expect(after).toBe(UNAVAILABLE);
+  });
+
+  it('ends its streams at the drain: a DispatchStream acks what it read and reads no more, a Handle stream ends once idle', async () => {
+    receiver = await startReceiver();
+    // Holds the notification of the first event until the test releases it.
+    let held!: (res: ServerResponse) => void;
+    const heldResponse = new Promise<ServerResponse>((resolve) => {
+      held = resolve;
+    });
+    receiver.respond((_req, res) => held(res));
+    sidecar = await startSidecar({ args: ['--shutdown-grace', String(LONG_GRACE_S)] });
+    await hookClient(sidecar).registerHooks({
+      operationId: 'stream-op',
+      hooks: [
+        {
+          id: 'step',
+          type: HookType.AFTER_STEP,
+          webhook: { url: `${receiver.url}/step`, timeout: LONG_GRACE_S },
+        },
+      ],
+    });
+    const client = grpcHookClient(sidecar.grpc);
+    clients.push(client);
+    const step = (eventId: string) => ({
+      eventId,
+      event: { afterStep: { operationId: 'stream-op', userId: 'u', stepIndex: 0 } },
+    });
+    /** Opens a stream; `ended` is how it ended: its status code and reason, or 'end'. */
+    const open = (method: 'DispatchStream' | 'Handle') => {
+      const call = client[method]() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+      const seen: LoaderObject[] = [];
+      call.on('data', (m: LoaderObject) => seen.push(m));
+      const ended = new Promise<string>((resolve) => {
+        call.on('error', (e: grpc.ServiceError) => resolve(`${e.code} ${errorInfoOf(e)?.reason}`));
+        call.on('end', () => resolve('end'));
+      });
+      return { call, seen, ended };
+    };
+    const events = open('DispatchStream');
+    events.call.write(step('e1'));
+    const res = await heldResponse;
+    const handler = open('Handle');
+    const attached = new Promise<void>((resolve) => handler.call.once('data', () => resolve()));
+    handler.call.write({ attach: { operationIds: ['stream-op'] } });
+    await attached;
+
+    sidecar.kill('SIGTERM');
+    await sidecar.waitForLog((l) => l.msg === 'draining');
+    // No call waits on the handler: its stream ends at once.
+    expect(await handler.ended).toBe(`${UNAVAILABLE} SHUTTING_DOWN`);
+    // Sent after the drain began: never read, never acked.
+    events.call.write(step('e2'));
+    res.writeHead(204).end();
+    expect(await events.ended).toBe(`${UNAVAILABLE} SHUTTING_DOWN`);
+    expect(events.seen.map((a) => a.eventId)).toEqual(['e1']);
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/step']);
+    // Nothing holds the drain: the sidecar exits long before its grace.
+    expect(await sidecar.exited).toBe(0);
   });
 });
