@@ -9,7 +9,8 @@
  * than the whole budget goes once nothing else is held.
  *
  * One stream's share beyond the limit is kept for streams that hold
- * nothing: their event goes past the waiting ones while it fits there.
+ * nothing: their event goes past the waiting ones while it fits there, at
+ * most {@link MAX_PASSED_OVER} past the first that does not fit.
  * Streams are not independent: an event held by a local handler that
  * itself waits for the ack of a large event on another stream would
  * otherwise keep that event out until the handler timed out.
@@ -28,7 +29,20 @@ interface Waiter {
   readonly stream: StreamBytes;
   readonly bytes: number;
   readonly admit: () => void;
+  /** Events let past it through the reserve while it was the first that did not fit. */
+  passedOver: number;
 }
+
+/**
+ * Events the reserve lets past the first waiter that does not fit. Past
+ * them the reserve closes until that waiter is in: streams that keep
+ * taking small events through it would otherwise never let the budget
+ * empty for an event larger than the limit (a review saw one passed over
+ * 60 times, for 9 s, until the small streams stopped). Closing it may keep
+ * a stream holding nothing waiting, at worst until the events held are
+ * delivered (or their handlers time out).
+ */
+const MAX_PASSED_OVER = 16;
 
 /** Bytes shared by every stream. */
 export class ByteBudget {
@@ -63,6 +77,7 @@ export class ByteBudget {
       const waiter: Waiter = {
         stream,
         bytes,
+        passedOver: 0,
         admit: () => {
           signal.removeEventListener('abort', aborted);
           resolve(true);
@@ -115,14 +130,19 @@ export class ByteBudget {
    * it, so it is served before the rest.
    */
   #admitWaiting(): void {
-    let blocked = false;
+    /** The first waiter that does not fit the limit: only the reserve goes past it, a while. */
+    let blocker: Waiter | undefined;
     for (let i = 0; i < this.#waiting.length; ) {
       const w = this.#waiting[i] as Waiter;
-      const admitted = blocked
-        ? this.#fitsReserve(w.stream, w.bytes)
-        : this.#fits(w.stream, w.bytes) || this.#fitsReserve(w.stream, w.bytes);
+      let admitted: boolean;
+      if (blocker === undefined) {
+        admitted = this.#fits(w.stream, w.bytes) || this.#fitsReserve(w.stream, w.bytes);
+      } else {
+        admitted = blocker.passedOver < MAX_PASSED_OVER && this.#fitsReserve(w.stream, w.bytes);
+        if (admitted) blocker.passedOver += 1;
+      }
       if (!admitted) {
-        if (!this.#overShare(w.stream, w.bytes)) blocked = true;
+        if (blocker === undefined && !this.#overShare(w.stream, w.bytes)) blocker = w;
         i += 1;
         continue;
       }
