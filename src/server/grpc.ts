@@ -64,6 +64,14 @@ export interface AddServiceOptions {
    * code's name), to count it; only on a service whose guard counts calls.
    */
   readonly onRefused?: (method: string, code: string) => void;
+  /**
+   * Response-streaming methods (by name) whose next response is taken only
+   * once the one before was written: what the transport holds is then at
+   * most one message, so a response not yet written can still be taken back
+   * (a `Handle` call whose decision gave up on it). Others keep up to
+   * grpc-js's 16 in its buffer, for throughput.
+   */
+  readonly writeOneAtATime?: ReadonlySet<string>;
 }
 
 /**
@@ -406,9 +414,10 @@ function serveStream(
   run: (ctx: HandlerContext) => unknown,
 ): void {
   const ctx = live.start(service, method, call);
+  const oneAtATime = options.writeOneAtATime?.has(method.name) === true;
   void (async () => {
     try {
-      await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal);
+      await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal, oneAtATime);
       call.end();
     } catch (e: unknown) {
       call.emit('error', grpcError(e, method, options.logger));
@@ -418,13 +427,30 @@ function serveStream(
   })();
 }
 
-/** Writes every response, waiting for `drain` whenever the transport's buffer is full. */
+/**
+ * Writes every response, waiting for `drain` whenever the transport's buffer
+ * is full, or, `oneAtATime`, for each response to be written before the next.
+ */
 async function writeAll(
   call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
   responses: AsyncIterable<object>,
   signal: AbortSignal,
+  oneAtATime: boolean,
 ): Promise<void> {
   for await (const response of responses) {
+    if (oneAtATime) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        signal.addEventListener('abort', done);
+        // Called once the transport took it, or failed (the call then ends).
+        call.write(response, done);
+      });
+      signal.throwIfAborted();
+      continue;
+    }
     if (call.write(response)) continue;
     await new Promise<void>((resolve) => {
       const done = () => {

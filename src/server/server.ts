@@ -197,6 +197,9 @@ export function createServer(
     edge.hook as AnyServiceImpl,
     extend(common, {
       onRefused: (method: string, code: string) => app.metrics.rpc(method, code, 0),
+      // A call to a runtime that stopped reading stays with the sidecar, which takes it back
+      // when its decision gives up on it, instead of 16 of them in grpc-js's buffer.
+      writeOneAtATime: new Set([HookService.method.handle.name]),
     }),
   );
   addService(grpcServer, Health, edge.health as AnyServiceImpl, common);

@@ -552,4 +552,89 @@ describe('a runtime that sends each reply before it reads the next call', () => 
       await killSidecar(sidecar);
     }
   }, 60_000);
+
+  it('leaves a runtime that stopped reading at most one call its decision gave up on', async () => {
+    // Calls too large for HTTP/2's window: the first fills it, and the runtime reads nothing.
+    const calls = 30;
+    const sidecar = await startSidecar({
+      args: ['--handler-timeout', '1', '--max-streams-per-connection', String(calls + 10)],
+    });
+    const client = hookClient(sidecar.grpc);
+    const session = http2.connect(`http://${sidecar.grpc}`);
+    session.on('error', () => {});
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': '/agenthooks.v1.HookService/Handle',
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    stream.on('error', () => {});
+    const write = (message: MessageInitShape<typeof HandleRequestSchema>) =>
+      stream.write(grpcFrame(toBinary(HandleRequestSchema, create(HandleRequestSchema, message))));
+    let buffered = Buffer.alloc(0);
+    let onMessage: (m: HandleResponse) => void = () => {};
+    stream.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
+        const length = buffered.readUInt32BE(1);
+        onMessage(fromBinary(HandleResponseSchema, buffered.subarray(5, 5 + length)));
+        buffered = buffered.subarray(5 + length);
+      }
+    });
+    try {
+      await unary(client, 'RegisterHooks', {
+        operationId: 'op-stall',
+        hooks: [{ id: 'local', type: 'HOOK_TYPE_AFTER_STEP', handler: true }],
+      });
+      await new Promise<void>((resolve) => {
+        onMessage = (m) => {
+          if (m.message.case === 'attached') resolve();
+        };
+        write({ message: { case: 'attach', value: { operationIds: ['op-stall'] } } });
+      });
+      stream.pause();
+      const results = await Promise.all(
+        Array.from({ length: calls }, (_, i) =>
+          unary<LoaderObject>(
+            client,
+            'Dispatch',
+            dispatchRequest(afterStep('op-stall', i, undefined, 200_000)),
+          ).then((res) => res.outcomes[0]?.errorCode as string),
+        ),
+      );
+      expect(new Set(results)).toEqual(new Set(['handler_timeout']));
+      // Reads again: the calls still on the way come first, then a new one.
+      const stale: number[] = [];
+      const fresh = new Promise<void>((resolve) => {
+        onMessage = (m) => {
+          if (m.message.case !== 'call') return;
+          const { callId, event } = m.message.value;
+          const step = event?.event.case === 'afterStep' ? event.event.value.stepIndex : -1;
+          if (step !== 999) {
+            stale.push(step);
+            return;
+          }
+          write({
+            message: { case: 'reply', value: { callId, outcome: { case: 'done', value: {} } } },
+          });
+          resolve();
+        };
+      });
+      stream.resume();
+      const last = await unary<LoaderObject>(
+        client,
+        'Dispatch',
+        dispatchRequest(afterStep('op-stall', 999)),
+      );
+      await fresh;
+      expect(last.outcomes[0]?.status).toBe('HOOK_OUTCOME_STATUS_HANDLED');
+      // The one the window took when the runtime stopped reading, at most one more.
+      expect(stale.length).toBeLessThanOrEqual(2);
+    } finally {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+      client.close();
+      await killSidecar(sidecar);
+    }
+  }, 60_000);
 });
