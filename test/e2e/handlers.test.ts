@@ -458,6 +458,44 @@ function grpcFrame(bytes: Uint8Array): Buffer {
   return Buffer.concat([prefix, bytes]);
 }
 
+/**
+ * A runtime's `Handle` stream over plain HTTP/2, so that a test controls
+ * what it reads (`stream.pause()`) and when its writes complete: `write`
+ * frames a request, and each response goes to `onMessage`.
+ */
+function rawHandleStream(sidecar: SidecarProcess) {
+  const session = http2.connect(`http://${sidecar.grpc}`);
+  session.on('error', () => {});
+  const stream = session.request({
+    ':method': 'POST',
+    ':path': '/agenthooks.v1.HookService/Handle',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  });
+  stream.on('error', () => {});
+  const runtime = {
+    session,
+    stream,
+    onMessage: (_m: HandleResponse): void => {},
+    write: (message: MessageInitShape<typeof HandleRequestSchema>) =>
+      stream.write(grpcFrame(toBinary(HandleRequestSchema, create(HandleRequestSchema, message)))),
+    close: () => {
+      stream.close(http2.constants.NGHTTP2_CANCEL);
+      session.destroy();
+    },
+  };
+  let buffered = Buffer.alloc(0);
+  stream.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
+      const length = buffered.readUInt32BE(1);
+      runtime.onMessage(fromBinary(HandleResponseSchema, buffered.subarray(5, 5 + length)));
+      buffered = buffered.subarray(5 + length);
+    }
+  });
+  return runtime;
+}
+
 describe('a runtime that sends each reply before it reads the next call', () => {
   it('is read while its calls queue past the bound, so no call waits for the timeout', async () => {
     // More calls than the sidecar queues before it stops reading a runtime's
@@ -473,27 +511,8 @@ describe('a runtime that sends each reply before it reads the next call', () => 
     });
     const client = hookClient(sidecar.grpc);
     const ops = Array.from({ length: calls }, (_, i) => `op-sync-${i}`);
-    const session = http2.connect(`http://${sidecar.grpc}`);
-    session.on('error', () => {});
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': '/agenthooks.v1.HookService/Handle',
-      'content-type': 'application/grpc',
-      te: 'trailers',
-    });
-    stream.on('error', () => {});
-    const write = (message: MessageInitShape<typeof HandleRequestSchema>) =>
-      stream.write(grpcFrame(toBinary(HandleRequestSchema, create(HandleRequestSchema, message))));
-    let buffered = Buffer.alloc(0);
-    let onMessage: (m: HandleResponse) => void = () => {};
-    stream.on('data', (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
-        const length = buffered.readUInt32BE(1);
-        onMessage(fromBinary(HandleResponseSchema, buffered.subarray(5, 5 + length)));
-        buffered = buffered.subarray(5 + length);
-      }
-    });
+    const runtime = rawHandleStream(sidecar);
+    const { stream, write } = runtime;
     try {
       for (const op of ops) {
         await unary(client, 'RegisterHooks', {
@@ -502,7 +521,7 @@ describe('a runtime that sends each reply before it reads the next call', () => 
         });
       }
       await new Promise<void>((resolve) => {
-        onMessage = (m) => {
+        runtime.onMessage = (m) => {
           if (m.message.case === 'attached') resolve();
         };
         write({ message: { case: 'attach', value: { operationIds: ops } } });
@@ -523,7 +542,7 @@ describe('a runtime that sends each reply before it reads the next call', () => 
         (n) => n === calls,
       );
       expect(pending).toBe(calls);
-      onMessage = (m) => {
+      runtime.onMessage = (m) => {
         if (m.message.case !== 'call') return;
         const sent = write({
           message: {
@@ -546,8 +565,7 @@ describe('a runtime that sends each reply before it reads the next call', () => 
       for (const code of results) counts[code] = (counts[code] ?? 0) + 1;
       expect(counts).toEqual({ handler_error: calls });
     } finally {
-      stream.close(http2.constants.NGHTTP2_CANCEL);
-      session.destroy();
+      runtime.close();
       client.close();
       await killSidecar(sidecar);
     }
@@ -560,34 +578,15 @@ describe('a runtime that sends each reply before it reads the next call', () => 
       args: ['--handler-timeout', '1', '--max-streams-per-connection', String(calls + 10)],
     });
     const client = hookClient(sidecar.grpc);
-    const session = http2.connect(`http://${sidecar.grpc}`);
-    session.on('error', () => {});
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': '/agenthooks.v1.HookService/Handle',
-      'content-type': 'application/grpc',
-      te: 'trailers',
-    });
-    stream.on('error', () => {});
-    const write = (message: MessageInitShape<typeof HandleRequestSchema>) =>
-      stream.write(grpcFrame(toBinary(HandleRequestSchema, create(HandleRequestSchema, message))));
-    let buffered = Buffer.alloc(0);
-    let onMessage: (m: HandleResponse) => void = () => {};
-    stream.on('data', (chunk: Buffer) => {
-      buffered = Buffer.concat([buffered, chunk]);
-      while (buffered.length >= 5 && buffered.length >= 5 + buffered.readUInt32BE(1)) {
-        const length = buffered.readUInt32BE(1);
-        onMessage(fromBinary(HandleResponseSchema, buffered.subarray(5, 5 + length)));
-        buffered = buffered.subarray(5 + length);
-      }
-    });
+    const runtime = rawHandleStream(sidecar);
+    const { stream, write } = runtime;
     try {
       await unary(client, 'RegisterHooks', {
         operationId: 'op-stall',
         hooks: [{ id: 'local', type: 'HOOK_TYPE_AFTER_STEP', handler: true }],
       });
       await new Promise<void>((resolve) => {
-        onMessage = (m) => {
+        runtime.onMessage = (m) => {
           if (m.message.case === 'attached') resolve();
         };
         write({ message: { case: 'attach', value: { operationIds: ['op-stall'] } } });
@@ -606,7 +605,7 @@ describe('a runtime that sends each reply before it reads the next call', () => 
       // Reads again: the calls still on the way come first, then a new one.
       const stale: number[] = [];
       const fresh = new Promise<void>((resolve) => {
-        onMessage = (m) => {
+        runtime.onMessage = (m) => {
           if (m.message.case !== 'call') return;
           const { callId, event } = m.message.value;
           const step = event?.event.case === 'afterStep' ? event.event.value.stepIndex : -1;
@@ -631,8 +630,7 @@ describe('a runtime that sends each reply before it reads the next call', () => 
       // The one the window took when the runtime stopped reading, at most one more.
       expect(stale.length).toBeLessThanOrEqual(2);
     } finally {
-      stream.close(http2.constants.NGHTTP2_CANCEL);
-      session.destroy();
+      runtime.close();
       client.close();
       await killSidecar(sidecar);
     }

@@ -473,17 +473,18 @@ describe('TLS', () => {
     }
   });
 
+  /** The flags of mutual TLS with the test PKI: its server certificate, and its CA for clients. */
+  const mutualTls = () => [
+    '--tls-cert',
+    pki.serverCert,
+    '--tls-key',
+    pki.serverKey,
+    '--tls-client-ca',
+    pki.caCert,
+  ];
+
   it('serves mutual TLS: a client without a certificate fails, one with a certificate the CA signed connects', async () => {
-    const sidecar = await startSidecar({
-      args: [
-        '--tls-cert',
-        pki.serverCert,
-        '--tls-key',
-        pki.serverKey,
-        '--tls-client-ca',
-        pki.caCert,
-      ],
-    });
+    const sidecar = await startSidecar({ args: mutualTls() });
     try {
       const ca = pki.read(pki.caCert);
       const key = pki.read(pki.clientKey);
@@ -500,18 +501,7 @@ describe('TLS', () => {
   });
 
   it('starts beyond loopback with mutual TLS and no token, and does not warn that the API is unauthenticated', async () => {
-    const sidecar = await startSidecar({
-      args: [
-        '--grpc-listen',
-        '0.0.0.0:0',
-        '--tls-cert',
-        pki.serverCert,
-        '--tls-key',
-        pki.serverKey,
-        '--tls-client-ca',
-        pki.caCert,
-      ],
-    });
+    const sidecar = await startSidecar({ args: ['--grpc-listen', '0.0.0.0:0', ...mutualTls()] });
     try {
       expect(sidecar.logs.map((l) => l.msg)).not.toContain(
         'the API is served without a token on addresses other than loopback',

@@ -492,43 +492,50 @@ describe('the publication lease across two apps on one store', () => {
     expect(answer).toMatchObject({ published: true, finalResult: { content: 'retry' } });
   }
 
-  it('releases a lease whose claim committed but whose answer was lost, so a retry elsewhere publishes at once', async () => {
+  /**
+   * Parks `toolCallId` on pod A, whose store has `faults`, and has its
+   * publication fail UNAVAILABLE there; answers A and a plain pod B on the
+   * same file, both with a lease of `lease`.
+   */
+  async function failedOnA(
+    toolCallId: string,
+    faults: Parameters<typeof faultyStore>[1],
+    options: { lease?: string; write?: (line: string) => void } = {},
+  ): Promise<{ a: Pod; b: Pod }> {
     const dir = sharedDir();
-    let lost = 0;
-    const a = pod(dir, '30s', {
-      store: faultyStore(dir, {
-        // The claim commits, then the connection drops its answer (once).
-        claimPublication:
-          (real) =>
-          async (...args: never[]) => {
-            const out = await real(...args);
-            if (lost++ === 0) throw outage();
-            return out;
-          },
-      }),
-    });
-    const b = pod(dir, '30s');
-    receiver = await startReceiver({
-      answer: {
-        status: 200,
-        headers: { 'content-type': 'application/json' },
-        body: '{"decision":"allow"}',
-      },
-    });
-    await parkWithControl(a.client, receiver.url, 'call-lost-claim');
+    const lease = options.lease ?? '30s';
+    const a = pod(dir, lease, { store: faultyStore(dir, faults), write: options.write });
+    const b = pod(dir, lease);
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(a.client, receiver.url, toolCallId);
     const err = await failure(
-      a.client.publishDeferredResult({ toolCallId: 'call-lost-claim', result: { content: 'x' } }),
+      a.client.publishDeferredResult({ toolCallId, result: { content: 'x' } }),
     );
     expect(err.code).toBe(Code.Unavailable);
+    return { a, b };
+  }
+
+  it('releases a lease whose claim committed but whose answer was lost, so a retry elsewhere publishes at once', async () => {
+    let lost = 0;
+    const { b } = await failedOnA('call-lost-claim', {
+      // The claim commits, then the connection drops its answer (once).
+      claimPublication:
+        (real) =>
+        async (...args: never[]) => {
+          const out = await real(...args);
+          if (lost++ === 0) throw outage();
+          return out;
+        },
+    });
     await publishesAtOnce(b, 'call-lost-claim');
   });
 
   it('keeps releasing a lease the store could not release at once, so a retry elsewhere does not wait for it to lapse', async () => {
-    const dir = sharedDir();
     let releases = 0;
     const lines: string[] = [];
-    const a = pod(dir, '30s', {
-      store: faultyStore(dir, {
+    const { b } = await failedOnA(
+      'call-outage',
+      {
         // The store goes away while the control runs: the write fails, and so do
         // the first two releases; the third, 300 ms later, finds it back.
         publishResult: () => async () => {
@@ -540,34 +547,20 @@ describe('the publication lease across two apps on one store', () => {
             if (releases++ < 2) throw outage();
             return real(...args);
           },
-      }),
-      write: (line) => lines.push(line),
-    });
-    const b = pod(dir, '30s');
-    receiver = await startReceiver({
-      answer: {
-        status: 200,
-        headers: { 'content-type': 'application/json' },
-        body: '{"decision":"allow"}',
       },
-    });
-    await parkWithControl(a.client, receiver.url, 'call-outage');
-    const err = await failure(
-      a.client.publishDeferredResult({ toolCallId: 'call-outage', result: { content: 'x' } }),
+      { write: (line) => lines.push(line) },
     );
-    expect(err.code).toBe(Code.Unavailable);
     await publishesAtOnce(b, 'call-outage');
     expect(releases).toBe(3);
     expect(lines.some((l) => l.includes('cannot release a publication lease'))).toBe(true);
   });
 
   it('does not retry a release the store refused for a lock (SQLite busy): the lease lapses by itself', async () => {
-    const dir = sharedDir();
-    const lease = `${SHORT_LEASE_MS}ms`;
     let releases = 0;
     const busy = () => new StoreUnavailableError('STORE_LOCKED', 'the database is locked');
-    const a = pod(dir, lease, {
-      store: faultyStore(dir, {
+    const { b } = await failedOnA(
+      'call-busy',
+      {
         publishResult: () => async () => {
           throw busy();
         },
@@ -575,21 +568,9 @@ describe('the publication lease across two apps on one store', () => {
           releases += 1;
           throw busy();
         },
-      }),
-    });
-    const b = pod(dir, lease);
-    receiver = await startReceiver({
-      answer: {
-        status: 200,
-        headers: { 'content-type': 'application/json' },
-        body: '{"decision":"allow"}',
       },
-    });
-    await parkWithControl(a.client, receiver.url, 'call-busy');
-    const err = await failure(
-      a.client.publishDeferredResult({ toolCallId: 'call-busy', result: { content: 'x' } }),
+      { lease: `${SHORT_LEASE_MS}ms` },
     );
-    expect(err.code).toBe(Code.Unavailable);
     // B takes the lease over once it lapses; retries (100 ms, 300 ms) would have come before.
     expect(
       await b.client.publishDeferredResult({ toolCallId: 'call-busy', result: { content: 'y' } }),
