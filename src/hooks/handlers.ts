@@ -71,8 +71,6 @@ export class HandlerHub {
   /** Plugins whose handlers an operation's stream no longer serves, until it attaches again. */
   readonly #droppedPlugins = new Map<string, Set<string>>();
   readonly #pending = new Map<string, PendingCall>();
-  /** Who waits for a connection to have no pending call ({@link whenIdle}). */
-  readonly #idleWaiters = new Map<HandlerConnection, (() => void)[]>();
   readonly #logger: Logger;
   readonly #timeoutMs: number;
   #nextCallId = 1;
@@ -128,34 +126,6 @@ export class HandlerHub {
    * Forgets a stream that ended: its operations return to queue mode and its
    * calls in flight fail as `handler_detached`.
    */
-  /**
-   * Resolves once `connection` has no call waiting for its reply (at once
-   * when it has none): a stream that ends then leaves no call unanswered.
-   */
-  whenIdle(connection: HandlerConnection): Promise<void> {
-    if (!this.#hasPending(connection)) return Promise.resolve();
-    return new Promise((resolve) => {
-      const waiters = this.#idleWaiters.get(connection) ?? [];
-      waiters.push(resolve);
-      this.#idleWaiters.set(connection, waiters);
-    });
-  }
-
-  #hasPending(connection: HandlerConnection): boolean {
-    for (const pending of this.#pending.values()) {
-      if (pending.connection === connection) return true;
-    }
-    return false;
-  }
-
-  /** Wakes `connection`'s {@link whenIdle} waiters once its last pending call settled. */
-  #settled(connection: HandlerConnection): void {
-    const waiters = this.#idleWaiters.get(connection);
-    if (waiters === undefined || this.#hasPending(connection)) return;
-    this.#idleWaiters.delete(connection);
-    for (const resolve of waiters) resolve();
-  }
-
   disconnect(connection: HandlerConnection): void {
     for (const [id, c] of this.#byOperation) {
       if (c === connection) this.#release(id);
@@ -241,10 +211,7 @@ export class HandlerHub {
       const finish = (result: HandlerResult) => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
-        if (this.#pending.delete(callId)) {
-          resolve(result);
-          this.#settled(connection);
-        }
+        if (this.#pending.delete(callId)) resolve(result);
       };
       // A call settled for any reason is taken back if the runtime has not
       // read it yet: given up on, or answered blindly (call ids are

@@ -121,8 +121,8 @@ export interface HookServiceOptions {
   readonly publisher?: PublisherOptions;
   /**
    * Aborts when the sidecar starts draining: a `DispatchStream` stops reading,
-   * acks the events it read and ends `UNAVAILABLE` (`SHUTTING_DOWN`); a
-   * `Handle` stream ends so once no call waits for its reply.
+   * acks the events it read and ends `UNAVAILABLE` (`SHUTTING_DOWN`). A
+   * `Handle` stream stays: the calls still in flight may need its handlers.
    */
   readonly draining?: AbortSignal;
 }
@@ -722,6 +722,9 @@ export function createHookService(
                   'attach needs at least one operation id',
                 );
               }
+              // A stream that ended (its responses closed, the client gone) serves
+              // nothing: attaching it would route calls to no one until they time out.
+              if (ended || ctx.signal.aborted) return;
               deps.handlers.attach(connection, m.value.operationIds);
               send({
                 message: { case: 'attached', value: { operationIds: m.value.operationIds } },
@@ -751,18 +754,6 @@ export function createHookService(
         () => out.close(),
         (e: unknown) => out.fail(e),
       );
-      // Draining: the stream ends once no call waits for its reply (the calls in
-      // flight may still ask it), so the runtime attaches to another sidecar.
-      const { draining } = options;
-      if (draining !== undefined) {
-        const onDrain = () => {
-          void deps.handlers.whenIdle(connection).then(() => out.fail(shuttingDown()));
-        };
-        if (draining.aborted) onDrain();
-        else draining.addEventListener('abort', onDrain, { once: true });
-        const forget = () => draining.removeEventListener('abort', onDrain);
-        reader.then(forget, forget);
-      }
       return out;
     },
   };

@@ -152,7 +152,6 @@ describe('shutdown', () => {
     });
     const decision = decide(client, 'drain-notify-op');
     const res = await heldResponse;
-    console.log('PASSED', 'const res = await heldResponse;');
     sidecar.kill('SIGTERM');
     await sidecar.waitForLog((l) => l.msg === 'draining');
 
@@ -227,14 +226,18 @@ describe('shutdown', () => {
     expect(after).toBe(UNAVAILABLE);
   });
 
-  it('ends its streams at the drain: a DispatchStream acks what it read and reads no more, a Handle stream ends once idle', async () => {
+  it('ends a DispatchStream at the drain once it acked what it read, and keeps a Handle stream for the calls in flight', async () => {
     receiver = await startReceiver();
-    // Holds the notification of the first event until the test releases it.
-    let held!: (res: ServerResponse) => void;
-    const heldResponse = new Promise<ServerResponse>((resolve) => {
-      held = resolve;
+    // Holds the first event's notification and the decision's gate until the test releases them.
+    let holdStep!: (res: ServerResponse) => void;
+    let holdGate!: (res: ServerResponse) => void;
+    const heldStep = new Promise<ServerResponse>((resolve) => {
+      holdStep = resolve;
     });
-    receiver.respond((_req, res) => held(res));
+    const heldGate = new Promise<ServerResponse>((resolve) => {
+      holdGate = resolve;
+    });
+    receiver.respond((req, res) => (req.path === '/gate' ? holdGate(res) : holdStep(res)));
     sidecar = await startSidecar({ args: ['--shutdown-grace', String(LONG_GRACE_S)] });
     await hookClient(sidecar).registerHooks({
       operationId: 'stream-op',
@@ -244,6 +247,9 @@ describe('shutdown', () => {
           type: HookType.AFTER_STEP,
           webhook: { url: `${receiver.url}/step`, timeout: LONG_GRACE_S },
         },
+        gate(receiver.url),
+        // After the gate: called only once the drain has begun.
+        { id: 'mocker', type: HookType.BEFORE_TOOL_CALL, handler: true },
       ],
     });
     const client = grpcHookClient(sidecar.grpc);
@@ -265,23 +271,39 @@ describe('shutdown', () => {
     };
     const events = open('DispatchStream');
     events.call.write(step('e1'));
-    const res = await heldResponse;
+    const stepRes = await heldStep;
+    // The runtime's handler mocks every call it gets.
     const handler = open('Handle');
-    const attached = new Promise<void>((resolve) => handler.call.once('data', () => resolve()));
+    const attached = new Promise<void>((resolve) => {
+      handler.call.on('data', (m: LoaderObject) => {
+        if (m.attached) resolve();
+        if (m.call) {
+          handler.call.write({
+            reply: { callId: m.call.callId, mock: { result: { content: 'mocked' } } },
+          });
+        }
+      });
+    });
     handler.call.write({ attach: { operationIds: ['stream-op'] } });
     await attached;
+    const decision = decide(hookClient(sidecar), 'stream-op');
+    const gateRes = await heldGate;
 
     sidecar.kill('SIGTERM');
     await sidecar.waitForLog((l) => l.msg === 'draining');
-    // No call waits on the handler: its stream ends at once.
-    expect(await handler.ended).toBe(`${UNAVAILABLE} SHUTTING_DOWN`);
     // Sent after the drain began: never read, never acked.
     events.call.write(step('e2'));
-    res.writeHead(204).end();
+    stepRes.writeHead(204).end();
     expect(await events.ended).toBe(`${UNAVAILABLE} SHUTTING_DOWN`);
     expect(events.seen.map((a) => a.eventId)).toEqual(['e1']);
-    expect(receiver.requests.map((r) => r.path)).toEqual(['/step']);
-    // Nothing holds the drain: the sidecar exits long before its grace.
+    expect(receiver.requests.map((r) => r.path)).toEqual(['/step', '/gate']);
+    // The decision in flight still reaches its handler, over the stream the drain kept.
+    gateRes.writeHead(200, { 'content-type': 'application/json' }).end('{"decision":"allow"}');
+    const answer = await decision;
+    expect(answer.decision?.outcome.case).toBe('mock');
+    // The runtime lets go of its stream; nothing else holds the drain.
+    handler.call.end();
+    expect(await handler.ended).toBe('end');
     expect(await sidecar.exited).toBe(0);
   });
 });
