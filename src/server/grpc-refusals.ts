@@ -65,12 +65,15 @@ const REFUSAL_CODES: ReadonlySet<grpc.status> = new Set([
 
 /** The part of grpc-js's innermost call this module reads. */
 interface BaseCall {
-  readonly handler: { readonly deserialize?: unknown } | null;
+  readonly handler: { readonly deserialize?: unknown; readonly type?: string } | null;
   readonly maxReceiveMessageSize: number;
   readonly stream?: {
     readonly closed: boolean;
     readonly destroyed: boolean;
     readonly headersSent: boolean;
+    /** The client reset the stream before its end (`RST_STREAM`). */
+    readonly aborted?: boolean;
+    readonly rstCode?: number;
   };
   /** Whether the response headers went out (a stream's first message sends them). */
   readonly metadataSent?: boolean;
@@ -96,9 +99,65 @@ export function answerTransportRefusals(deserialize: object, target: RefusalTarg
   proto.sendStatus = function sendStatus(this: BaseServerInterceptingCall, status) {
     // Ours carry metadata (their details); grpc-js's refusals none, and never OK.
     const refusal = status.metadata == null && REFUSAL_CODES.has(status.code);
-    send.call(this, refusal ? (ours(this, status) ?? status) : status);
+    const sent = refusal ? (ours(this, status) ?? status) : status;
+    if ((this as unknown as BaseCall).handler?.type === 'bidi') noteStreamStatus(this, sent.code);
+    send.call(this, sent);
   };
 }
+
+/** gRPC's CANCELLED. */
+const CANCELLED_CODE = grpc.status.CANCELLED;
+
+/** The code each bidi stream's client got: its first status, or CANCELLED when none could go out. */
+const streamStatus = new WeakMap<object, grpc.status>();
+
+function noteStreamStatus(call: BaseServerInterceptingCall, code: grpc.status): void {
+  if (streamStatus.has(call)) return;
+  const { stream } = call as unknown as BaseCall;
+  // A stream the client reset (or that was cut off) takes no status: the client saw CANCELLED.
+  const gone = stream === undefined || stream.closed || stream.destroyed;
+  streamStatus.set(call, gone ? CANCELLED_CODE : code);
+}
+
+/**
+ * Calls `done` once the HTTP/2 stream of a bidi call (the call a handler
+ * gets) has closed, with the status grpc-js sent it and whether the client
+ * reset the stream (`RST_STREAM`: it cancelled, or gave up at its deadline).
+ * A client's reset ends the requests as a half-close does, before grpc-js or
+ * the stream know of it: only the closed stream tells them apart. Answers
+ * false when the call's stream cannot be found (`done` is not called).
+ */
+export function onStreamClosed(
+  call: object,
+  done: (code: grpc.status | undefined, reset: boolean) => void,
+): boolean {
+  const base = baseCallOf(call);
+  const stream = (base as unknown as BaseCall | undefined)?.stream as
+    | (NonNullable<BaseCall['stream']> & { once(event: 'close', f: () => void): void })
+    | undefined;
+  if (base === undefined || stream === undefined) return false;
+  const report = () => done(streamStatus.get(base), (stream.rstCode ?? 0) !== 0);
+  if (stream.closed) report();
+  else stream.once('close', report);
+  return true;
+}
+
+/**
+ * grpc-js's innermost call (the one that sends) of the call a handler gets:
+ * grpc-js keeps the intercepting call it wraps as `call`, and each
+ * intercepting call the next one as `nextCall`.
+ */
+function baseCallOf(call: object): BaseServerInterceptingCall | undefined {
+  let inner = (call as { call?: unknown }).call;
+  for (let depth = 0; depth < MAX_INTERCEPTORS && inner !== undefined; depth++) {
+    if (inner instanceof BaseServerInterceptingCall) return inner;
+    inner = (inner as { nextCall?: unknown }).nextCall;
+  }
+  return undefined;
+}
+
+/** How deep {@link baseCallOf} looks through intercepting calls (the server has one interceptor). */
+const MAX_INTERCEPTORS = 8;
 
 /** Our status for a refusal grpc-js made itself, or `undefined` for any other status. */
 function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.StatusObject | undefined {

@@ -12,6 +12,7 @@
  *   `grpc-status-details-bin`.
  */
 import type { EventEmitter } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import {
   create,
   type DescMessage,
@@ -38,7 +39,7 @@ import {
   toGrpcStatus,
   unimplementedError,
 } from './errors.js';
-import { answerTransportRefusals } from './grpc-refusals.js';
+import { answerTransportRefusals, onStreamClosed } from './grpc-refusals.js';
 import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream, readsRequestStream } from './request-stream.js';
@@ -72,6 +73,14 @@ export interface AddServiceOptions {
    * grpc-js's 16 in its buffer, for throughput.
    */
   readonly writeOneAtATime?: ReadonlySet<string>;
+  /**
+   * Hears how each bidi stream ended for its client (the method's name, the
+   * code's name of the status grpc-js sent, or CANCELLED when the client was
+   * gone, and its seconds), to count it: the guard cannot tell a stream its
+   * client cancelled from one that ended, since grpc-js ends the requests of
+   * both alike. Only on a service whose guard counts calls.
+   */
+  readonly onStreamEnd?: (method: string, code: string, seconds: number) => void;
 }
 
 /**
@@ -201,8 +210,13 @@ export class MetadataHeaders {
   }
 }
 
+/** How close to its deadline a reset stream counts as having reached it, in milliseconds. */
+const DEADLINE_SLACK_MS = 50;
+
 class GrpcHandlerContext implements HandlerContext, Slotted {
   readonly protocolName = 'grpc';
+  /** Whether this transport counts the call's end (a bidi stream with `onStreamEnd`): the guard does not then. */
+  countsStreams = false;
   /** Its slot among the live calls ({@link LiveCalls}). */
   liveSlot = -1;
   readonly requestMethod = 'POST';
@@ -415,6 +429,28 @@ function serveStream(
 ): void {
   const ctx = live.start(service, method, call);
   const oneAtATime = options.writeOneAtATime?.has(method.name) === true;
+  const { onStreamEnd } = options;
+  if (onStreamEnd !== undefined && method.methodKind === 'bidi_streaming') {
+    const started = performance.now();
+    // Once its HTTP/2 stream closed: then a client's reset is known.
+    ctx.countsStreams = onStreamClosed(call, (code, reset) => {
+      // A client whose deadline passed stops the call itself (its requests end as
+      // after a half-close, and it never reads the status): DEADLINE_EXCEEDED.
+      const left = ctx.timeoutMs();
+      const late = left !== undefined && left <= DEADLINE_SLACK_MS;
+      const ended =
+        late && (reset || code === grpc.status.OK)
+          ? grpc.status.DEADLINE_EXCEEDED
+          : reset
+            ? grpc.status.CANCELLED
+            : code;
+      onStreamEnd(
+        method.name,
+        ended === undefined ? 'UNKNOWN' : (grpc.status[ended] ?? 'UNKNOWN'),
+        (performance.now() - started) / 1000,
+      );
+    });
+  }
   void (async () => {
     try {
       await writeAll(call, run(ctx) as AsyncIterable<object>, ctx.signal, oneAtATime);

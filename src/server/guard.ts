@@ -235,7 +235,9 @@ function guardStream(
   options: GuardOptions,
 ): AnyMethod {
   return function guardedStream(request: unknown, ctx: HandlerContext) {
-    return new GuardedStream(method, options, () => {
+    // The gRPC transport counts its streams by the status their client got (see `grpc.ts`).
+    const counted = (ctx as { readonly countsStreams?: boolean }).countsStreams !== true;
+    return new GuardedStream(method, counted ? options : withoutMetrics(options), () => {
       options.admit?.(method, ctx);
       if (request instanceof RefusedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
@@ -314,6 +316,11 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
     this.#finished = true;
     return failed(this.#options, this.#method, e, this.#started);
   }
+}
+
+/** `options` with no metrics: the transport counts the call itself. */
+function withoutMetrics(options: GuardOptions): GuardOptions {
+  return options.metrics === undefined ? options : { ...options, metrics: undefined };
 }
 
 /** Maps a failure once: the status the client gets, logged if it is the sidecar's own. */

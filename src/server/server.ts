@@ -200,6 +200,9 @@ export function createServer(
       // A call to a runtime that stopped reading stays with the sidecar, which takes it back
       // when its decision gives up on it, instead of 16 of them in grpc-js's buffer.
       writeOneAtATime: new Set([HookService.method.handle.name]),
+      // Its streams by the status their client got (the guard counts its unary calls).
+      onStreamEnd: (method: string, code: string, seconds: number) =>
+        app.metrics.rpc(method, code, seconds),
     }),
   );
   addService(grpcServer, Health, edge.health as AnyServiceImpl, common);

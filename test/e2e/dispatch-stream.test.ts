@@ -195,6 +195,45 @@ describe('DispatchStream', () => {
     }
   }, 60_000);
 
+  it('counts each stream under the status its client got: OK, CANCELLED, DEADLINE_EXCEEDED', async () => {
+    const sidecar = await startSidecar();
+    const client = hookClient(sidecar.grpc);
+    const series = (code: string) =>
+      `agenthooks_rpc_calls_total{method="DispatchStream",code="${code}"}`;
+    /** Opens a stream (a deadline in ms, if any), has one event acked, and says how it ended. */
+    const stream = async (end: 'half-close' | 'cancel' | 'deadline') => {
+      const call = client.DispatchStream(
+        end === 'deadline' ? { deadline: Date.now() + 500 } : {},
+      ) as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+      const ended = new Promise<string>((resolve) => {
+        call.on('error', (e: grpc.ServiceError) => resolve(String(e.code)));
+        call.on('end', () => resolve('OK'));
+      });
+      call.on('data', () => undefined);
+      await new Promise<void>((resolve) => {
+        call.once('data', () => resolve());
+        call.write({ eventId: 'e1', event: beforeStep('op-count', 0) });
+      });
+      if (end === 'half-close') call.end();
+      if (end === 'cancel') call.cancel();
+      return ended;
+    };
+    try {
+      expect(await stream('half-close')).toBe('OK');
+      expect(await stream('cancel')).toBe('1');
+      // Left open past its deadline: grpc-js ends it.
+      expect(await stream('deadline')).toBe('4');
+      const counts = () =>
+        Promise.all(
+          ['OK', 'CANCELLED', 'DEADLINE_EXCEEDED'].map((code) => metric(sidecar, series(code))),
+        );
+      expect(await eventually(counts, (c) => c.every((n) => n === 1))).toEqual([1, 1, 1]);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+    }
+  });
+
   it('holds at most its share of the byte budget in large events while the receiver stalls', async () => {
     // 1 MB over every stream gives one stream 250 kB: two events of 100 kB,
     // each on its own operation, so only the budget keeps a third back.

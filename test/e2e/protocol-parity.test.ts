@@ -1102,6 +1102,16 @@ describe('protocol parity of an oversize request', () => {
       expect(
         await grpcRawCall(sidecar.grpc, path, garbage, { 'grpc-encoding': 'gzip' }, first),
       ).toMatchObject({ code: String(grpc.status.INVALID_ARGUMENT), reason: 'MALFORMED_REQUEST' });
+      // Each stream counted once, under the code its client got.
+      const series = (code: string) =>
+        `agenthooks_rpc_calls_total{method="DispatchStream",code="${code}"}`;
+      const counts = () =>
+        Promise.all(
+          ['RESOURCE_EXHAUSTED', 'INVALID_ARGUMENT', 'OK', 'CANCELLED'].map((c) =>
+            metric(sidecar, series(c)),
+          ),
+        );
+      expect(await eventually(counts, ([r, i]) => r === 1 && i === 1)).toEqual([1, 1, 0, 0]);
     } finally {
       await killSidecar(sidecar);
     }
