@@ -71,8 +71,7 @@ interface BaseCall {
     readonly closed: boolean;
     readonly destroyed: boolean;
     readonly headersSent: boolean;
-    /** The client reset the stream before its end (`RST_STREAM`). */
-    readonly aborted?: boolean;
+    /** The `RST_STREAM` code it closed with: not 0 when the client (or a cut-off) reset it. */
     readonly rstCode?: number;
   };
   /** Whether the response headers went out (a stream's first message sends them). */
