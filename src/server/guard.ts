@@ -11,6 +11,7 @@
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { AgentHooksError } from '../errors.js';
+import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
@@ -320,7 +321,7 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
 
 /** `options` with no metrics: the transport counts the call itself. */
 function withoutMetrics(options: GuardOptions): GuardOptions {
-  return options.metrics === undefined ? options : { ...options, metrics: undefined };
+  return options.metrics === undefined ? options : extend(options, { metrics: undefined });
 }
 
 /** Maps a failure once: the status the client gets, logged if it is the sidecar's own. */
