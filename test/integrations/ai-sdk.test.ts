@@ -35,6 +35,14 @@ describe('Vercel AI SDK adapter', () => {
     await harness?.close();
   });
 
+  /** Runs the runner with `streamText` (`--stream`, or `--stream-bare` without an `onError`) on `op`. */
+  const runStreaming = (op: string, flag: '--stream' | '--stream-bare') =>
+    runRunner(
+      process.execPath,
+      [RUNNER, '--target', harness.sidecar.grpc, '--operation-id', op, flag],
+      REPO_ROOT,
+    );
+
   const { run } = adapterScenarios('ai', () => ({
     harness,
     runner: { file: process.execPath, prefix: [RUNNER], cwd: REPO_ROOT },
@@ -57,11 +65,7 @@ describe('Vercel AI SDK adapter', () => {
   it('streamText without an onError: a modifying hook that fails after a step still fails the run, never "done"', async () => {
     const op = 'op-ai-stream-blocked';
     await harness.register(op, 'context-blocked');
-    const exit = await runRunner(
-      process.execPath,
-      [RUNNER, '--target', harness.sidecar.grpc, '--operation-id', op, '--stream-bare'],
-      REPO_ROOT,
-    );
+    const exit = await runStreaming(op, '--stream-bare');
     expect(exit.code).not.toBe(0);
     expect(exit.stderr).toContain(
       'agenthooks: Modify transformContext blocked by hook context-policy-down',
@@ -80,11 +84,7 @@ describe('Vercel AI SDK adapter', () => {
   it('streamText: the same events, decisions and final text as generateText', async () => {
     const op = 'op-ai-stream';
     await harness.register(op, 'canonical');
-    const exit = await runRunner(
-      process.execPath,
-      [RUNNER, '--target', harness.sidecar.grpc, '--operation-id', op, '--stream'],
-      REPO_ROOT,
-    );
+    const exit = await runStreaming(op, '--stream');
     expect(exit.stderr).toBe('');
     expect(exit.line).toEqual({ final: 'It is sunny in Paris.', toolRuns: 1 });
     await until(() => harness.requests(op).length === 7, 'seven notifications');
