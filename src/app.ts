@@ -575,24 +575,17 @@ export function createApp(config: ServeConfig, logger: Logger, options: AppOptio
  * answer in time loses those spans, logged, and never holds the exit.
  */
 async function shutdownTracing(tracing: Tracing, deadlineMs: number, logger: Logger) {
-  let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(
-      () => resolve('timeout'),
+  try {
+    const flushed = await settlesWithin(
+      tracing.shutdown(),
       Math.max(MIN_TRACE_FLUSH_MS, deadlineMs - Date.now()),
     );
-  });
-  try {
-    const flushed = await Promise.race([tracing.shutdown().then(() => 'done' as const), timedOut]);
-    if (flushed === 'timeout') logger.warn('trace export did not finish before the deadline');
+    if (!flushed) logger.warn('trace export did not finish before the deadline');
   } catch (e: unknown) {
     logger.warn('trace export failed at shutdown', { err: e });
-  } finally {
-    clearTimeout(timer);
   }
 }
 
-/** The SQLite file of a config; a config naming a PostgreSQL store has none. */
 /** Opens the config's SQLite store, holding its lock when `options.lockStore` asks. */
 function openSqlite(
   config: ServeConfig,

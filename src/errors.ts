@@ -157,3 +157,11 @@ export function invalidEnvironment(
     metadata,
   });
 }
+
+/**
+ * The error of a call, or a stream, the sidecar ends because it is shutting
+ * down: `UNAVAILABLE`, reason `SHUTTING_DOWN` (another sidecar can take it).
+ */
+export function shuttingDown(): AgentHooksError {
+  return new AgentHooksError('unavailable', 'SHUTTING_DOWN', 'agenthooks is shutting down');
+}

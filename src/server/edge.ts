@@ -11,7 +11,7 @@ import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
 import { ServerReflection as ServerReflectionV1 } from '../../gen/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ServerReflectionV1Alpha } from '../../gen/grpc/reflection/v1alpha/reflection_pb.js';
-import { AgentHooksError } from '../errors.js';
+import { shuttingDown } from '../errors.js';
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
@@ -25,9 +25,6 @@ import {
   createReflectionService,
   type ReflectionIndex,
 } from './reflection.js';
-
-/** Reason of a call refused because the sidecar is shutting down. */
-export const SHUTTING_DOWN_REASON = 'SHUTTING_DOWN';
 
 /** What the edge needs of an application (`createApp` returns one). */
 export interface EdgeApp {
@@ -96,7 +93,7 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     // The token first: an unauthenticated caller learns nothing, not even that we are draining.
     checkToken?.(ctx.requestHeader);
     if (draining) {
-      throw new AgentHooksError('unavailable', SHUTTING_DOWN_REASON, 'agenthooks is shutting down');
+      throw shuttingDown();
     }
   };
   const admitReflection: Admission | undefined =

@@ -37,7 +37,7 @@ import {
   toolDecisionRecord,
 } from '../audit/records.js';
 import { ByteBudget, DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES, StreamBytes } from '../byte-budget.js';
-import { AgentHooksError, InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError, shuttingDown } from '../errors.js';
 import { extend } from '../extend.js';
 import { evaluateControls } from '../hooks/control.js';
 import {
@@ -125,11 +125,6 @@ export interface HookServiceOptions {
    * `Handle` stream stays: the calls still in flight may need its handlers.
    */
   readonly draining?: AbortSignal;
-}
-
-/** How a stream ends when the sidecar drains. */
-function shuttingDown(): AgentHooksError {
-  return new AgentHooksError('unavailable', 'SHUTTING_DOWN', 'agenthooks is shutting down');
 }
 
 /**
