@@ -12,7 +12,12 @@ import { type Pointer, parsePointer } from '../audit/masks.js';
 import { DEFAULT_MAX_DETACHED_BYTES, DEFAULT_MAX_DETACHED_TASKS } from '../background.js';
 import { DEFAULT_STREAM_MAX_IN_FLIGHT_BYTES } from '../byte-budget.js';
 import { DestinationPolicy } from '../delivery/destination.js';
-import { DEFAULT_CONNECTIONS_PER_ORIGIN, DEFAULT_QSTASH_URL } from '../delivery/webhook.js';
+import { SIGNING_ORIGINS_PREFIX, SIGNING_SECRET_PREFIX } from '../delivery/signing.js';
+import {
+  DEFAULT_CONNECTIONS_PER_ORIGIN,
+  DEFAULT_QSTASH_URL,
+  OWN_VARIABLE_PREFIX,
+} from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { INVALID_FLAG, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
@@ -780,15 +785,12 @@ export function serveHelp(): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** The prefix of the sidecar's own variables (and of its clients' and tools'). */
-const PREFIX = 'AGENTHOOKS_';
-
 /** The suffixes of the variables Kubernetes sets for each Service of the namespace. */
 const SERVICE_LINK =
   /_(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)$/;
 
 /** Prefixes of the `AGENTHOOKS_*` variables whose names the operator chooses. */
-const NAMED_VARIABLE_PREFIXES = ['AGENTHOOKS_SIGNING_SECRET_', 'AGENTHOOKS_SIGNING_ORIGINS_'];
+const NAMED_VARIABLE_PREFIXES = [SIGNING_SECRET_PREFIX, SIGNING_ORIGINS_PREFIX];
 
 /**
  * Refuses an `AGENTHOOKS_*` variable that is a near miss of one the sidecar
@@ -806,13 +808,13 @@ function checkVariableNames(env: Readonly<Record<string, string | undefined>>): 
   ];
   const knownSet = new Set(known);
   for (const name of Object.keys(env)) {
-    if (!name.startsWith(PREFIX) || knownSet.has(name)) continue;
+    if (!name.startsWith(OWN_VARIABLE_PREFIX) || knownSet.has(name)) continue;
     if (NAMED_VARIABLE_PREFIXES.some((p) => name.startsWith(p))) continue;
     // Kubernetes' service links (a Service named agenthooks-users-postgres gives
     // AGENTHOOKS_USERS_POSTGRES_PORT): not the operator's words.
     if (SERVICE_LINK.test(name)) continue;
     // A fifth of the part after the prefix may differ: a typo, not another name.
-    const suffix = name.length - PREFIX.length;
+    const suffix = name.length - OWN_VARIABLE_PREFIX.length;
     const near = known.find((k) => editDistance(name, k) <= Math.max(1, Math.floor(suffix / 5)));
     if (near !== undefined) {
       throw new InvalidArgumentError(
@@ -1373,12 +1375,12 @@ function parseSecurityOptions(
   }
   // The sidecar's own settings hold its secrets (signing keys, the API token):
   // a caller's header template must never send one to its receiver.
-  const ownName = callerEnvAllowlist.find((name) => name.startsWith(PREFIX));
+  const ownName = callerEnvAllowlist.find((name) => name.startsWith(OWN_VARIABLE_PREFIX));
   if (ownName !== undefined) {
     throw new InvalidArgumentError(
       'caller-env-allowlist',
       INVALID_FLAG,
-      `--caller-env-allowlist: ${ownName} is a setting of agenthooks (${PREFIX}*), which caller hooks may not send`,
+      `--caller-env-allowlist: ${ownName} is a setting of agenthooks (${OWN_VARIABLE_PREFIX}*), which caller hooks may not send`,
     );
   }
   const webhookAllow = list('webhook-allow');

@@ -150,8 +150,8 @@ function fetchHeaders(): Record<string, string> {
   };
 }
 
-/** The prefix of the sidecar's own variables, which no header template resolves. */
-const OWN_PREFIX = 'AGENTHOOKS_';
+/** The prefix of the sidecar's own variables (and of its clients' and tools'), which no header template resolves. */
+export const OWN_VARIABLE_PREFIX = 'AGENTHOOKS_';
 
 /** The `user-agent` Node's `fetch` sends, and so the reference system's webhooks. */
 const FETCH_USER_AGENT = 'node';
@@ -502,7 +502,9 @@ export function resolveHeaders(
   if (violation !== undefined) throw ruleError(violation);
   // The sidecar's own settings (its signing keys, its API token) are never
   // sent, whatever a hook lists: a hook stored before that rule may list one.
-  const allowed = new Set(webhook.allowedEnvVars.filter((name) => !name.startsWith(OWN_PREFIX)));
+  const allowed = new Set(
+    webhook.allowedEnvVars.filter((name) => !name.startsWith(OWN_VARIABLE_PREFIX)),
+  );
   const resolved: Record<string, string> = {};
   for (const [name, template] of Object.entries(webhook.headers)) {
     const value = resolveHeaderTemplate(template, allowed, env);
