@@ -40,6 +40,7 @@ import {
   unimplementedError,
 } from './errors.js';
 import { answerTransportRefusals, onStreamClosed } from './grpc-refusals.js';
+import { deadlinePassed } from './guard.js';
 import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream, readsRequestStream } from './request-stream.js';
@@ -209,9 +210,6 @@ export class MetadataHeaders {
     return typeof value === 'string' ? value : undefined;
   }
 }
-
-/** How close to its deadline a reset stream counts as having reached it, in milliseconds. */
-const DEADLINE_SLACK_MS = 50;
 
 class GrpcHandlerContext implements HandlerContext, Slotted {
   readonly protocolName = 'grpc';
@@ -436,10 +434,8 @@ function serveStream(
     ctx.countsStreams = onStreamClosed(call, (code, reset) => {
       // A client whose deadline passed stops the call itself (its requests end as
       // after a half-close, and it never reads the status): DEADLINE_EXCEEDED.
-      const left = ctx.timeoutMs();
-      const late = left !== undefined && left <= DEADLINE_SLACK_MS;
       const ended =
-        late && (reset || code === grpc.status.OK)
+        deadlinePassed(ctx) && (reset || code === grpc.status.OK)
           ? grpc.status.DEADLINE_EXCEEDED
           : reset
             ? grpc.status.CANCELLED

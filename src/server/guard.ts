@@ -190,7 +190,7 @@ const DEADLINE_SLACK_MS = 10;
  * DEADLINE_EXCEEDED reason; any other cancel counts when it came within
  * {@link DEADLINE_SLACK_MS} of the deadline.
  */
-function deadlinePassed(ctx: HandlerContext): boolean {
+export function deadlinePassed(ctx: HandlerContext): boolean {
   const reason: unknown = ctx.signal.reason;
   if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
   const left = ctx.timeoutMs();
