@@ -191,6 +191,12 @@ export class HookRegistry {
   readonly #maxHooks: number;
   readonly #checkStored: StoredHookCheck;
   readonly #caching: boolean;
+  /**
+   * The store's {@link HookStore.cacheGeneration} the cached entries were
+   * read at: when it moves (the store reopened its file, a restored backup
+   * perhaps), every entry is dropped.
+   */
+  #generation = 0;
   /** The registration in progress per operation, so that count checks and appends do not interleave. */
   readonly #registering = new Map<string, Promise<unknown>>();
 
@@ -305,7 +311,12 @@ export class HookRegistry {
    * must be read, or it would throw).
    */
   cachedHooksOf(operationId: string): OperationHooks | undefined {
-    const cached = this.#cached(operationId);
+    let cached: CachedOperation | undefined;
+    try {
+      cached = this.#cached(operationId);
+    } catch {
+      return undefined; // the store cannot serve reads: hooksOf answers its error
+    }
     return cached?.invalid === undefined ? cached?.stored : undefined;
   }
 
@@ -320,7 +331,19 @@ export class HookRegistry {
     return (this.#cached(operationId) ?? (await this.#load(operationId))).stored;
   }
 
+  /**
+   * The operation's cached entry, if any. Nothing is answered from the cache
+   * while the store cannot serve reads (this throws the store's error), nor
+   * after it reopened its file: the rows there may differ.
+   */
   #cached(operationId: string): CachedOperation | undefined {
+    if (this.#cache.size === 0) return undefined;
+    const generation = this.#store.cacheGeneration?.() ?? 0;
+    if (generation !== this.#generation) {
+      this.#dropAll();
+      this.#generation = generation;
+      return undefined;
+    }
     const cached = this.#cache.get(operationId);
     // Refresh recency so busy operations stay cached, but only once an entry
     // has drifted into the older half: moving it on every hit would give the
@@ -370,6 +393,7 @@ export class HookRegistry {
 
   /** Reads the operation from the store, checks each hook once, and caches the verdict (when caching). */
   async #load(operationId: string): Promise<CachedOperation> {
+    const generation = this.#caching ? (this.#store.cacheGeneration?.() ?? 0) : 0;
     const stored = await this.#store.listHooks(operationId);
     let invalid: AgentHooksError | undefined;
     for (const [i, hook] of stored.hooks.entries()) {
@@ -383,6 +407,14 @@ export class HookRegistry {
     }
     // Uncached, each call reads and checks the rows again: nothing here can go stale.
     if (!this.#caching) return { stored, invalid, placed: 0, bytes: 0 };
+    // Read from a file the store has since reopened: answered, not kept.
+    if (generation !== (this.#store.cacheGeneration?.() ?? 0)) {
+      return { stored, invalid, placed: 0, bytes: 0 };
+    }
+    if (generation !== this.#generation) {
+      this.#dropAll();
+      this.#generation = generation;
+    }
     const entry: CachedOperation = {
       stored,
       invalid,
@@ -398,6 +430,15 @@ export class HookRegistry {
       if (!this.#evictOldest()) break;
     }
     return entry;
+  }
+
+  /** Drops every entry. */
+  #dropAll(): void {
+    this.#cache.clear();
+    this.#cachedBytes = 0;
+    this.#orderIds = [];
+    this.#orderStamps = [];
+    this.#orderHead = 0;
   }
 
   /** Drops one operation's entry, if cached, and its bytes. */

@@ -374,6 +374,8 @@ class SqliteStoreImpl implements SqliteStore {
   #parkedRows: number | undefined;
   /** The connection's `data_version` when {@link #parkedRows} was counted. */
   #parkedVersion = 0;
+  /** Counts the reopenings of the file: see {@link HookStore.cacheGeneration}. */
+  #generation = 0;
 
   constructor(
     path: string,
@@ -606,6 +608,11 @@ class SqliteStoreImpl implements SqliteStore {
     }
   }
 
+  cacheGeneration(): number {
+    this.#current('read the store');
+    return this.#generation;
+  }
+
   async ping(): Promise<void> {
     const action = 'check the store';
     if (this.#lost !== undefined && !this.#closed) {
@@ -817,6 +824,7 @@ class SqliteStoreImpl implements SqliteStore {
     }
     this.#connection = fresh;
     this.#parkedRows = undefined;
+    this.#generation += 1;
     this.#files = files;
     this.#lost = undefined;
     this.#writeFailure = undefined;
@@ -841,6 +849,7 @@ class SqliteStoreImpl implements SqliteStore {
     }
     this.#connection = fresh;
     this.#parkedRows = undefined;
+    this.#generation += 1;
     this.#files = files;
     closeQuietly(stale);
   }

@@ -83,6 +83,16 @@ export interface HookStore {
    * until `ping()` reopens a restored file) or with the failed write's reason.
    */
   quickCheck(): Promise<void>;
+  /**
+   * For a store no other process writes (SQLite), whose rows a process may
+   * keep in memory: a number that changes whenever the rows may have changed
+   * under such a copy, because the store reopened its file (a backup put back
+   * at the path, a connection replaced). Throws the error every read would
+   * throw while the store cannot serve reads (its file lost, or closed), so
+   * that no kept row is answered then either. Absent on a store that another
+   * process may write (PostgreSQL): nothing read from it may be kept.
+   */
+  cacheGeneration?(): number;
   /** Closes the store; every later call rejects with `STORE_CLOSED`. Closing twice is a no-op. */
   close(): Promise<void>;
 }

@@ -107,6 +107,8 @@ describe('store health of the sidecar process', () => {
     const kept = join(dirname(sidecar.db), 'kept.db');
     try {
       await register(client, 'op-kept', ['a', 'b']);
+      // Read once, so that the hook cache holds the operation when the file goes.
+      expect(await listed(client, 'op-kept')).toEqual(['a', 'b']);
       expect(await healthz(sidecar)).toBe(200);
       linkSync(sidecar.db, kept);
       unlinkSync(sidecar.db);
@@ -116,7 +118,8 @@ describe('store health of the sidecar process', () => {
       const err = await failure(register(client, 'op-lost', ['x']));
       expect(err.code).toBe(14);
       expect(errorInfoOf(err)?.reason).toBe('STORE_FILE_MISSING');
-      // Reads fail closed as well: never "no hooks" from a file that is gone.
+      // Reads fail closed as well, cached ones included: nothing is answered
+      // from a file that is gone.
       const read = await failure(listed(client, 'op-kept'));
       expect(errorInfoOf(read)?.reason).toBe('STORE_FILE_MISSING');
       // For ten check intervals, the recovery checks create nothing at the path.
@@ -182,6 +185,36 @@ describe('store health of the sidecar process', () => {
       renameSync(kept, sidecar.db);
       await waitForHealthz(sidecar, 200);
       expect(await listed(client, 'op-kept')).toEqual(['a']);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+    }
+  });
+
+  it('answers from a backup restored at the path, not from what it read before: hooks purged since the backup are back', async () => {
+    const sidecar = await startSidecar({
+      args: ['--store-check-interval', String(CHECK_INTERVAL_S)],
+    });
+    const client = hookClient(sidecar.grpc);
+    const dir = dirname(sidecar.db);
+    const backup = join(dir, 'backup.db');
+    try {
+      await register(client, 'op-restored', ['a']);
+      // An online backup beside the running sidecar, as the README allows.
+      const reader = new Database(sidecar.db, { readonly: true });
+      await reader.backup(backup);
+      reader.close();
+      await unary(client, 'UnregisterHooks', { operationId: 'op-restored', purge: true });
+      // Read after the purge: the hook cache holds "no hooks" for the operation.
+      expect(await listed(client, 'op-restored')).toEqual([]);
+
+      // The README's restore: the -wal file goes first, then the copy is renamed into place.
+      const recovered = sidecar.waitForLog((l) => l.msg === 'store recovered; health SERVING');
+      unlinkSync(`${sidecar.db}-wal`);
+      renameSync(backup, sidecar.db);
+      await withDeadline(recovered);
+      // The restored file holds the hook, and the sidecar answers from it.
+      expect(await listed(client, 'op-restored')).toEqual(['a']);
     } finally {
       client.close();
       await killSidecar(sidecar);
