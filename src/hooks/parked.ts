@@ -482,6 +482,11 @@ export class DeferredPublisher {
     // An expired operation of the chain fails the controls' hook read (OPERATION_EXPIRED).
     const chain =
       requestedChain.length > 0 ? resolveChain(requestedChain, record.context) : [...record.chain];
+    // As a decision on the call's own operation reads it (decisionChain): the
+    // call's operation applies even when the chain it was parked with left it out.
+    if (requestedChain.length === 0 && !chain.includes(record.context.operationId)) {
+      chain.push(record.context.operationId);
+    }
     const event: AfterToolCallEvent = create(AfterToolCallEventSchema, {
       context: record.context,
       mocked: false,

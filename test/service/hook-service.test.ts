@@ -470,6 +470,39 @@ describe('HookService in process', () => {
     expect(receiver.requests).toHaveLength(1);
   });
 
+  it("publishes through the parked call's own operation's controls when the chain it was parked with leaves it out, as a decision on the call does", async () => {
+    receiver = await startReceiver({
+      answer: { json: { decision: 'deny', reason: 'A policy' } },
+    });
+    const { client } = build();
+    await client.registerHooks({
+      operationId: 'op-own',
+      hooks: [
+        {
+          id: 'result-policy',
+          type: HookType.AFTER_TOOL_CALL,
+          webhook: { url: `${receiver.url}/policy`, responseHandling: ResponseHandling.TOOL_CALL },
+        },
+      ],
+    });
+    await client.parkToolCall({
+      context: toolContext('op-own', 'deferred-own'),
+      operationChain: ['op-parent'],
+      kind: ParkKind.DEFERRED,
+    });
+    const decided = await client.decideToolResult({
+      event: { context: toolContext('op-own', 'deferred-own'), result: { content: 'secret' } },
+    });
+    expect(decided.decision?.outcome.case).toBe('deny');
+    const published = await client.publishDeferredResult({
+      toolCallId: 'deferred-own',
+      result: { content: 'secret' },
+    });
+    expect(published.published).toBe(true);
+    expect(published.finalResult?.content).not.toBe('secret');
+    expect(receiver.requests).toHaveLength(2);
+  });
+
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
     const { client } = build();
     await client.parkToolCall({
