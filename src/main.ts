@@ -46,6 +46,21 @@ const COMMANDS = ['serve', 'users', 'version', 'help'];
 /** The line after a usage error that says where the full help is. */
 const SERVE_HINT = "Run 'agenthooks serve --help' to list every option.";
 
+/**
+ * Removes `Object.prototype.__proto__`, as `node --disable-proto=delete`
+ * does. protobuf-es builds a `Struct`, and every map, by assignment
+ * (`json[key] = value`); with the accessor in place, a member named
+ * `__proto__` (a tool argument, a result's state) set the object's
+ * prototype instead of becoming a key, so a control's receiver never saw it
+ * while the runtime's tool did. Without the accessor it is a key like any
+ * other, as `JSON.parse` makes it in the reference system. Object literals
+ * (`{ __proto__: null }`) and `Object.setPrototypeOf`, which the bundled
+ * code uses, do not depend on it.
+ */
+export function withoutProtoAccessor(): void {
+  Reflect.deleteProperty(Object.prototype, '__proto__');
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (command === '--version' || command === 'version') {
@@ -82,6 +97,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`agenthooks serve: ${serveErrorText(rest, e)}\n${SERVE_HINT}\n`);
     return 2;
   }
+  withoutProtoAccessor();
   if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) {
     // Read by V8 at each full GC, so setting it at start-up takes effect.
     setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);

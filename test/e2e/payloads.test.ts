@@ -174,6 +174,56 @@ describe('webhook payloads as a reference receiver gets them', () => {
     });
   });
 
+  it('sends controls a member named __proto__ of the arguments and of the result as the key it is, over gRPC and Connect', async () => {
+    await unary(client, 'RegisterHooks', {
+      operationId: 'op-proto-key',
+      hooks: ['BEFORE', 'AFTER'].map((phase) => ({
+        id: `policy-${phase.toLowerCase()}`,
+        type: `HOOK_TYPE_${phase}_TOOL_CALL`,
+        webhook: { url: `${receiver.url}/policy`, responseHandling: 'RESPONSE_HANDLING_TOOL_CALL' },
+      })),
+    });
+    // JSON.parse makes `__proto__` an own member, as a runtime's JSON does.
+    const files = JSON.parse(
+      '{"__proto__":{"/etc/cron.d/x":"* * * * * root sh"},"notes.txt":"hi"}',
+    );
+    const context = {
+      toolCallId: 'call_proto',
+      identifier: 'fs',
+      apiName: 'writeFiles',
+      operationId: 'op-proto-key',
+      executor: 'EXECUTOR_SERVER',
+    };
+    const sent = '"files":{"__proto__":{"/etc/cron.d/x":"* * * * * root sh"},"notes.txt":"hi"}';
+    let start = receiver.requests.length;
+    await unary(client, 'DecideToolCall', {
+      event: { context: { ...context, args: toLoaderStruct({ files }) } },
+    });
+    expect(receiver.requests.slice(start).map((r) => r.body.includes(sent))).toEqual([true]);
+
+    start = receiver.requests.length;
+    const state = JSON.parse('{"__proto__":{"leaked":"token"}}');
+    await unary(client, 'DecideToolResult', {
+      event: { context, result: { content: 'done', success: true, state: toLoaderStruct(state) } },
+    });
+    expect(receiver.requests.slice(start).map((r) => r.body)).toEqual([
+      expect.stringContaining('"state":{"__proto__":{"leaked":"token"}}'),
+    ]);
+
+    // The same event as Connect JSON text.
+    start = receiver.requests.length;
+    const response = await fetch(
+      `http://${sidecar.http}/agenthooks.v1.HookService/DecideToolCall`,
+      {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"event":{"context":{"toolCallId":"call_proto_2","identifier":"fs","apiName":"writeFiles","operationId":"op-proto-key","executor":"EXECUTOR_SERVER","args":{${sent}}}}}`,
+      },
+    );
+    expect(response.status).toBe(200);
+    expect(receiver.requests.slice(start).map((r) => r.body.includes(sent))).toEqual([true]);
+  });
+
   it('sends controls the authoritative event with the user email, no body and no projection', async () => {
     const start = receiver.requests.length;
     await unary(client, 'RegisterHooks', {
