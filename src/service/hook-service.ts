@@ -597,12 +597,13 @@ export function createHookService(
         );
       }
       validateOperationId(onComplete.operationId, 'event.operationId');
+      // Every completion starts the retention clock, a park's too
+      // (waiting_for_human, waiting_for_async_tool): the operation does not
+      // expire while a call parked on it waits (retention skips it), and once
+      // its calls are published no later request would ever end it.
+      await deps.parks.markOperationCompleted(onComplete.operationId, deps.now());
       if (onComplete.reason === ON_COMPLETE_ASYNC_TOOL) {
         return { outcomes: [], handlersDropped: false };
-      }
-      if (!onComplete.reason.startsWith(PARKED_REASON_PREFIX)) {
-        // A terminal state starts the retention clock; a parked one (waiting_for_human) does not.
-        await deps.parks.markOperationCompleted(onComplete.operationId, deps.now());
       }
       try {
         // A critical failure of onComplete does not skip onError: the error

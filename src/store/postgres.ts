@@ -711,10 +711,14 @@ class PostgresStoreImpl implements PostgresStore {
         [cutoff, batchSize],
       );
       const { rows: candidates } = await db.query<{ id: string }>(
-        `SELECT id FROM agenthooks_operations
-         WHERE status = 'completed' AND completed_at < $1
-         ORDER BY completed_at LIMIT $2
-         FOR UPDATE SKIP LOCKED`,
+        `SELECT o.id FROM agenthooks_operations AS o
+         WHERE o.status = 'completed' AND o.completed_at < $1
+           AND NOT EXISTS (
+             SELECT 1 FROM agenthooks_parked_call_operations AS l
+             JOIN agenthooks_parked_calls AS p ON p.tool_call_id = l.tool_call_id
+             WHERE l.operation_id = o.id AND p.final_result IS NULL)
+         ORDER BY o.completed_at LIMIT $2
+         FOR UPDATE OF o SKIP LOCKED`,
         [cutoff, batchSize],
       );
       // A new statement, so its snapshot is taken with the rows locked: a

@@ -503,6 +503,33 @@ describe('HookService in process', () => {
     expect(receiver.requests).toHaveLength(2);
   });
 
+  it('lets an operation parked waiting for a human expire once its parked call is published, as a terminal one does', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'agenthooks-service-'));
+    const { client } = build({ dir });
+    // A second connection to the app's file, for the retention sweep.
+    const store = openSqliteStore(join(dir, 'agenthooks.db'));
+    open.push(() => store.close());
+    await client.registerHooks({
+      operationId: 'op-approval',
+      hooks: [{ id: 'notes', type: HookType.AFTER_STEP, webhook: { url: 'http://127.0.0.1:9/x' } }],
+    });
+    await client.parkToolCall({
+      context: toolContext('op-approval', 'approval-1'),
+      kind: ParkKind.HUMAN_APPROVAL,
+    });
+    await client.completeOperation({
+      event: { operationId: 'op-approval', reason: 'waiting_for_human' },
+    });
+    await client.completeOperation({
+      event: { operationId: 'op-async', reason: 'waiting_for_async_tool' },
+    });
+    const later = Date.now() + 60_000;
+    // While its call waits, the parked operation stays.
+    expect((await store.expireBefore(later, 10)).operations).toEqual(['op-async']);
+    await client.publishDeferredResult({ toolCallId: 'approval-1', result: { content: 'ok' } });
+    expect((await store.expireBefore(later, 10)).operations).toEqual(['op-approval']);
+  });
+
   it('publishes a deferred result once; a concurrent duplicate gets the same final result', async () => {
     const { client } = build();
     await client.parkToolCall({

@@ -615,6 +615,19 @@ export function describeStoreContract(name: string, backend: StoreBackend): void
         expect((await store.operationState(['op-w'])).get('op-w')).toBe('completed');
       });
 
+      it('passes over operations waiting parked calls hold, so that a full batch of them never starves the rest', async () => {
+        const store = await backend.open();
+        // Parked operations, completed first: each keeps a call waiting.
+        for (const id of ['op-w1', 'op-w2', 'op-w3']) {
+          await store.parkCall(parkedCall(`call-${id}`, [id], OLD));
+          await store.markOperationCompleted(id, OLD);
+        }
+        await store.markOperationCompleted('op-free', OLD + 1);
+
+        expect((await store.expireBefore(CUTOFF, 2)).operations).toEqual(['op-free']);
+        expect((await store.operationState(['op-w1'])).get('op-w1')).toBe('completed');
+      });
+
       it('deletes tombstones older than the tombstone cutoff in batches, only when asked', async () => {
         const store = await backend.open();
         for (const id of ['t-1', 't-2', 't-3']) {
