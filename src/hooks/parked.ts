@@ -15,6 +15,7 @@ import type { Decision, HookOutcome } from '../../gen/agenthooks/v1/decisions_pb
 import {
   type AfterToolCallEvent,
   AfterToolCallEventSchema,
+  type HookEvent,
   HookEventSchema,
   HookType,
   type ToolCallContext,
@@ -517,7 +518,7 @@ export class DeferredPublisher {
         'afterToolCall notification of a published result',
         async (background) => {
           deps.tracing?.adopt(background, signal);
-          await dispatchEvent(deps, notification, background);
+          await notifyPublished(deps, notification, background);
         },
         { fields: { operationId: record.context.operationId }, bytes: detachedBytes(notification) },
       );
@@ -526,6 +527,43 @@ export class DeferredPublisher {
     return extend(publication, {
       evaluation: { context: record.context, chain, decision, outcomes },
     });
+  }
+}
+
+/** Tries of a published result's notification while the store is out. */
+const NOTIFY_TRIES = 6;
+
+/**
+ * Sends the `afterToolCall` notification of a result this call published.
+ * Its hooks are read from the store before anything is sent, so a read that
+ * fails with an outage (`STORE_UNAVAILABLE`: a PostgreSQL connection lost) is
+ * tried again, 100 ms doubling to 2 s apart, {@link NOTIFY_TRIES} times in
+ * all: nothing else would ever send it, since the publication has answered
+ * `published: true` and its duplicates get `published: false`.
+ */
+async function notifyPublished(
+  deps: ParkDeps,
+  notification: HookEvent,
+  signal: AbortSignal,
+): Promise<void> {
+  let pause = RELEASE_FIRST_PAUSE_MS;
+  for (let tried = 1; ; tried++) {
+    try {
+      await dispatchEvent(deps, notification, signal);
+      return;
+    } catch (e: unknown) {
+      if (!hasReason(e, 'STORE_UNAVAILABLE') || tried >= NOTIFY_TRIES || signal.aborted) throw e;
+    }
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, pause);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    });
+    pause = Math.min(2 * pause, RELEASE_MAX_PAUSE_MS);
   }
 }
 

@@ -555,6 +555,47 @@ describe('the publication lease across two apps on one store', () => {
     expect(lines.some((l) => l.includes('cannot release a publication lease'))).toBe(true);
   });
 
+  it("sends a published result's afterToolCall notification when the store fails the first read of its hooks", async () => {
+    const dir = sharedDir();
+    let published = false;
+    let failedReads = 0;
+    const faults = {
+      publishResult:
+        (real: (...args: never[]) => unknown) =>
+        async (...args: never[]) => {
+          const out = await real(...args);
+          published = true;
+          return out;
+        },
+      // After the write, the connection drops once: the notification's read of the hooks fails.
+      listHooks:
+        (real: (...args: never[]) => unknown) =>
+        async (...args: never[]) => {
+          if (published && failedReads++ === 0) throw outage();
+          return real(...args);
+        },
+    } as Parameters<typeof faultyStore>[1];
+    // Shared, as PostgreSQL is: nothing read is cached, so the notification reads the store.
+    const { store } = faultyStore(dir, faults);
+    const { client } = pod(dir, '30s', { store: { store, shared: true } });
+    receiver = await startReceiver({ answer: { json: { decision: 'allow' } } });
+    await parkWithControl(client, receiver.url, 'call-notify');
+    await client.registerHooks({
+      operationId: OPERATION,
+      hooks: [
+        { id: 'log', type: HookType.AFTER_TOOL_CALL, webhook: { url: `${receiver.url}/log` } },
+      ],
+    });
+    const answer = await client.publishDeferredResult({
+      toolCallId: 'call-notify',
+      result: { content: 'done' },
+    });
+    expect(answer.published).toBe(true);
+    const [, notified] = await receiver.waitForRequests(2);
+    expect(notified?.path).toBe('/log');
+    expect(failedReads).toBe(2);
+  });
+
   it('does not retry a release the store refused for a lock (SQLite busy): the lease lapses by itself', async () => {
     let releases = 0;
     const busy = () => new StoreUnavailableError('STORE_LOCKED', 'the database is locked');
