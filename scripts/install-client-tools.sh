@@ -14,7 +14,8 @@
 # adapters (integrations/python) with their pinned frameworks.
 # With --generators-only (as scripts/generate-clients.sh runs it) it installs
 # the code generators and leaves the Go modules and build alone.
-# Needs python3 (3.9 or newer) and go (1.26 or newer) on PATH.
+# Needs python3 (3.11 or newer: grpcio 1.85.1 needs 3.10, the framework
+# adapters 3.11) and go (1.26 or newer) on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=../clients/versions.env
