@@ -487,7 +487,11 @@ func (m *model) Call(ctx context.Context, prompt string, options ...llms.CallOpt
 // Message is a message in the spec's shape (hookbus-hooks.md), as the
 // modifying points get and answer it. From langchaingo: role system ->
 // "system", human/generic -> "user", ai -> "assistant" (its tool calls in
-// toolCalls, arguments parsed), tool -> "toolResult" (toolCallId, toolName).
+// toolCalls, arguments parsed), tool -> "toolResult". A "toolResult" message
+// always carries toolCallId, toolName and isError, as every adapter sends
+// it: toolName is the name of the preceding assistant tool call with that id
+// when langchaingo's ToolCallResponse has none, and isError is false
+// (langchaingo's tool responses carry no error flag).
 type Message struct {
 	Role       string         `json:"role"`
 	Content    string         `json:"content"`
@@ -495,6 +499,23 @@ type Message struct {
 	ToolCallID string         `json:"toolCallId,omitempty"`
 	ToolName   string         `json:"toolName,omitempty"`
 	IsError    bool           `json:"isError,omitempty"`
+}
+
+// MarshalJSON writes a "toolResult" message with all of its fields (an empty
+// toolName and a false isError included), other messages without the fields
+// they do not have.
+func (m Message) MarshalJSON() ([]byte, error) {
+	type plain Message
+	if m.Role != "toolResult" {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		Role       string `json:"role"`
+		ToolCallID string `json:"toolCallId"`
+		ToolName   string `json:"toolName"`
+		Content    string `json:"content"`
+		IsError    bool   `json:"isError"`
+	}{m.Role, m.ToolCallID, m.ToolName, m.Content, m.IsError})
 }
 
 // ToolCallJSON is a tool call of an assistant message in the spec's shape.
@@ -507,6 +528,8 @@ type ToolCallJSON struct {
 // ToMessages converts langchaingo messages to the spec's shape.
 func ToMessages(in []llms.MessageContent) []Message {
 	out := make([]Message, 0, len(in))
+	// The name of each tool call the assistant messages so far asked for, by id.
+	names := map[string]string{}
 	for _, mc := range in {
 		var m Message
 		switch mc.Role {
@@ -537,8 +560,12 @@ func ToMessages(in []llms.MessageContent) []Message {
 				}
 				call.Arguments = json.RawMessage(args)
 				m.ToolCalls = append(m.ToolCalls, call)
+				names[call.ID] = call.Name
 			case llms.ToolCallResponse:
 				m.ToolCallID, m.ToolName = p.ToolCallID, p.Name
+				if m.ToolName == "" {
+					m.ToolName = names[p.ToolCallID]
+				}
 				text = append(text, p.Content)
 			}
 		}

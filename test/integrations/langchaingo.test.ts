@@ -3,14 +3,15 @@
  * agent executor of langchaingo (an OpenAI-functions agent) on a scripted
  * model, in a child process (`cmd/canonical`, built once per file), against
  * one real sidecar and one real receiver; each scenario registers its hooks
- * on its own operation.
+ * on its own operation. The adapter's own Go tests (message conversion) run
+ * here too.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/sidecar.js';
 import { adapterScenarios, type Harness, startHarness } from './runner-harness.js';
 
@@ -38,4 +39,12 @@ describe('langchaingo adapter', () => {
   });
 
   adapterScenarios('lcg', () => ({ harness, runner: { file: runner, prefix: [], cwd: MODULE } }));
+
+  it("passes the adapter's Go tests (go test)", async () => {
+    const { stdout } = await promisify(execFile)('go', ['test', '-count=1', '.'], {
+      cwd: MODULE,
+      timeout: 120_000,
+    });
+    expect(stdout).toMatch(/^ok\s/m);
+  }, 150_000);
 });
