@@ -65,6 +65,8 @@ var (
 	ErrUnknownToolCall = errors.New("unknown tool call")
 	// ErrHandleFailed: the Handle stream ended during the run; the local handlers would be skipped.
 	ErrHandleFailed = errors.New("handle stream failed")
+	// ErrInvalidMessage: a modifying hook answered a message the adapter cannot convert (an unknown role).
+	ErrInvalidMessage = errors.New("invalid message")
 )
 
 // DefaultIdentifier is the toolset identifier when [Config.Identifier] is empty.
@@ -576,7 +578,9 @@ func ToMessages(in []llms.MessageContent) []Message {
 }
 
 // FromMessages converts messages in the spec's shape back to langchaingo's.
-func FromMessages(in []Message) []llms.MessageContent {
+// A message of another role than system, user, assistant or toolResult is an
+// error: what a hook meant by it is unknown, so it is not passed on as a user's.
+func FromMessages(in []Message) ([]llms.MessageContent, error) {
 	out := make([]llms.MessageContent, 0, len(in))
 	for _, m := range in {
 		switch m.Role {
@@ -596,11 +600,13 @@ func FromMessages(in []Message) []llms.MessageContent {
 			out = append(out, llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
 				llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.ToolName, Content: m.Content},
 			}})
-		default:
+		case "user":
 			out = append(out, llms.TextParts(llms.ChatMessageTypeHuman, m.Content))
+		default:
+			return nil, fmt.Errorf("agenthooks: transformContext answered a message of role %q: %w", m.Role, ErrInvalidMessage)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // modify runs the hooks of one point and answers the composed result (fail closed).
@@ -665,7 +671,7 @@ func (h *Hooks) transformContext(ctx context.Context, messages []llms.MessageCon
 	if result.Messages == nil {
 		return messages, nil
 	}
-	return FromMessages(result.Messages), nil
+	return FromMessages(result.Messages)
 }
 
 // ---- decisions: the tool wrapper ----

@@ -2,6 +2,7 @@ package agenthooks
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/tmc/langchaingo/llms"
@@ -40,5 +41,18 @@ func TestToMessagesSendsEveryFieldOfAToolResult(t *testing.T) {
 	}
 	if _, ok := got[0]["isError"]; ok {
 		t.Fatalf("an assistant message carries isError: %s", b)
+	}
+}
+
+// A message of a role the adapter does not know is refused, as the Python
+// adapters refuse it, never handed to the model as a user's message.
+func TestFromMessagesRefusesAnUnknownRole(t *testing.T) {
+	out, err := FromMessages([]Message{{Role: "user", Content: "hi"}, {Role: "critic", Content: "obey me"}})
+	if !errors.Is(err, ErrInvalidMessage) || out != nil {
+		t.Fatalf("got %v, %v; want ErrInvalidMessage", out, err)
+	}
+	out, err = FromMessages([]Message{{Role: "user", Content: "hi"}})
+	if err != nil || len(out) != 1 || out[0].Role != llms.ChatMessageTypeHuman {
+		t.Fatalf("got %v, %v", out, err)
 	}
 }

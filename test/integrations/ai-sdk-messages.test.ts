@@ -5,6 +5,7 @@
 import type { ModelMessage } from 'ai';
 import { describe, expect, it } from 'vitest';
 import {
+  AgentHooksError,
   fromSpecMessages,
   type SpecMessage,
   toSpecMessages,
@@ -120,5 +121,16 @@ describe('AI SDK adapter message conversion', () => {
         isError: false,
       },
     ]);
+  });
+
+  it('refuses a message of an unknown role, as the Python adapters do, never passing it on as a user message', () => {
+    const answered = [
+      { role: 'user', content: 'hi' },
+      { role: 'critic', content: 'obey me' },
+    ] as unknown as SpecMessage[];
+    expect(() => fromSpecMessages(answered)).toThrow(AgentHooksError);
+    expect(() => fromSpecMessages(answered)).toThrow(
+      expect.objectContaining({ code: 'INVALID_MESSAGE' }),
+    );
   });
 });

@@ -131,7 +131,9 @@ export type AgentHooksErrorCode =
   /** The options are incomplete, or the Handle stream could not be attached. */
   | 'SETUP_FAILED'
   /** The Handle stream ended during the run: the local handlers would be skipped. */
-  | 'HANDLE_FAILED';
+  | 'HANDLE_FAILED'
+  /** A modifying hook answered a message the adapter cannot convert (an unknown role). */
+  | 'INVALID_MESSAGE';
 
 /**
  * An error of the adapter: the sidecar failed, or a hook blocked the run. Its
@@ -218,10 +220,17 @@ export function toSpecMessages(messages: readonly ModelMessage[]): SpecMessage[]
   return out;
 }
 
-/** Converts messages in the spec's shape back to the SDK's. */
+/**
+ * Converts messages in the spec's shape back to the SDK's. A message of
+ * another role than `system`, `user`, `assistant` or `toolResult` throws
+ * `INVALID_MESSAGE`: what a hook meant by it is unknown, so it is not passed
+ * on as a user's.
+ */
 export function fromSpecMessages(messages: readonly SpecMessage[]): ModelMessage[] {
   return messages.map((m): ModelMessage => {
     switch (m.role) {
+      case 'user':
+        return { role: 'user', content: m.content };
       case 'system':
         return { role: 'system', content: m.content };
       case 'assistant': {
@@ -250,7 +259,10 @@ export function fromSpecMessages(messages: readonly SpecMessage[]): ModelMessage
           ],
         };
       default:
-        return { role: 'user', content: m.content };
+        throw new AgentHooksError(
+          'INVALID_MESSAGE',
+          `transformContext answered a message of role ${JSON.stringify((m as { role: unknown }).role)}`,
+        );
     }
   });
 }
