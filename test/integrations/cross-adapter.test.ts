@@ -30,6 +30,8 @@ import {
 const FRAMEWORK_IDS = ['assistantMessageId'];
 
 const PYTHON = join(REPO_ROOT, '.venv', 'bin', 'python');
+/** The Python adapters of this checkout, whichever checkout the venv's editable install points to. */
+const PYTHONPATH = join(REPO_ROOT, 'integrations', 'python');
 
 /** The payloads of `operationId`'s run with the operation id replaced and FRAMEWORK_IDS removed. */
 function normalised(payloads: readonly unknown[], operationId: string): unknown {
@@ -90,6 +92,7 @@ describe('the four framework adapters, one scripted run', () => {
           r.file,
           [...r.args, '--target', harness.sidecar.grpc, '--operation-id', op],
           r.cwd,
+          { PYTHONPATH },
         );
       }),
     );

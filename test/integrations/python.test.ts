@@ -66,6 +66,15 @@ type Scenario =
   | (typeof SHARED_SCENARIOS)[number]
   | (typeof LANGCHAIN_ONLY)[number]
   | (typeof OPENAI_AGENTS_ONLY)[number];
+/**
+ * The Python processes' environment: the adapters of this checkout first on
+ * the path, whichever checkout the venv's editable install points to.
+ */
+const PYTHON_ENV = {
+  PATH: process.env.PATH ?? '',
+  HOME: process.env.HOME ?? '/tmp',
+  PYTHONPATH: join(REPO_ROOT, 'integrations', 'python'),
+};
 /** A Python process may wait this long; the frameworks take seconds to import on a busy machine. */
 const RUN_TIMEOUT_MS = 60_000;
 
@@ -169,7 +178,7 @@ async function runPython(args: string[]): Promise<string> {
   const { stdout } = await execFileAsync(PYTHON, [RUNNER, ...args], {
     cwd: REPO_ROOT,
     timeout: RUN_TIMEOUT_MS,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' },
+    env: PYTHON_ENV,
   });
   return stdout;
 }
@@ -683,6 +692,7 @@ describe('the Python adapters against an answer the contract never gives', () =>
     const { stdout } = await execFileAsync(PYTHON, [script], {
       cwd: REPO_ROOT,
       timeout: RUN_TIMEOUT_MS,
+      env: PYTHON_ENV,
     });
     expect(stdout.trim()).toBe('ok');
   });
