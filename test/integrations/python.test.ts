@@ -697,3 +697,55 @@ describe('the Python adapters against an answer the contract never gives', () =>
     expect(stdout.trim()).toBe('ok');
   });
 });
+
+describe('the Python adapters, on what every adapter promises (tests/contract.py)', () => {
+  const CONTRACT = join(REPO_ROOT, 'integrations', 'python', 'tests', 'contract.py');
+  const base = `op-py-contract-${process.pid}`;
+  const op = (check: string) => `${base}-${check}`;
+  const lines = new Map<string, Record<string, unknown>>();
+
+  beforeAll(async () => {
+    for (const framework of ['langchain', 'openai-agents']) {
+      const o = op(`exact-args-${framework}`);
+      // Sees the beforeToolCall context; answers nothing (204: no change).
+      await register(o, [
+        {
+          id: 'observe-args',
+          point: 'MODIFY_POINT_BEFORE_TOOL_CALL',
+          webhook: { url: `${receiver.url}/observe/${o}` },
+        },
+      ]);
+    }
+    const { stdout } = await execFileAsync(
+      PYTHON,
+      [CONTRACT, '--target', sidecar.grpc, '--operation-id', base],
+      {
+        cwd: REPO_ROOT,
+        timeout: RUN_TIMEOUT_MS,
+        env: PYTHON_ENV,
+      },
+    );
+    for (const l of stdout.trim().split('\n')) {
+      const line = JSON.parse(l) as Record<string, unknown>;
+      lines.set(String(line.check), line);
+    }
+  }, 2 * RUN_TIMEOUT_MS);
+
+  it.each(['langchain', 'openai-agents'])(
+    "%s: the tool gets the model's own arguments (ints stay ints, past 2**53 too), and beforeToolCall gets toolCall {id, name}",
+    (framework) => {
+      const line = lines.get(`exact-args-${framework}`);
+      expect(line?.error).toBeUndefined();
+      expect(line?.toolArgs).toEqual(["{'city': 'Paris', 'days': 3, 'ref': 9007199254740993}"]);
+      const [seen] = receiver.requests.filter(
+        (r) => r.path === `/observe/${op(`exact-args-${framework}`)}`,
+      );
+      expect((seen?.json as { toolCall?: unknown } | undefined)?.toolCall).toEqual({
+        id: 'call_weather_1',
+        name: 'get_weather',
+      });
+      // The raw body: JSON.parse would round the int above 2**53 itself.
+      expect(seen?.body).toContain('"args":{"city":"Paris","days":3,"ref":9007199254740993}');
+    },
+  );
+});

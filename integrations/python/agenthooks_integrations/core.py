@@ -322,7 +322,10 @@ class PlannedCall:
     """A tool call after `beforeToolCall` (Modify) and `DecideToolCall`, before it runs."""
 
     context: events_pb2.ToolCallContext
+    # What the tool gets: the model's arguments, or a beforeToolCall hook's rewrite.
     args: dict[str, Any]
+    # Whether a beforeToolCall hook rewrote the arguments.
+    rewritten: bool = False
     # Set when the tool must not run: the result stands in for it.
     result: events_pb2.ToolResult | None = None
     mocked: bool = False
@@ -462,19 +465,26 @@ class RunState:
             **optional,
         )
 
-    def plan_tool_call(self, context: events_pb2.ToolCallContext) -> PlannedCall:
+    def plan_tool_call(self, context: events_pb2.ToolCallContext,
+                       args: dict[str, Any] | None = None) -> PlannedCall:
         """Runs `beforeToolCall` (Modify: argument rewrite or short-circuit), then DecideToolCall.
 
+        `args` is the model's input as the framework parsed it; the tool gets it
+        as it is unless a hook rewrote the arguments (`context.args`, a Struct,
+        holds every number as a double: an int would come back a float, and one
+        above 2**53 changed). Without it, the arguments are read from the context.
         The controls see the effective arguments, the ones the tool would get.
         """
         self.client.check_handlers()
-        args = json_format.MessageToDict(context.args)
+        if args is None:
+            args = json_format.MessageToDict(context.args)
         before = self.modify(hooks_pb2.MODIFY_POINT_BEFORE_TOOL_CALL, {
-            "toolCall": {"id": context.tool_call_id, "name": context.api_name, "arguments": args},
+            "toolCall": {"id": context.tool_call_id, "name": context.api_name},
             "args": args,
             "iteration": context.step_index + 1,
         })
-        if isinstance(before.get("args"), dict):
+        rewritten = isinstance(before.get("args"), dict)
+        if rewritten:
             args = before["args"]
             context.args.Clear()
             context.args.update(args)
@@ -482,7 +492,7 @@ class RunState:
         # A stream that broke while the sidecar decided may have had its handlers skipped.
         self.client.check_handlers()
         outcome = decision.WhichOneof("outcome")
-        planned = PlannedCall(context=context, args=args)
+        planned = PlannedCall(context=context, args=args, rewritten=rewritten)
         if outcome == "deny":
             planned.result = decision.deny.blocked_result
             planned.decision = "deny"
@@ -520,9 +530,12 @@ class RunState:
                            decision=planned.decision)
 
     def run_tool_call(self, context: events_pb2.ToolCallContext,
-                      call: Callable[[dict[str, Any]], str]) -> ToolOutcome:
-        """The whole flow, for a synchronous tool: plan, run if allowed, check, notify."""
-        planned = self.plan_tool_call(context)
+                      call: Callable[[dict[str, Any]], str],
+                      args: dict[str, Any] | None = None) -> ToolOutcome:
+        """The whole flow, for a synchronous tool: plan, run if allowed, check, notify.
+
+        `args`: the model's arguments, as for `plan_tool_call`."""
+        planned = self.plan_tool_call(context, args)
         if planned.result is not None:
             return self.finish_tool_call(planned, None)
         try:

@@ -322,12 +322,21 @@ class AgentHooksMiddleware(AgentMiddleware):
 
     # ---- the tool call -------------------------------------------------------------------
 
-    def _context(self, run: RunState, request: Any) -> events_pb2.ToolCallContext:
+    def _plan(self, run: RunState, request: Any) -> Any:
+        """Plans the call; the tool gets the model's own arguments unless a hook rewrote them."""
         call = request.tool_call
         message_id, index = _tool_call_position(request.state.get("messages", []), call["id"])
-        return run.tool_context(tool_call_id=call["id"], api_name=call["name"],
-                                args=dict(call.get("args") or {}),
-                                assistant_message_id=message_id, call_index=index)
+        args = dict(call.get("args") or {})
+        context = run.tool_context(tool_call_id=call["id"], api_name=call["name"], args=args,
+                                   assistant_message_id=message_id, call_index=index)
+        return run.plan_tool_call(context, args)
+
+    @staticmethod
+    def _request_of(request: Any, planned: Any) -> Any:
+        """The tool's request: as the model made it, or with the rewritten arguments."""
+        if not planned.rewritten:
+            return request
+        return request.override(tool_call={**request.tool_call, "args": planned.args})
 
     @staticmethod
     def _message(request: Any, content: str, success: bool) -> ToolMessage:
@@ -372,12 +381,11 @@ class AgentHooksMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         run = self._run(request.state)
         try:
-            planned = run.plan_tool_call(self._context(run, request))
+            planned = self._plan(run, request)
             if planned.result is not None:
                 return self._finish(run, request, planned, None)
             try:
-                output = handler(request.override(tool_call={**request.tool_call,
-                                                             "args": planned.args}))
+                output = handler(self._request_of(request, planned))
             except GraphInterrupt:
                 raise
             except Exception as e:
@@ -397,13 +405,11 @@ class AgentHooksMiddleware(AgentMiddleware):
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         run = self._run(request.state)
         try:
-            planned = await asyncio.to_thread(
-                lambda: run.plan_tool_call(self._context(run, request)))
+            planned = await asyncio.to_thread(self._plan, run, request)
             if planned.result is not None:
                 return await asyncio.to_thread(self._finish, run, request, planned, None)
             try:
-                output = await handler(request.override(tool_call={**request.tool_call,
-                                                                   "args": planned.args}))
+                output = await handler(self._request_of(request, planned))
             except GraphInterrupt:
                 raise
             except Exception as e:

@@ -508,11 +508,15 @@ class AgentHooks:
                 planned = await asyncio.to_thread(lambda: state.plan_tool_call(state.tool_context(
                     tool_call_id=ctx.tool_call_id, api_name=tool.name, args=args,
                     assistant_message_id=site.assistant_message_id, call_index=site.call_index,
-                    step_index=site.step_index)))
+                    step_index=site.step_index), args))
                 if planned.result is not None:
                     outcome = await asyncio.to_thread(state.finish_tool_call, planned, None)
                     return outcome.content
-                output, success = await adapter._invoke(tool, original, raw, ctx, planned, state)
+                # The model's own JSON unless a hook rewrote the arguments.
+                tool_input = (input_json if input_json and not planned.rewritten
+                              else json.dumps(planned.args))
+                output, success = await adapter._invoke(tool, original, raw, ctx, tool_input,
+                                                        planned, state)
                 result = events_pb2.ToolResult(content=output if isinstance(output, str)
                                                else str(output), success=success)
                 outcome = await asyncio.to_thread(state.finish_tool_call, planned, result)
@@ -529,9 +533,8 @@ class AgentHooks:
 
     @staticmethod
     async def _invoke(tool: FunctionTool, original: Any, raw: Any, ctx: ToolContext[Any],
-                      planned: Any, state: RunState) -> tuple[Any, bool]:
-        """Runs the tool with the planned arguments: (output, success)."""
-        input_json = json.dumps(planned.args)
+                      input_json: str, planned: Any, state: RunState) -> tuple[Any, bool]:
+        """Runs the tool on `input_json` (the planned arguments): (output, success)."""
         if raw is None:
             return await original(ctx, input_json), True
         try:

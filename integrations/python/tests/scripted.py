@@ -4,6 +4,7 @@ Each follows the canonical script: its first call asks for one tool call, id
 `call_weather_1`, `get_weather({"city":"Paris"})`; every later call answers
 `It is sunny in Paris.`. Each records, per call, the JSON of the messages it
 got (hookbus-hooks.md's shape, via the adapter's converter) in `inputs`.
+`tool_args` replaces the tool call's arguments.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ TOOL_ARGS = {"city": "Paris"}
 FINAL = "It is sunny in Paris."
 
 
-def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = None) -> Any:
+def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = None,
+                    tool_args: dict[str, Any] | None = None) -> Any:
     """A LangChain chat model (BaseChatModel) that supports bind_tools.
 
     `settings` gets, per call, the keyword arguments bound to it besides `tools`.
@@ -49,7 +51,7 @@ def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = N
             self.calls += 1
             if self.calls == 1:
                 message = AIMessage(content="", tool_calls=[
-                    {"id": TOOL_CALL_ID, "name": TOOL_NAME, "args": dict(TOOL_ARGS),
+                    {"id": TOOL_CALL_ID, "name": TOOL_NAME, "args": dict(tool_args or TOOL_ARGS),
                      "type": "tool_call"}])
             else:
                 message = AIMessage(content=FINAL)
@@ -58,7 +60,8 @@ def langchain_model(inputs: list[str], settings: list[dict[str, Any]] | None = N
     return ScriptedChatModel()
 
 
-def openai_agents_model(inputs: list[str], settings: list[dict[str, Any]] | None = None) -> Any:
+def openai_agents_model(inputs: list[str], settings: list[dict[str, Any]] | None = None,
+                        tool_args: dict[str, Any] | None = None) -> Any:
     """An OpenAI Agents SDK Model; `settings` gets each call's ModelSettings (set ones)."""
     from agents import Model, ModelResponse, Usage
     from openai.types.responses import (
@@ -87,7 +90,7 @@ def openai_agents_model(inputs: list[str], settings: list[dict[str, Any]] | None
             if self.calls == 1:
                 output: list[Any] = [ResponseFunctionToolCall(
                     type="function_call", call_id=TOOL_CALL_ID, name=TOOL_NAME,
-                    arguments=json.dumps(TOOL_ARGS), status="completed")]
+                    arguments=json.dumps(tool_args or TOOL_ARGS), status="completed")]
             else:
                 output = [ResponseOutputMessage(
                     id="msg_final", type="message", role="assistant", status="completed",
