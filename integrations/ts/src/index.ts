@@ -359,6 +359,23 @@ class HandleStream {
   }
 }
 
+/**
+ * A tool's final output. An `execute` that is an async generator (its
+ * yields are preliminary outputs, the last one the final output the model
+ * reads) is run to its end here, and only the last value is answered: the
+ * result controls (DecideToolResult) judge it before the SDK, or anyone
+ * streaming the preliminary outputs, sees any of it.
+ */
+async function finalOutput(output: unknown): Promise<unknown> {
+  const value = await output;
+  if (value === null || typeof value !== 'object' || !(Symbol.asyncIterator in value)) {
+    return value;
+  }
+  let last: unknown;
+  for await (const part of value as AsyncIterable<unknown>) last = part;
+  return last;
+}
+
 /** Answers a `beforeToolCall` handler call with a mock result. */
 export function mockReply(content: string): HandlerReply {
   return { outcome: { case: 'mock', value: { result: { content, success: true } } } };
@@ -781,7 +798,7 @@ export class AgentHooks {
     if (stand === undefined) {
       const toolInput = before.args === undefined ? input : (args as unknown);
       try {
-        output = await execute(toolInput as never, options as never);
+        output = await finalOutput(execute(toolInput as never, options as never));
       } catch (e) {
         await this.#dispatch(
           create(HookEventSchema, {
