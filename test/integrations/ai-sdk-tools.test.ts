@@ -14,7 +14,7 @@ import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { type Hook, HookSchema, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService } from '../../gen/agenthooks/v1/service_pb.js';
 import {
-  type AgentHooks,
+  AgentHooks,
   createAgentHooks,
   type HandleFunction,
 } from '../../integrations/ts/src/index.js';
@@ -155,5 +155,19 @@ describe('the AI SDK adapter, on tools', () => {
       .map((r) => (r.json as { result: { content: string } }).result.content);
     expect(judged).toEqual(['sunny in Paris']);
     expect(model.toolResults()).toEqual(['sunny in Paris']);
+  });
+
+  it('refuses a tool without execute (provider-executed or client-side): its calls could not be decided', () => {
+    const hooks = new AgentHooks({ target: sidecar.grpc, userId: 'user-1' });
+    expect(() =>
+      hooks.tools({
+        web_search: tool({ description: 'Runs at the provider.', inputSchema: INPUT_SCHEMA }),
+      }),
+    ).toThrow(
+      expect.objectContaining({
+        code: 'UNDECIDABLE_TOOL',
+        message: expect.stringContaining('tool "web_search" has no execute'),
+      }),
+    );
   });
 });

@@ -716,6 +716,7 @@ describe('the Python adapters, on what every adapter promises (tests/contract.py
         },
       ]);
     }
+    await register(op('provider-tool'), notifications(op('provider-tool')));
     const { stdout } = await execFileAsync(
       PYTHON,
       [CONTRACT, '--target', sidecar.grpc, '--operation-id', base],
@@ -748,4 +749,13 @@ describe('the Python adapters, on what every adapter promises (tests/contract.py
       expect(seen?.body).toContain('"args":{"city":"Paris","days":3,"ref":9007199254740993}');
     },
   );
+
+  it('langchain: refuses a provider (built-in) tool, whose calls agenthooks cannot decide, before the model runs', () => {
+    const line = lines.get('provider-tool');
+    expect(line?.error).toMatch(
+      /^AgentHooksError: .*tool \{'type': 'web_search_preview'\} is a provider tool, whose calls agenthooks cannot decide/,
+    );
+    expect(line?.toolRuns).toBe(0);
+    expect(line?.modelCalls).toBe(0);
+  });
 });

@@ -14,7 +14,10 @@ What each of the middleware's hooks does (the spec's names):
 - `before_model`: from the second model call on, the last step's `afterStep`
   (Dispatch, awaited) and `shouldStopAfterTurn` (Modify; `stop: true` ends the
   agent); then `beforeStep` (Dispatch, awaited).
-- `wrap_model_call`: `transformContext` (Modify) on the messages the model gets,
+- `wrap_model_call`: refuses a model call whose tools hold a provider (built-in)
+  tool, a dict such as `{"type": "web_search_preview"}` (its calls run at the
+  provider and never reach `wrap_tool_call`, so nothing could decide them);
+  then `transformContext` (Modify) on the messages the model gets,
   for this call only; then `beforeProviderPayload` (Modify) with
   `{"model": <model type>, "payload": <the request's model_settings>}`, the
   keyword arguments bound to the chat model with its tools (the part of the
@@ -63,6 +66,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.errors import GraphInterrupt
 from langgraph.types import Command
@@ -290,7 +294,19 @@ class AgentHooksMiddleware(AgentMiddleware):
 
     # ---- the model call ------------------------------------------------------------------
 
+    @staticmethod
+    def _refuse_provider_tools(request: ModelRequest) -> None:
+        """A provider (built-in) tool, such as `{"type": "web_search_preview"}`, runs at the
+        provider and never reaches `wrap_tool_call`: its calls would go undecided, so the
+        model call is refused before it runs (as the Agents SDK adapter refuses hosted tools)."""
+        for tool in request.tools or []:
+            if not isinstance(tool, BaseTool):
+                raise AgentHooksError(
+                    f"agenthooks: tool {tool!r} is a provider tool, whose calls agenthooks "
+                    "cannot decide (they never reach wrap_tool_call); remove it from the agent")
+
     def _shape_request(self, run: RunState, request: ModelRequest) -> ModelRequest:
+        self._refuse_provider_tools(request)
         context = run.modify(hooks_pb2.MODIFY_POINT_TRANSFORM_CONTEXT, {
             "messages": to_spec_messages(request.messages), "iteration": run.iteration})
         if isinstance(context.get("messages"), list):

@@ -10,6 +10,9 @@ and `error` (the error text, if it failed). The checks:
 - `exact-args-langchain`, `exact-args-openai-agents`: the scripted model asks
   for `get_weather` with `ARGS` (an int, and one above 2**53); `toolArgs` is
   the `repr` of what the tool got.
+- `provider-tool`: a LangChain agent whose tools hold a provider (built-in)
+  tool, `{"type": "web_search_preview"}`; `toolRuns` and `modelCalls` count
+  what ran.
 """
 
 from __future__ import annotations
@@ -76,9 +79,40 @@ def exact_args_openai_agents(target: str, operation_id: str) -> dict[str, Any]:
     return {"toolArgs": got}
 
 
+def provider_tool(target: str, operation_id: str) -> dict[str, Any]:
+    from langchain.agents import create_agent
+    from langchain_core.tools import tool
+
+    from agenthooks_integrations.langchain import AgentHooksMiddleware
+
+    runs: list[str] = []
+    inputs: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        runs.append(city)
+        return f"sunny in {city}"
+
+    middleware = AgentHooksMiddleware(target=target, operation_id=operation_id, **SETTINGS)
+    model = scripted.langchain_model(inputs)
+    line: dict[str, Any] = {}
+    try:
+        create_agent(model, [get_weather, {"type": "web_search_preview"}],
+                     middleware=[middleware]).invoke(
+            {"messages": [{"role": "user", "content": "Weather?"}]})
+    except Exception as e:
+        line["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        middleware.client.close()
+    line.update(toolRuns=len(runs), modelCalls=len(inputs))
+    return line
+
+
 CHECKS = {
     "exact-args-langchain": exact_args_langchain,
     "exact-args-openai-agents": exact_args_openai_agents,
+    "provider-tool": provider_tool,
 }
 
 

@@ -8,7 +8,9 @@
  *   blocked result, a local handler's mock gives it the mock), its result is
  *   checked (DecideToolResult), the `beforeToolCall` modifying hooks may
  *   rewrite its arguments or answer in its place, and `afterToolCall` (or
- *   `onToolCallError`) is dispatched;
+ *   `onToolCallError`) is dispatched; an async generator `execute` runs to
+ *   its end and only its last value is checked and handed on; a tool without
+ *   `execute` is refused;
  * - `hooks.prepareStep` dispatches `beforeStep` and runs the
  *   `transformContext` modifying hooks on the step's messages;
  *   `hooks.onStepFinish` dispatches `afterStep`; `hooks.stopWhen` asks the
@@ -132,6 +134,8 @@ export type AgentHooksErrorCode =
   | 'SETUP_FAILED'
   /** The Handle stream ended during the run: the local handlers would be skipped. */
   | 'HANDLE_FAILED'
+  /** `hooks.tools()` got a tool whose calls agenthooks cannot decide (no `execute`). */
+  | 'UNDECIDABLE_TOOL'
   /** A modifying hook answered a message the adapter cannot convert (an unknown role). */
   | 'INVALID_MESSAGE';
 
@@ -711,14 +715,22 @@ export class AgentHooks {
     });
   }
 
-  /** Wraps a tool set: each tool's `execute` is decided by the sidecar. */
+  /**
+   * Wraps a tool set: each tool's `execute` is decided by the sidecar. A tool
+   * without `execute` (a provider-executed tool, such as a provider's web
+   * search, or one the application runs itself) never reaches the adapter, so
+   * its calls could not be decided: it is refused (`UNDECIDABLE_TOOL`).
+   */
   tools<T extends ToolSet>(tools: T): T {
     const wrapped: Record<string, unknown> = {};
     for (const [name, tool] of Object.entries(tools)) {
       const execute = tool.execute;
       if (execute === undefined) {
-        wrapped[name] = tool;
-        continue;
+        throw new AgentHooksError(
+          'UNDECIDABLE_TOOL',
+          `tool ${JSON.stringify(name)} has no execute (a provider-executed or client-side tool), ` +
+            'so agenthooks cannot decide its calls; remove it from the tools',
+        );
       }
       wrapped[name] = Object.assign({}, tool, {
         execute: (input: unknown, options: Parameters<typeof execute>[1]) =>
