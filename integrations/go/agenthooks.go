@@ -78,6 +78,7 @@ const DefaultTimeout = 10 * time.Second
 // HandleFunc serves one call of a local handler (a hook registered with
 // `handler: true`) over the Handle stream: it answers done, a mock for
 // `beforeToolCall`, a modified result for a modifying point, or an error.
+// Calls run concurrently (up to 16 at once), each answered when it returns.
 type HandleFunc func(ctx context.Context, call *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply
 
 // Config is what the user supplies. Only Target (or Conn) is required.
@@ -876,11 +877,16 @@ func (h *Hooks) afterToolCall(ctx context.Context, callCtx *agenthooksv1.ToolCal
 
 // ---- local handlers: the Handle stream ----
 
+// handlerWorkers bounds the local handler calls that run at once.
+const handlerWorkers = 16
+
 type handleStream struct {
 	stream grpc.BidiStreamingClient[agenthooksv1.HandleRequest, agenthooksv1.HandleResponse]
 	cancel context.CancelFunc
 	sendMu sync.Mutex
 	done   chan struct{}
+	// workers holds one token per handler call running.
+	workers chan struct{}
 	// errMu guards closing and ended.
 	errMu sync.Mutex
 	// closing: close was called, so the stream's end is this side's doing.
@@ -912,7 +918,7 @@ func openHandleStream(client agenthooksv1.HookServiceClient, operationID string,
 		cancel()
 		return nil, err
 	}
-	s := &handleStream{stream: stream, cancel: cancel, done: make(chan struct{})}
+	s := &handleStream{stream: stream, cancel: cancel, done: make(chan struct{}), workers: make(chan struct{}, handlerWorkers)}
 	if err := s.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Attach{
 		Attach: &agenthooksv1.HandleAttach{OperationIds: []string{operationID}},
 	}}); err != nil {
@@ -962,16 +968,31 @@ func (s *handleStream) serve(ctx context.Context, fn HandleFunc, attached chan<-
 			default:
 			}
 		case *agenthooksv1.HandleResponse_Call:
-			reply := fn(ctx, m.Call)
-			if reply == nil {
-				reply = &agenthooksv1.HandlerReply{Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
-			}
-			reply.CallId = m.Call.GetCallId()
-			if err := s.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Reply{Reply: reply}}); err != nil {
-				s.end(err)
+			// Each call is answered when it completes, not in turn: a slow call must not
+			// hold back the calls of concurrent tool or model calls past the sidecar's
+			// --handler-timeout. At most handlerWorkers run at once; the next waits here.
+			select {
+			case s.workers <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
+			go func(call *agenthooksv1.HandlerCall) {
+				defer func() { <-s.workers }()
+				s.answer(ctx, fn, call)
+			}(m.Call)
 		}
+	}
+}
+
+// answer serves one call and sends its reply; a failed send ends the stream.
+func (s *handleStream) answer(ctx context.Context, fn HandleFunc, call *agenthooksv1.HandlerCall) {
+	reply := fn(ctx, call)
+	if reply == nil {
+		reply = &agenthooksv1.HandlerReply{Outcome: &agenthooksv1.HandlerReply_Done{Done: &agenthooksv1.HandlerDone{}}}
+	}
+	reply.CallId = call.GetCallId()
+	if err := s.send(&agenthooksv1.HandleRequest{Message: &agenthooksv1.HandleRequest_Reply{Reply: reply}}); err != nil {
+		s.end(err)
 	}
 }
 

@@ -17,6 +17,7 @@ import {
   AgentHooks,
   createAgentHooks,
   type HandleFunction,
+  mockReply,
 } from '../../integrations/ts/src/index.js';
 import { type Receiver, startReceiver } from '../support/receiver.js';
 import { killSidecar, type SidecarProcess, startSidecar } from '../support/sidecar.js';
@@ -30,6 +31,8 @@ const INPUT_SCHEMA = jsonSchema<{ city: string }>({
   properties: { city: { type: 'string' } },
   required: ['city'],
 });
+/** How long a handler call waits for the other one; far below --handler-timeout (10 s). */
+const BARRIER_MS = 5_000;
 
 /** A LanguageModelV3 whose first step calls `get_weather` once per id of `calls`, then answers "Done.". */
 class ScriptedModel {
@@ -155,6 +158,53 @@ describe('the AI SDK adapter, on tools', () => {
       .map((r) => (r.json as { result: { content: string } }).result.content);
     expect(judged).toEqual(['sunny in Paris']);
     expect(model.toolResults()).toEqual(['sunny in Paris']);
+  });
+
+  it('serves local handler calls concurrently: both tool calls of a step reach the handler at once, and both get its mock', async () => {
+    const op = 'op-ai-tools-concurrent';
+    await register(op, [
+      create(HookSchema, { id: 'mock-weather', type: HookType.BEFORE_TOOL_CALL, handler: true }),
+    ]);
+    let arrived = 0;
+    let bothArrived = () => {};
+    const both = new Promise<void>((resolve) => {
+      bothArrived = resolve;
+    });
+    let met = 0;
+    const handle: HandleFunction = async () => {
+      arrived += 1;
+      if (arrived === 2) bothArrived();
+      let timer: NodeJS.Timeout | undefined;
+      const waited = await Promise.race([
+        both.then(() => true),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(false), BARRIER_MS);
+        }),
+      ]);
+      clearTimeout(timer);
+      if (waited) met += 1;
+      return mockReply('mocked weather');
+    };
+    let toolRuns = 0;
+    const model = new ScriptedModel(['call_1', 'call_2']);
+    await run(
+      op,
+      model,
+      {
+        get_weather: tool({
+          description: 'The weather in a city.',
+          inputSchema: INPUT_SCHEMA,
+          execute: async ({ city }) => {
+            toolRuns += 1;
+            return `sunny in ${city}`;
+          },
+        }),
+      },
+      handle,
+    );
+    expect(met).toBe(2);
+    expect(toolRuns).toBe(0);
+    expect(model.toolResults()).toEqual(['mocked weather', 'mocked weather']);
   });
 
   it('refuses a tool without execute (provider-executed or client-side): its calls could not be decided', () => {

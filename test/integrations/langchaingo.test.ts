@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO_ROOT } from '../support/sidecar.js';
-import { adapterScenarios, type Harness, startHarness } from './runner-harness.js';
+import { adapterScenarios, type Harness, runRunner, startHarness } from './runner-harness.js';
 
 const MODULE = join(REPO_ROOT, 'integrations', 'go');
 
@@ -39,6 +39,18 @@ describe('langchaingo adapter', () => {
   });
 
   adapterScenarios('lcg', () => ({ harness, runner: { file: runner, prefix: [], cwd: MODULE } }));
+
+  it('serves local handler calls concurrently: two model calls at once both reach the transformContext handler', async () => {
+    const op = 'op-lcg-concurrent';
+    await harness.register(op, 'context-handler');
+    const exit = await runRunner(
+      runner,
+      ['--target', harness.sidecar.grpc, '--operation-id', op, '--scenario', 'concurrent'],
+      MODULE,
+    );
+    expect(exit.stderr).toBe('');
+    expect(exit.stdout.trim()).toBe('{"met":2}');
+  });
 
   it("passes the adapter's Go tests (go test)", async () => {
     const { stdout } = await promisify(execFile)('go', ['test', '-count=1', '.'], {

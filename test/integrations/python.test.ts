@@ -716,6 +716,9 @@ describe('the Python adapters, on what every adapter promises (tests/contract.py
         },
       ]);
     }
+    await register(op('concurrent'), [
+      { id: 'mock-slowly', type: 'HOOK_TYPE_BEFORE_TOOL_CALL', handler: true },
+    ]);
     await register(op('provider-tool'), notifications(op('provider-tool')));
     const { stdout } = await execFileAsync(
       PYTHON,
@@ -749,6 +752,16 @@ describe('the Python adapters, on what every adapter promises (tests/contract.py
       expect(seen?.body).toContain('"args":{"city":"Paris","days":3,"ref":9007199254740993}');
     },
   );
+
+  it('serves local handler calls concurrently: two calls in flight at once both get the mock', () => {
+    const line = lines.get('concurrent');
+    expect(line?.error).toBeUndefined();
+    expect(line?.met).toBe(2);
+    expect(line?.results).toEqual([
+      'mocked once both calls were in flight',
+      'mocked once both calls were in flight',
+    ]);
+  });
 
   it('langchain: refuses a provider (built-in) tool, whose calls agenthooks cannot decide, before the model runs', () => {
     const line = lines.get('provider-tool');

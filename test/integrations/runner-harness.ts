@@ -97,7 +97,9 @@ export type Scenario =
   /** A beforeToolCall modifying hook that answers content, and a beforeToolCall control that denies. */
   | 'content-denied'
   /** A transformContext hook that must answer (onError: block) and fails at the second step. */
-  | 'context-blocked';
+  | 'context-blocked'
+  /** A transformContext hook served by the runner's local handler. */
+  | 'context-handler';
 
 /** The output limit the beforeProviderPayload hook sets on the provider call. */
 export const PAYLOAD_MAX_OUTPUT_TOKENS = 42;
@@ -259,6 +261,15 @@ export async function startHarness(): Promise<Harness> {
           point,
           plugin: 'adapters',
           webhook: { url: url(scenario) },
+        }),
+      );
+    } else if (scenario === 'context-handler') {
+      hooks.push(
+        create(HookSchema, {
+          id: 'context-handler',
+          point: ModifyPoint.TRANSFORM_CONTEXT,
+          plugin: 'adapters',
+          handler: true,
         }),
       );
     } else if (scenario === 'redact') {

@@ -19,6 +19,7 @@ import queue
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,8 @@ def _describe(e: grpc.RpcError) -> str:
 Handler = Callable[[service_pb2.HandlerCall], "service_pb2.HandlerReply | None"]
 """A local handler: gets each call of a hook registered with `handler: true` on a run's
 operation, and answers a reply (`mock_reply`, `modified_reply`, any `HandlerReply`) or
-None for done. An exception it raises is answered as a handler error."""
+None for done. An exception it raises is answered as a handler error. Calls run
+concurrently, on up to `HANDLER_WORKERS` threads, each answered when it returns."""
 
 
 def mock_reply(content: str, success: bool = True) -> service_pb2.HandlerReply:
@@ -91,17 +93,26 @@ def modified_reply(result: dict[str, Any]) -> service_pb2.HandlerReply:
         result_json=json.dumps(result, separators=(",", ":"), ensure_ascii=False)))
 
 
+# How many calls of a local handler run at once; further calls wait for a free worker.
+HANDLER_WORKERS = 16
+
+
 class HandleStream:
     """Serves a local handler over the sidecar's Handle stream, on its own thread.
 
     The sidecar waits for a handler's reply inside DecideToolCall, Dispatch and
     Modify, so the stream is read apart from the thread that makes those calls.
+    Each call runs on a worker thread (at most `HANDLER_WORKERS` at once) and is
+    answered when it completes, so that a slow call does not hold back the
+    calls of concurrent tool calls past the sidecar's `--handler-timeout`.
     """
 
     def __init__(self, stub: service_pb2_grpc.HookServiceStub, handler: Handler,
                  timeout: float) -> None:
         self._handler = handler
         self._timeout = timeout
+        self._workers = futures.ThreadPoolExecutor(max_workers=HANDLER_WORKERS,
+                                                   thread_name_prefix="agenthooks-handler")
         self._outbox: queue.Queue[service_pb2.HandleRequest | None] = queue.Queue()
         self._changed = threading.Condition()
         self._attached: set[str] = set()
@@ -126,13 +137,16 @@ class HandleStream:
                     with self._changed:
                         self._attached.difference_update(message.replaced.operation_ids)
                 elif kind == "call":
-                    self._outbox.put(service_pb2.HandleRequest(reply=self._reply(message.call)))
+                    self._workers.submit(self._answer, message.call)
         except grpc.RpcError as e:
             self.error = e
         finally:
             with self._changed:
                 self.error = self.error or AgentHooksError("agenthooks Handle stream ended")
                 self._changed.notify_all()
+
+    def _answer(self, call: service_pb2.HandlerCall) -> None:
+        self._outbox.put(service_pb2.HandleRequest(reply=self._reply(call)))
 
     def _reply(self, call: service_pb2.HandlerCall) -> service_pb2.HandlerReply:
         try:
@@ -174,6 +188,8 @@ class HandleStream:
     def close(self) -> None:
         self._outbox.put(None)
         self._thread.join(self._timeout)
+        # A call still running answers nobody: the stream is closed.
+        self._workers.shutdown(wait=False, cancel_futures=True)
 
 
 

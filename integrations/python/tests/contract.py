@@ -10,6 +10,10 @@ and `error` (the error text, if it failed). The checks:
 - `exact-args-langchain`, `exact-args-openai-agents`: the scripted model asks
   for `get_weather` with `ARGS` (an int, and one above 2**53); `toolArgs` is
   the `repr` of what the tool got.
+- `concurrent`: two tool calls of one run at once (two threads of the core
+  flow) whose local handler answers each call only once both calls reached
+  it (or after `BARRIER_SECONDS`); `met` counts the calls that saw the other
+  one, `results` what the model would read.
 - `provider-tool`: a LangChain agent whose tools hold a provider (built-in)
   tool, `{"type": "web_search_preview"}`; `toolRuns` and `modelCalls` count
   what ran.
@@ -20,12 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from typing import Any
 
 import scripted
 
 ARGS = {"city": "Paris", "days": 3, "ref": 2**53 + 1}
 SETTINGS = {"user_id": "user-1", "agent_id": "agent-1", "identifier": "weather"}
+# Far below the sidecar's --handler-timeout (10 s by default): a handler that is
+# not served concurrently waits this long, in vain, for the other call.
+BARRIER_SECONDS = 5.0
+CONCURRENT_MOCK = "mocked once both calls were in flight"
 
 
 def exact_args_langchain(target: str, operation_id: str) -> dict[str, Any]:
@@ -79,6 +88,53 @@ def exact_args_openai_agents(target: str, operation_id: str) -> dict[str, Any]:
     return {"toolArgs": got}
 
 
+def concurrent(target: str, operation_id: str) -> dict[str, Any]:
+    from agenthooks_integrations import mock_reply
+    from agenthooks_integrations.core import RunState, Settings, SidecarClient
+
+    in_flight = threading.Condition()
+    arrived = 0
+    met: list[bool] = []
+
+    def handler(call: Any) -> Any:
+        nonlocal arrived
+        with in_flight:
+            arrived += 1
+            in_flight.notify_all()
+            met.append(in_flight.wait_for(lambda: arrived >= 2, BARRIER_SECONDS))
+        return mock_reply(CONCURRENT_MOCK)
+
+    client = SidecarClient(Settings(target=target, operation_id=operation_id, **SETTINGS),
+                           handler=handler)
+    results: list[str] = []
+    errors: list[str] = []
+    try:
+        state = RunState(client, operation_id=operation_id).start()
+
+        def call(i: int) -> None:
+            context = state.tool_context(tool_call_id=f"call-{i}", api_name="get_weather",
+                                         args={"city": "Paris"}, assistant_message_id=None,
+                                         call_index=i, step_index=0)
+            try:
+                outcome = state.run_tool_call(context, lambda args: "the real tool ran")
+                results.append(outcome.content)
+            except Exception as e:
+                errors.append(f"{type(e).__name__}: {e}")
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        state.complete()
+    finally:
+        client.close()
+    line: dict[str, Any] = {"met": sum(met), "results": sorted(results)}
+    if errors:
+        line["error"] = "; ".join(errors)
+    return line
+
+
 def provider_tool(target: str, operation_id: str) -> dict[str, Any]:
     from langchain.agents import create_agent
     from langchain_core.tools import tool
@@ -112,6 +168,7 @@ def provider_tool(target: str, operation_id: str) -> dict[str, Any]:
 CHECKS = {
     "exact-args-langchain": exact_args_langchain,
     "exact-args-openai-agents": exact_args_openai_agents,
+    "concurrent": concurrent,
     "provider-tool": provider_tool,
 }
 

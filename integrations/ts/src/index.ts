@@ -70,7 +70,10 @@ export const DEFAULT_TIMEOUT_MS = 10_000;
 /** A local handler's reply, without its call id (the adapter sets it). */
 export type HandlerReply = Omit<MessageInitShape<typeof HandlerReplySchema>, 'callId'>;
 
-/** Serves one call of a local handler (a hook registered with `handler: true`). */
+/**
+ * Serves one call of a local handler (a hook registered with `handler: true`).
+ * Calls are served concurrently, each answered when its promise settles.
+ */
 export type HandleFunction = (
   call: HandlerCall,
 ) => HandlerReply | undefined | Promise<HandlerReply | undefined>;
@@ -322,19 +325,9 @@ class HandleStream {
       for await (const res of client.handle(this.#outbox, { signal: this.#abort.signal })) {
         const m = res.message;
         if (m.case === 'attached') attached();
-        else if (m.case === 'call') {
-          const call = m.value;
-          let reply: HandlerReply | undefined;
-          try {
-            reply = await fn(call);
-          } catch (e) {
-            reply = { outcome: { case: 'error', value: { message: message(e) } } };
-          }
-          const outcome = reply?.outcome ?? { case: 'done', value: {} };
-          this.#outbox.push({
-            message: { case: 'reply', value: { callId: call.callId, outcome } },
-          });
-        }
+        // Each call is answered when it completes, not in turn: a slow call must not hold
+        // back the calls of concurrent tool calls past the sidecar's --handler-timeout.
+        else if (m.case === 'call') void this.#answer(fn, m.value);
       }
     })();
     // An end this side did not ask for: the operation's handlers would be skipped.
@@ -352,6 +345,18 @@ class HandleStream {
         throw new Error('the Handle stream ended before it was attached');
       }),
     ]);
+  }
+
+  /** Serves one call and queues its reply; never rejects (a throwing handler is an error reply). */
+  async #answer(fn: HandleFunction, call: HandlerCall): Promise<void> {
+    let reply: HandlerReply | undefined;
+    try {
+      reply = await fn(call);
+    } catch (e) {
+      reply = { outcome: { case: 'error', value: { message: message(e) } } };
+    }
+    const outcome = reply?.outcome ?? { case: 'done', value: {} };
+    this.#outbox.push({ message: { case: 'reply', value: { callId: call.callId, outcome } } });
   }
 
   async close(): Promise<void> {

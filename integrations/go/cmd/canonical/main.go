@@ -10,7 +10,11 @@
 // the tool's arguments (toolArgs) and the messages the model got at each step
 // (modelInputs, as the spec's messages), and a failed run prints it too, with
 // `error` in place of `final`. With --scenario mock it serves a local handler that mocks
-// every beforeToolCall call with "mocked weather". With --pause-after-attach it
+// every beforeToolCall call with "mocked weather". With --scenario concurrent
+// it makes two model calls at once instead of the run, and serves a local
+// handler (a transformContext hook) that answers each call once both reached
+// it, or after 5 s; it prints {"met":N}, N the calls that saw the other one.
+// With --pause-after-attach it
 // prints {"attached":true} once its Handle stream is attached and waits for a
 // line on stdin before it runs.
 //
@@ -27,6 +31,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	agenthooksv1 "agenthooks.local/client/agenthooks/v1"
 	agenthooks "agenthooks.local/langchaingo"
@@ -115,6 +121,8 @@ func run() error {
 			}
 			return nil
 		}
+	} else if *scenario == "concurrent" {
+		cfg.Handle = meetingHandler(2, 5*time.Second)
 	} else if *scenario != "canonical" {
 		return fmt.Errorf("unknown --scenario %q", *scenario)
 	}
@@ -129,6 +137,10 @@ func run() error {
 		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 			return fmt.Errorf("waiting on stdin: %w", err)
 		}
+	}
+
+	if *scenario == "concurrent" {
+		return concurrentModelCalls(hooks)
 	}
 
 	llm := &scriptedModel{}
@@ -157,6 +169,54 @@ func run() error {
 		fmt.Println(string(b))
 	}
 	return err
+}
+
+// met counts the handler calls that saw the other calls in flight.
+var met atomic.Int32
+
+// meetingHandler answers each call (no change) once n calls are in flight at
+// once, or after wait: a handler served one call at a time never meets another.
+func meetingHandler(n int, wait time.Duration) agenthooks.HandleFunc {
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	return func(_ context.Context, _ *agenthooksv1.HandlerCall) *agenthooksv1.HandlerReply {
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			met.Add(1)
+		case <-time.After(wait):
+		}
+		return &agenthooksv1.HandlerReply{Outcome: &agenthooksv1.HandlerReply_Modified{
+			Modified: &agenthooksv1.HandlerModified{ResultJson: "{}"},
+		}}
+	}
+}
+
+// concurrentModelCalls makes two model calls at once through the hooks and prints {"met":N}.
+func concurrentModelCalls(hooks *agenthooks.Hooks) error {
+	model := hooks.Model(&scriptedModel{})
+	prompt := []llms.MessageContent{llms.TextParts(llms.ChatMessageTypeHuman, "What is the weather in Paris?")}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = model.GenerateContent(context.Background(), prompt)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	fmt.Printf("{\"met\":%d}\n", met.Load())
+	return nil
 }
 
 func main() {
