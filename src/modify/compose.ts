@@ -418,7 +418,10 @@ export class Composition {
     // Checked whole: now commit.
     if (this.#rule.mode === 'concat') {
       const messages = checked.get('messages');
-      if (messages !== undefined) this.#concatenated.push(...arrayElements(messages));
+      // A loop, not push(...elements): a spread passes each element as an
+      // argument, and an answer of ~150,000 messages overflows the stack.
+      if (messages !== undefined)
+        for (const m of arrayElements(messages)) this.#concatenated.push(m);
       return;
     }
     for (const [name, value] of checked) {

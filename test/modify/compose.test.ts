@@ -146,6 +146,17 @@ describe('Composition', () => {
     }
   });
 
+  it('concatenates an answer of 300,000 steering messages without overflowing the stack', () => {
+    // push(...elements) passed each element as an argument: ~150,000 overflowed the stack.
+    const many = `{"messages":[${Array.from({ length: 300_000 }, (_, i) => i).join(',')}]}`;
+    const c = new Composition('getSteeringMessages', '{"messages":[]}');
+    c.apply(many);
+    c.apply('{"messages":["last"]}');
+    const { messages } = JSON.parse(c.result()) as { messages: unknown[] };
+    expect(messages).toHaveLength(300_001);
+    expect([messages[0], messages[299_999], messages[300_000]]).toEqual([0, 299_999, 'last']);
+  });
+
   it('reads nothing of afterProviderResponse results', () => {
     const ctx = { model: 'm', content: 'hi', toolCallCount: 0, stopReason: 'stop', iteration: 0 };
     const { seen, result } = run('afterProviderResponse', ctx, [{ content: 'x' }, 'not json']);
