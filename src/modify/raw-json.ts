@@ -21,7 +21,11 @@ export class RawJsonError extends Error {
 }
 
 const WHITESPACE = new Set([0x20, 0x09, 0x0a, 0x0d]);
-/** Nesting deeper than this is refused rather than recursed into. */
+/**
+ * Most containers (objects and arrays) a value may nest, the outermost
+ * counted as 1; deeper text is refused rather than recursed into. Scalars
+ * are not a level.
+ */
 export const MAX_JSON_DEPTH = 512;
 
 /** Index of the first non-whitespace character at or after `i`. */
@@ -99,10 +103,17 @@ function scanStringByRuns(text: string, i: number): number {
 
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 
-/** Checks the value starting at `i` and returns the index after it. */
+/**
+ * Checks the value starting at `i` and returns the index after it.
+ *
+ * @param depth The containers around the value: 0 for a whole text.
+ */
 function scanValue(text: string, i: number, depth: number): number {
-  if (depth > MAX_JSON_DEPTH) fail(text, i, `nested deeper than ${MAX_JSON_DEPTH}`);
   const c = text[i];
+  // A container is level depth + 1: refused past MAX_JSON_DEPTH.
+  if ((c === '{' || c === '[') && depth >= MAX_JSON_DEPTH) {
+    fail(text, i, `nested deeper than ${MAX_JSON_DEPTH}`);
+  }
   switch (c) {
     case '{': {
       i = skipWs(text, i + 1);

@@ -97,6 +97,25 @@ describe('checkJson', () => {
     const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
     expect(() => checkJson(deep)).toThrow(`nested deeper than ${MAX_JSON_DEPTH}`);
   });
+
+  it('accepts exactly 512 levels of containers and refuses 513, scalars not counting', () => {
+    const arrays = (n: number, inner = '') => `${'['.repeat(n)}${inner}${']'.repeat(n)}`;
+    const objects = (n: number, inner: string) =>
+      `${'{"a":'.repeat(n - 1)}{"a":${inner}}${'}'.repeat(n - 1)}`;
+    expect(MAX_JSON_DEPTH).toBe(512);
+    for (const ok of [arrays(512), arrays(512, '1'), arrays(512, '"s"'), objects(512, 'null')]) {
+      expect(checkJson(ok)).toBe(ok);
+    }
+    for (const deep of [arrays(513), arrays(513, '1'), objects(513, 'true'), objects(512, '[]')]) {
+      expect(() => checkJson(deep)).toThrow(`nested deeper than ${MAX_JSON_DEPTH}`);
+    }
+    // An object's members start one level in, as do an array's elements.
+    expect(objectMembers(`{"m":${arrays(511, '0')}}`).get('m')).toBe(arrays(511, '0'));
+    expect(() => objectMembers(`{"m":${arrays(512)}}`)).toThrow(
+      `nested deeper than ${MAX_JSON_DEPTH}`,
+    );
+    expect(arrayElements(arrays(512))).toEqual([arrays(511)]);
+  });
 });
 
 describe('objectMembers and arrayElements', () => {
