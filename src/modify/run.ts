@@ -42,6 +42,7 @@ import { CriticalDeliveryError, durationOf, failedOutcome } from '../hooks/dispa
 import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
+import { checkToolName } from '../hooks/tool-call.js';
 import { REASON, validateOperationId } from '../hooks/validate.js';
 import type { DeliverySpan, Tracing } from '../tracing/tracing.js';
 import {
@@ -88,11 +89,16 @@ export function pointName(point: ModifyPoint): PointName | undefined {
 }
 
 /**
- * Checks a `Modify` request whole: the operation, the point and the context.
+ * Checks a `Modify` request whole: the operation, the point and the context,
+ * whose `toolCall.name` on the tool points is at most 256 UTF-8 bytes.
  *
  * @throws InvalidArgumentError naming the field.
  */
-function checkedRequest(request: ModifyRequest): { name: PointName; composition: Composition } {
+function checkedRequest(request: ModifyRequest): {
+  name: PointName;
+  composition: Composition;
+  toolName: string | undefined;
+} {
   validateOperationId(request.operationId, 'operationId');
   if (request.point === ModifyPoint.UNSPECIFIED) {
     throw new InvalidArgumentError('point', MODIFY_POINT_REQUIRED, 'a point is required');
@@ -105,12 +111,17 @@ function checkedRequest(request: ModifyRequest): { name: PointName; composition:
       `Unknown modify point value ${request.point}`,
     );
   }
+  let composition: Composition;
   try {
-    return { name, composition: new Composition(name, request.contextJson) };
+    composition = new Composition(name, request.contextJson);
   } catch (e: unknown) {
     if (!(e instanceof ContextShapeError)) throw e;
     throw new InvalidArgumentError('contextJson', MODIFY_CONTEXT_INVALID, e.message);
   }
+  // As a lifecycle event's tool name: matchers run on it, and the audit keeps it.
+  const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
+  if (toolName !== undefined) checkToolName(toolName, 'contextJson.toolCall.name');
+  return { name, composition, toolName };
 }
 
 /**
@@ -293,11 +304,10 @@ export async function runModifyingHooks(
   signal: AbortSignal,
   seen?: ModifySeen,
 ): Promise<ModifyAnswer> {
-  const { name, composition } = checkedRequest(request);
+  const { name, composition, toolName } = checkedRequest(request);
   // Read before any hook runs: an invalid plugins file fails the call whole.
   const operatorHooks = deps.operatorHooks();
   const { hooks } = await deps.registry.hooksOf(request.operationId);
-  const toolName = TOOL_POINTS.has(name) ? composition.toolName : undefined;
   if (seen !== undefined) seen.toolName = toolName;
   const outcomes: HookOutcome[] = [];
   // The first critical webhook that failed.
@@ -307,10 +317,21 @@ export async function runModifyingHooks(
     { hooks, source: HookSource.CALLER, operationId: request.operationId },
     { hooks: operatorHooks, source: HookSource.OPERATOR, operationId: '' },
   ];
+  // Each distinct matcher is tested once per call, however many hooks share it.
+  const matched = new Map<string, boolean>();
+  const matches = (matcher: string | undefined, tool: string): boolean => {
+    const key = matcher ?? '';
+    let hit = matched.get(key);
+    if (hit === undefined) {
+      hit = matchesToolName(matcher, tool);
+      matched.set(key, hit);
+    }
+    return hit;
+  };
   for (const { hooks, source, operationId } of sources) {
     for (const hook of hooks) {
       if (hook.point !== request.point) continue;
-      if (toolName !== undefined && !matchesToolName(hook.matcher, toolName)) continue;
+      if (toolName !== undefined && !matches(hook.matcher, toolName)) continue;
       if (composition.ended) break;
       const base = { hookId: hook.id, point: hook.point, plugin: hook.plugin, operationId, source };
       // As for lifecycle hooks: while a Handle stream serves the operation the

@@ -181,6 +181,48 @@ describe('Modify', () => {
     expect(answer.outcomes.map((o) => o.hookId)).toEqual(['rewrite', 'cache']);
   });
 
+  it("refuses a tool's name over 256 UTF-8 bytes with IDENTIFIER_TOO_LONG before any hook runs, as a lifecycle event's", async () => {
+    const op = await operationWith([
+      { id: 'same-a', point: ModifyPoint.BEFORE_TOOL_CALL, matcher: '(a|b)*z$', path: '/a' },
+      { id: 'same-b', point: ModifyPoint.BEFORE_TOOL_CALL, matcher: '(a|b)*z$', path: '/b' },
+      { id: 'after', point: ModifyPoint.AFTER_TOOL_CALL, path: '/after' },
+    ]);
+    route(op, '/a', () => ({ json: {} }));
+    route(op, '/b', () => ({ json: {} }));
+    route(op, '/after', () => ({ json: {} }));
+    const context = (point: ModifyPoint, name: string) => ({
+      operationId: op,
+      point,
+      contextJson: JSON.stringify({
+        toolCall: { id: 'call-1', name },
+        args: {},
+        ...(point === ModifyPoint.AFTER_TOOL_CALL ? { result: 'r', isError: false } : {}),
+        iteration: 0,
+      }),
+    });
+    // 129 two-byte characters: 258 bytes in UTF-8, in fewer than 256 UTF-16 units.
+    for (const name of ['é'.repeat(129), `${'a'.repeat(1_000_000)}z`]) {
+      for (const point of [ModifyPoint.BEFORE_TOOL_CALL, ModifyPoint.AFTER_TOOL_CALL]) {
+        const error = await client()
+          .modify(context(point, name))
+          .catch((e: unknown) => e);
+        const read = readConnectError(error);
+        expect(read.code).toBe(Code.InvalidArgument);
+        expect(read.reason).toBe('IDENTIFIER_TOO_LONG');
+        expect(read.fields).toEqual(['contextJson.toolCall.name']);
+      }
+    }
+    expect(received(op)).toEqual([]);
+    // 256 bytes are accepted; both hooks of the shared matcher run.
+    const answer = await client().modify(
+      context(ModifyPoint.BEFORE_TOOL_CALL, `${'é'.repeat(127)}bz`),
+    );
+    expect(answer.outcomes.map((o) => [o.hookId, o.status])).toEqual([
+      ['same-a', HookOutcomeStatus.DELIVERED],
+      ['same-b', HookOutcomeStatus.DELIVERED],
+    ]);
+  });
+
   it('skips a failed onError: continue hook, keeping the value it was given', async () => {
     const op = await operationWith([
       { id: 'first', point: ModifyPoint.BEFORE_AGENT_START, path: '/first' },

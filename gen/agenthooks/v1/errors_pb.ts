@@ -606,7 +606,8 @@ export enum ErrorReason {
   MATCHER_TOO_COMPLEX = 73,
 
   /**
-   * INVALID_ARGUMENT: a tool call's `identifier` or `apiName` is longer than
+   * INVALID_ARGUMENT: a tool call's `identifier` or `apiName`, or the
+   * `toolCall.name` of a `Modify` context on a tool point, is longer than
    * 256 UTF-8 bytes.
    *
    * @generated from enum value: IDENTIFIER_TOO_LONG = 74;

@@ -243,7 +243,8 @@ const (
 	// INVALID_ARGUMENT: a matcher's counted repetition or compiled program is
 	// over the cost limits, so it could stall a decision.
 	ErrorReason_MATCHER_TOO_COMPLEX ErrorReason = 73
-	// INVALID_ARGUMENT: a tool call's `identifier` or `apiName` is longer than
+	// INVALID_ARGUMENT: a tool call's `identifier` or `apiName`, or the
+	// `toolCall.name` of a `Modify` context on a tool point, is longer than
 	// 256 UTF-8 bytes.
 	ErrorReason_IDENTIFIER_TOO_LONG ErrorReason = 74
 	// UNAVAILABLE: the database file is no longer at its path (deleted or
