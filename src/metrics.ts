@@ -33,13 +33,13 @@ export class Metrics {
   });
   readonly #hookOutcomes = new Counter({
     name: 'agenthooks_hook_outcomes_total',
-    help: 'Hooks run (webhooks, handlers, controls), by hook type, source and outcome',
+    help: 'Hooks run (webhooks, handlers, controls, modifying hooks), by hook type (modify:<point> for a modifying hook), source and outcome',
     labelNames: ['hook_type', 'source', 'outcome'] as const,
     registers: [this.registry],
   });
   readonly #webhookResults = new Counter({
     name: 'agenthooks_webhook_results_total',
-    help: 'Webhook requests, by kind (notification or control) and result code (ok, timeout, http_error, network_error, response_too_large, invalid_response, configuration, destination_denied, cancelled)',
+    help: 'Webhook requests, by kind (notification, control or modify) and result code (ok, timeout, http_error, network_error, response_too_large, invalid_response, configuration, destination_denied, cancelled)',
     labelNames: ['kind', 'code'] as const,
     registers: [this.registry],
   });
@@ -181,7 +181,7 @@ export class Metrics {
   }
 
   /** Records one webhook request's result. */
-  webhookResult(kind: 'notification' | 'control', code: string): void {
+  webhookResult(kind: 'notification' | 'control' | 'modify', code: string): void {
     this.#webhookResults.inc({ kind, code });
   }
 

@@ -23,14 +23,20 @@ import {
   HookType,
   type ToolResult,
 } from '../../gen/agenthooks/v1/events_pb.js';
-import { Delivery, Fallback, type Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import {
+  Delivery,
+  Fallback,
+  type Hook,
+  ModifyPoint,
+  ModifyPointSchema,
+} from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DispatchResponseSchema,
   type ModifyResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
 import type { BackgroundRun, BackgroundScope } from '../background.js';
 import type { EmailEnricher } from '../delivery/email.js';
-import { type EventCase, hookTypeLiteral } from '../delivery/event-json.js';
+import { type EventCase, enumLiteral, hookTypeLiteral } from '../delivery/event-json.js';
 import { buildWebhookPayload } from '../delivery/payload.js';
 import type { WebhookSender } from '../delivery/webhook.js';
 import { AgentHooksError, InvalidArgumentError } from '../errors.js';
@@ -66,11 +72,27 @@ export interface DispatchDeps {
   readonly tracing?: Tracing | undefined;
 }
 
-/** Records a hook's outcome in the metrics and returns it. */
-export function noteOutcome(deps: DispatchDeps, outcome: HookOutcome): HookOutcome {
+/** The `source` label of a hook's outcome. */
+const SOURCE_LABEL: Readonly<Partial<Record<HookSource, string>>> = {
+  [HookSource.ENVIRONMENT]: 'environment',
+  [HookSource.OPERATOR]: 'operator',
+};
+
+/**
+ * Records a hook's outcome in the metrics and returns it: a lifecycle hook
+ * under its hook type (`beforeToolCall`), a modifying hook under its point
+ * with `modify:` before it (`modify:beforeToolCall`), as three points share
+ * their name with a hook type.
+ */
+export function noteOutcome(
+  deps: { readonly metrics?: Metrics | undefined },
+  outcome: HookOutcome,
+): HookOutcome {
   deps.metrics?.hookOutcome(
-    hookTypeLiteral(outcome.hookType),
-    outcome.source === HookSource.ENVIRONMENT ? 'environment' : 'caller',
+    outcome.point === ModifyPoint.UNSPECIFIED
+      ? hookTypeLiteral(outcome.hookType)
+      : `modify:${enumLiteral(ModifyPointSchema, outcome.point) ?? outcome.point}`,
+    SOURCE_LABEL[outcome.source] ?? 'caller',
     (HookOutcomeStatus[outcome.status] ?? 'UNSPECIFIED').toLowerCase(),
   );
   return outcome;

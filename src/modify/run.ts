@@ -14,7 +14,10 @@
  * `onError`, `continue` for a handler-only hook). While a `Handle` stream
  * serves the operation, a hook with a handler runs there instead: the
  * runtime gets the point and its context and replies `modified` with its
- * result or `done`; without a stream a handler-only hook is skipped.
+ * result or `done`; without a stream a handler-only hook is skipped. Each
+ * hook's outcome is counted in the metrics as on the lifecycle path, each
+ * webhook's result under the kind `modify`, and a failed hook is logged at
+ * warn.
  *
  * After the operation's own hooks run the operator's plugins
  * (`--plugins-file`), webhooks for every operation; while that file is
@@ -38,12 +41,19 @@ import { readBounded } from '../delivery/control.js';
 import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
 import { InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
-import { CriticalDeliveryError, durationOf, failedOutcome } from '../hooks/dispatch.js';
+import {
+  CriticalDeliveryError,
+  durationOf,
+  failedOutcome,
+  noteOutcome,
+} from '../hooks/dispatch.js';
 import { type HandlerHub, ModifyingCall } from '../hooks/handlers.js';
 import { matchesToolName } from '../hooks/matcher.js';
 import type { HookRegistry } from '../hooks/registry.js';
 import { checkToolName } from '../hooks/tool-call.js';
 import { REASON, validateOperationId } from '../hooks/validate.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
 import type { DeliverySpan, Tracing } from '../tracing/tracing.js';
 import {
   Composition,
@@ -73,6 +83,10 @@ export interface ModifyDeps {
   readonly operatorHooks: () => readonly Hook[];
   /** Makes a span per webhook delivery; absent while tracing is off. */
   readonly tracing?: Tracing | undefined;
+  /** Where a failed hook is logged (at warn, with its id and point; never a body). */
+  readonly logger: Pick<Logger, 'warn'>;
+  /** Counts each hook's outcome and each webhook's result; absent in tests that read none. */
+  readonly metrics?: Metrics | undefined;
 }
 
 /** `ErrorInfo.reason` of a context that is not a JSON object or lacks what its point reads. */
@@ -340,7 +354,10 @@ export async function runModifyingHooks(
       const local = hook.handler && deps.handlers.serves(request.operationId, hook.plugin);
       if (!local && hook.webhook === undefined) {
         outcomes.push(
-          create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })),
+          noteOutcome(
+            deps,
+            create(HookOutcomeSchema, extend(base, { status: HookOutcomeStatus.SKIPPED })),
+          ),
         );
         continue;
       }
@@ -350,12 +367,16 @@ export async function runModifyingHooks(
         ? await runHandler(deps, request.operationId, hook, composition, signal)
         : await runWebhook(deps, request.operationId, hook, composition, name, signal);
       const duration = durationOf(performance.now() - started);
+      if (!local) deps.metrics?.webhookResult('modify', failure?.code ?? 'ok');
       if (failure === undefined) {
         const status = local ? HookOutcomeStatus.HANDLED : HookOutcomeStatus.DELIVERED;
         outcomes.push(
-          create(
-            HookOutcomeSchema,
-            extend(base, { status, httpStatus: httpStatus ?? 0, duration }),
+          noteOutcome(
+            deps,
+            create(
+              HookOutcomeSchema,
+              extend(base, { status, httpStatus: httpStatus ?? 0, duration }),
+            ),
           ),
         );
         continue;
@@ -367,11 +388,32 @@ export async function runModifyingHooks(
         hook.webhook?.fallback === Fallback.NONE &&
         failure.code !== 'cancelled';
       if (isCritical) critical ??= hook.id;
+      // As on the lifecycle path: the hook and the code, never a body.
+      deps.logger.warn(
+        local
+          ? 'handler failed'
+          : block
+            ? 'webhook delivery failed; blocking (onError: block)'
+            : isCritical
+              ? 'critical webhook delivery failed'
+              : 'webhook delivery failed (non-fatal)',
+        {
+          operationId: request.operationId,
+          hookId: hook.id,
+          point: name,
+          source: source === HookSource.OPERATOR ? 'operator' : 'caller',
+          code: failure.code,
+          httpStatus: failure.httpStatus,
+        },
+      );
       outcomes.push(
-        failedOutcome(
-          extend(base, { httpStatus: failure.httpStatus ?? 0, duration, critical: isCritical }),
-          failure.code,
-          failure.message,
+        noteOutcome(
+          deps,
+          failedOutcome(
+            extend(base, { httpStatus: failure.httpStatus ?? 0, duration, critical: isCritical }),
+            failure.code,
+            failure.message,
+          ),
         ),
       );
       // The caller gave up: no answer, rather than one missing this hook's change.

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { Executor } from '../../gen/agenthooks/v1/events_pb.js';
@@ -168,6 +171,107 @@ describe('metrics and logs', () => {
       client.close();
       await killSidecar(sidecar);
       await receiver.close();
+    }
+  });
+
+  it('counts modifying hooks and Modify webhooks, and logs a failed one at warn without its body', async () => {
+    const receiver = await startReceiver();
+    receiver.respond((req, res) => {
+      if (req.path === '/ok') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{}');
+        return;
+      }
+      res.writeHead(500);
+      res.end('modify said s3cr3t-answer');
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'agenthooks-modify-metrics-'));
+    const pluginsFile = join(dir, 'plugins.json');
+    const plugin = {
+      name: 'audit',
+      hooks: [
+        {
+          id: 'op-hook',
+          point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+          webhook: { url: `${receiver.url}/ok` },
+        },
+      ],
+    };
+    writeFileSync(pluginsFile, JSON.stringify({ plugins: [plugin] }));
+    const sidecar = await startSidecar({ args: ['--plugins-file', pluginsFile] });
+    const client = hookClient(sidecar.grpc);
+    try {
+      await unary(client, 'RegisterHooks', {
+        operationId: 'op-modify-metrics',
+        hooks: [
+          {
+            id: 'ok',
+            point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+            webhook: { url: `${receiver.url}/ok` },
+          },
+          {
+            id: 'failing',
+            point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+            webhook: { url: `${receiver.url}/failing` },
+          },
+          { id: 'local-only', point: 'MODIFY_POINT_TRANSFORM_CONTEXT', handler: true },
+          {
+            id: 'tool',
+            point: 'MODIFY_POINT_BEFORE_TOOL_CALL',
+            webhook: { url: `${receiver.url}/ok` },
+          },
+        ],
+      });
+      const contextJson = JSON.stringify({
+        messages: [{ role: 'user', content: 's3cr3t-context' }],
+      });
+      for (let i = 0; i < 2; i++) {
+        await unary(client, 'Modify', {
+          operationId: 'op-modify-metrics',
+          point: 'MODIFY_POINT_TRANSFORM_CONTEXT',
+          contextJson,
+        });
+      }
+      await unary(client, 'Modify', {
+        operationId: 'op-modify-metrics',
+        point: 'MODIFY_POINT_BEFORE_TOOL_CALL',
+        contextJson: JSON.stringify({ toolCall: { id: 'c', name: 'search' }, args: {} }),
+      });
+      const text = await (await fetch(`http://${sidecar.http}/metrics`)).text();
+      const outcome = (hookType: string, o: string, source = 'caller') =>
+        sample(text, 'agenthooks_hook_outcomes_total', { hook_type: hookType, source, outcome: o });
+      expect([
+        outcome('modify:transformContext', 'delivered'),
+        outcome('modify:transformContext', 'failed'),
+        outcome('modify:transformContext', 'skipped'),
+        outcome('modify:transformContext', 'delivered', 'operator'),
+        outcome('modify:beforeToolCall', 'delivered'),
+        outcome('beforeToolCall', 'delivered'),
+      ]).toEqual([2, 2, 2, 2, 1, 0]);
+      const result = (code: string) =>
+        sample(text, 'agenthooks_webhook_results_total', { kind: 'modify', code });
+      expect([result('ok'), result('http_error')]).toEqual([5, 2]);
+      // Every line is read once the process has exited.
+      sidecar.kill('SIGTERM');
+      await sidecar.exited;
+      const failures = sidecar.logs.filter((l) => l.hookId === 'failing');
+      expect(failures).toHaveLength(2);
+      expect(failures[0]).toMatchObject({
+        level: 'warn',
+        msg: 'webhook delivery failed (non-fatal)',
+        operationId: 'op-modify-metrics',
+        hookId: 'failing',
+        point: 'transformContext',
+        code: 'http_error',
+        httpStatus: 500,
+      });
+      const logs = JSON.stringify(sidecar.logs);
+      for (const secret of ['s3cr3t-answer', 's3cr3t-context']) expect(logs).not.toContain(secret);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+      await receiver.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
