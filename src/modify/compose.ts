@@ -30,6 +30,8 @@
  *
  * Values stay raw JSON text (`raw-json.ts`): a history of megabytes is
  * carried, not parsed into objects, and large integers survive unchanged.
+ * The composed result is at most {@link MODIFY_RESULT_MAX_BYTES}: a hook's
+ * result that would pass it is refused whole ({@link ResultTooLargeError}).
  */
 import { extend } from '../extend.js';
 import {
@@ -189,6 +191,44 @@ export class ContextShapeError extends ShapeError {
   override readonly name = 'ContextShapeError';
 }
 
+/**
+ * Largest composed result, in UTF-8 bytes: the bound of one webhook's
+ * answer. Concatenated messages and key-by-key patches grow with every hook;
+ * past this the call fails rather than answer a result built in part.
+ */
+export const MODIFY_RESULT_MAX_BYTES = 16 * 1024 * 1024;
+
+/** A hook's result that would make the composed result larger than its bound. */
+export class ResultTooLargeError extends Error {
+  override readonly name = 'ResultTooLargeError';
+  constructor(
+    /** The size the composed result would have, in UTF-8 bytes. */
+    readonly bytes: number,
+    /** The bound, in UTF-8 bytes. */
+    readonly limit: number,
+  ) {
+    super(`the composed result would be ${bytes} bytes, over the limit of ${limit}`);
+  }
+}
+
+/** Bytes of `text` in UTF-8. */
+function utf8Bytes(text: string): number {
+  return Buffer.byteLength(text, 'utf8');
+}
+
+/** Bytes of a member `"name":value` written by `objectText`, given the value's bytes. */
+function memberBytes(name: string, valueBytes: number): number {
+  return utf8Bytes(JSON.stringify(name)) + 1 + valueBytes;
+}
+
+/** Bytes of an object or array of `count` parts together `partBytes` long: brackets and commas. */
+function containerBytes(partBytes: number, count: number): number {
+  return 2 + partBytes + Math.max(count - 1, 0);
+}
+
+/** What `{"messages":` and the closing `}` add around the concatenated array. */
+const CONCAT_WRAPPER_BYTES = memberBytes('messages', 0) + 2;
+
 const KIND_OF_TYPE: Readonly<Record<MemberType, JsonKind>> = {
   array: 'array',
   object: 'object',
@@ -329,6 +369,13 @@ export class Composition {
   readonly #composed = new Map<string, RawJson>();
   readonly #patches = new Map<string, Map<string, RawJson>>();
   readonly #concatenated: RawJson[] = [];
+  readonly #maxResultBytes: number;
+  /** UTF-8 bytes of the concatenated elements, each with one comma. */
+  #concatenatedBytes = 0;
+  /** UTF-8 bytes of each member the result holds now, patches included. */
+  #resultBytes = new Map<string, number>();
+  /** UTF-8 bytes of each merged patch's `"key":value` entries. */
+  readonly #patchBytes = new Map<string, Map<string, number>>();
   #ended = false;
   /**
    * The context as it arrived, without the whitespace around it, while no
@@ -340,11 +387,13 @@ export class Composition {
 
   /**
    * @param context The point's context as a JSON object.
+   * @param maxResultBytes The bound of {@link Composition.result}, in UTF-8 bytes.
    * @throws ContextShapeError when `context` is not a JSON object, or lacks
    *   a member the point requires or has it with the wrong type.
    */
-  constructor(point: ModifyPoint, context: string) {
+  constructor(point: ModifyPoint, context: string, maxResultBytes = MODIFY_RESULT_MAX_BYTES) {
     this.point = point;
+    this.#maxResultBytes = maxResultBytes;
     this.#rule = POINT_RULES[point];
     const { members, repeated } = contextMembers(point, context);
     this.#context = members;
@@ -402,6 +451,8 @@ export class Composition {
    *   blank for "no change".
    * @throws ResultShapeError when the result is not a JSON object or a
    *   member has the wrong type; nothing of it is applied then.
+   * @throws ResultTooLargeError when the composed result would pass its
+   *   bound; nothing of it is applied then.
    */
   apply(result: string | undefined): void {
     if (this.#ended) throw new Error(`${this.point}: the chain already ended`);
@@ -418,22 +469,33 @@ export class Composition {
     // Checked whole: now commit.
     if (this.#rule.mode === 'concat') {
       const messages = checked.get('messages');
+      if (messages === undefined) return;
+      const elements = arrayElements(messages);
+      let added = 0;
+      for (const m of elements) added += utf8Bytes(m) + 1;
+      const total = this.#concatenatedBytes + added;
+      // The elements with a comma each, less the last one's.
+      this.#checkSize(CONCAT_WRAPPER_BYTES + total + 1);
       // A loop, not push(...elements): a spread passes each element as an
       // argument, and an answer of ~150,000 messages overflows the stack.
-      if (messages !== undefined)
-        for (const m of arrayElements(messages)) this.#concatenated.push(m);
+      for (const m of elements) this.#concatenated.push(m);
+      this.#concatenatedBytes = total;
       return;
     }
+    const sizes = this.#replacedSizes(checked, patches);
     for (const [name, value] of checked) {
       const patch = patches.get(name);
       if (patch !== undefined) {
         const merged = this.#patches.get(name) ?? new Map<string, RawJson>();
+        const bytes = this.#patchBytes.get(name) ?? new Map<string, number>();
         // Last wins; a `null` stays, so that the runtime removes the key.
         for (const [key, v] of patch) {
           merged.delete(key);
           merged.set(key, v);
+          bytes.set(key, memberBytes(key, utf8Bytes(v)));
         }
         this.#patches.set(name, merged);
+        this.#patchBytes.set(name, bytes);
         continue;
       }
       if (this.#rule.sticky?.includes(name) && this.#composed.get(name) === 'true') continue;
@@ -444,7 +506,49 @@ export class Composition {
         this.#arrived = undefined;
       }
     }
+    this.#resultBytes = sizes;
     if (this.#rule.ends?.(checked) === true) this.#ended = true;
+  }
+
+  /**
+   * The bytes of each result member once `checked` is applied, on a point
+   * whose results replace and merge.
+   *
+   * @throws ResultTooLargeError when the result would pass its bound.
+   */
+  #replacedSizes(
+    checked: ReadonlyMap<string, RawJson>,
+    patches: ReadonlyMap<string, ReadonlyMap<string, RawJson>>,
+  ): Map<string, number> {
+    const sizes = new Map(this.#resultBytes);
+    for (const [name, value] of checked) {
+      const patch = patches.get(name);
+      if (patch !== undefined) {
+        const had = this.#patchBytes.get(name);
+        let bytes = 0;
+        let count = had?.size ?? 0;
+        for (const entry of had?.values() ?? []) bytes += entry;
+        for (const [key, v] of patch) {
+          const old = had?.get(key);
+          if (old === undefined) count += 1;
+          else bytes -= old;
+          bytes += memberBytes(key, utf8Bytes(v));
+        }
+        sizes.set(name, containerBytes(bytes, count));
+        continue;
+      }
+      if (this.#rule.sticky?.includes(name) && this.#composed.get(name) === 'true') continue;
+      sizes.set(name, utf8Bytes(value));
+    }
+    let members = 0;
+    for (const [name, bytes] of sizes) members += memberBytes(name, bytes);
+    this.#checkSize(containerBytes(members, sizes.size));
+    return sizes;
+  }
+
+  /** @throws ResultTooLargeError when `bytes` is over the bound. */
+  #checkSize(bytes: number): void {
+    if (bytes > this.#maxResultBytes) throw new ResultTooLargeError(bytes, this.#maxResultBytes);
   }
 
   /** The composed result, as a JSON object: the members some hook set. */

@@ -39,7 +39,7 @@ import {
 } from '../../gen/agenthooks/v1/service_pb.js';
 import { readBounded } from '../delivery/control.js';
 import { EncodedJson, type WebhookSender } from '../delivery/webhook.js';
-import { InvalidArgumentError } from '../errors.js';
+import { AgentHooksError, InvalidArgumentError } from '../errors.js';
 import { extend } from '../extend.js';
 import {
   CriticalDeliveryError,
@@ -61,6 +61,7 @@ import {
   MODIFY_POINTS,
   type ModifyPoint as PointName,
   ResultShapeError,
+  ResultTooLargeError,
   TOOL_POINTS,
 } from './compose.js';
 
@@ -193,7 +194,11 @@ async function runWebhook(
     );
     return sent;
   } catch (e: unknown) {
-    span.end({ status: 'internal', error: 'modifying webhook failed' });
+    span.end(
+      e instanceof ResultTooLargeError
+        ? { status: 'result_too_large', error: e.message }
+        : { status: 'internal', error: 'modifying webhook failed' },
+    );
     throw e;
   }
 }
@@ -288,6 +293,19 @@ async function runHandler(
   }
 }
 
+/**
+ * The call's error when a hook's result would pass the composed result's
+ * bound: the call fails whole, rather than answer a result that lacks it.
+ */
+function resultTooLarge(hookId: string, e: ResultTooLargeError): AgentHooksError {
+  return new AgentHooksError(
+    'resource_exhausted',
+    'MODIFY_RESULT_TOO_LARGE',
+    `hook ${hookId}: ${e.message}`,
+    { metadata: { hookId, limit: String(e.limit) }, cause: e },
+  );
+}
+
 /** The answer of {@link runModifyingHooks}: a `ModifyResponse` but its decision id. */
 export type ModifyAnswer = Omit<ModifyResponse, '$typeName' | '$unknown' | 'decisionId'>;
 
@@ -307,6 +325,8 @@ export interface ModifySeen {
  * that lacks the hook's change.
  *
  * @throws InvalidArgumentError for a request that is not whole, before any hook runs.
+ * @throws AgentHooksError `MODIFY_RESULT_TOO_LARGE` as soon as a hook's result
+ *   would make the composed result pass 16 MiB.
  * @throws CriticalDeliveryError once the chain ended, when a critical webhook failed;
  *   its details hold a `ModifyResponse` with every hook's outcome.
  * @throws AgentHooksError from the store (`STORED_HOOK_INVALID`, unavailable, ...)
@@ -363,9 +383,18 @@ export async function runModifyingHooks(
       }
       const started = performance.now();
       signal.throwIfAborted();
-      const { failure, httpStatus } = local
-        ? await runHandler(deps, request.operationId, hook, composition, signal)
-        : await runWebhook(deps, request.operationId, hook, composition, name, signal);
+      let ran: { failure?: Failure; httpStatus?: number };
+      try {
+        ran = local
+          ? await runHandler(deps, request.operationId, hook, composition, signal)
+          : await runWebhook(deps, request.operationId, hook, composition, name, signal);
+      } catch (e: unknown) {
+        if (!(e instanceof ResultTooLargeError)) throw e;
+        // The webhook answered well; the call's result is what cannot grow.
+        if (!local) deps.metrics?.webhookResult('modify', 'ok');
+        throw resultTooLarge(hook.id, e);
+      }
+      const { failure, httpStatus } = ran;
       const duration = durationOf(performance.now() - started);
       if (!local) deps.metrics?.webhookResult('modify', failure?.code ?? 'ok');
       if (failure === undefined) {

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HookOutcomeStatus } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { Fallback, HookSchema, ModifyPoint, OnError } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { HookService, ModifyResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
+import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { MODIFY_POINTS as MODIFY_POINT_NAMES } from '../../src/modify/compose.js';
 import { objectMembers } from '../../src/modify/raw-json.js';
 import { readConnectError } from '../support/connect-errors.js';
@@ -449,6 +450,34 @@ describe('Modify with a large history', () => {
     expect(result.messages).toHaveLength(129);
     expect(result.messages[128]).toEqual(msg('summary'));
     expect(result.messages[5]).toEqual(messages[5]);
+  }, 60_000);
+});
+
+describe('Modify with a composed result over 16 MiB', () => {
+  it('fails RESOURCE_EXHAUSTED with MODIFY_RESULT_TOO_LARGE at the hook that passes it, running no later hook', async () => {
+    const op = await operationWith([
+      { id: 'first', point: ModifyPoint.GET_STEERING_MESSAGES, path: '/first' },
+      { id: 'second', point: ModifyPoint.GET_STEERING_MESSAGES, path: '/second' },
+      { id: 'third', point: ModifyPoint.GET_STEERING_MESSAGES, path: '/third' },
+    ]);
+    // Each answer is 9 MiB, under the 16 MiB of one answer; two together are not.
+    const nineMiB = { messages: [msg('x'.repeat(9 * 1024 * 1024))] };
+    route(op, '/first', () => ({ json: nineMiB }));
+    route(op, '/second', () => ({ json: nineMiB }));
+    route(op, '/third', () => ({ json: {} }));
+    const error = await client()
+      .modify({
+        operationId: op,
+        point: ModifyPoint.GET_STEERING_MESSAGES,
+        contextJson: '{"messages":[]}',
+      })
+      .catch((e: unknown) => e);
+    const read = readConnectError(error);
+    expect([read.code, read.reason]).toEqual([Code.ResourceExhausted, 'MODIFY_RESULT_TOO_LARGE']);
+    expect(read.message).toContain('hook second: the composed result would be');
+    const info = ConnectError.from(error).findDetails(ErrorInfoSchema)[0];
+    expect(info?.metadata).toMatchObject({ hookId: 'second', limit: String(16 * 1024 * 1024) });
+    expect(received(op).map(([p]) => p)).toEqual(['/first', '/second']);
   }, 60_000);
 });
 

@@ -9,9 +9,11 @@ import {
   Composition,
   ContextShapeError,
   MODIFY_POINTS,
+  MODIFY_RESULT_MAX_BYTES,
   type ModifyPoint,
   POINT_RULES,
   ResultShapeError,
+  ResultTooLargeError,
 } from '../../src/modify/compose.js';
 
 /** Runs `results` through a composition in order, as far as the chain goes; returns what each hook saw. */
@@ -155,6 +157,53 @@ describe('Composition', () => {
     const { messages } = JSON.parse(c.result()) as { messages: unknown[] };
     expect(messages).toHaveLength(300_001);
     expect([messages[0], messages[299_999], messages[300_000]]).toEqual([0, 299_999, 'last']);
+  });
+
+  it('bounds the composed result to the byte, applying nothing of the result that passes it', () => {
+    const cases: [ModifyPoint, unknown, unknown[]][] = [
+      [
+        'getSteeringMessages',
+        { messages: [] },
+        [{ messages: [msg('é'), 1] }, {}, { messages: [msg('ü€'), null] }],
+      ],
+      [
+        'beforeProviderRequest',
+        { model: 'm' },
+        [
+          { headers: { 'x-a': 'é', 'x-b': 'b' }, metadata: { n: 1 }, timeoutMs: 5 },
+          { headers: { 'x-a': '€€', 'x-c': null }, metadata: { m: [1, 2] }, transport: 'sse' },
+        ],
+      ],
+      [
+        'beforeAgentStart',
+        { messages: [], systemPrompt: '' },
+        [{ messages: [] }, { systemPrompt: 'ü'.repeat(10) }, { messages: [msg('a')] }],
+      ],
+      [
+        'afterToolCall',
+        { toolCall: { name: 't' }, args: {}, result: 'r', isError: false },
+        [
+          { terminate: true, content: 'x' },
+          { terminate: false, content: 'yé' },
+        ],
+      ],
+    ];
+    // Each case's result grows with each hook: its last size is its largest.
+    for (const [point, context, results] of cases) {
+      const texts = results.map((r) => JSON.stringify(r));
+      const unbounded = new Composition(point, JSON.stringify(context));
+      for (const t of texts) unbounded.apply(t);
+      const bytes = Buffer.byteLength(unbounded.result());
+      const exact = new Composition(point, JSON.stringify(context), bytes);
+      for (const t of texts) exact.apply(t);
+      expect(exact.result(), point).toBe(unbounded.result());
+      const under = new Composition(point, JSON.stringify(context), bytes - 1);
+      for (const t of texts.slice(0, -1)) under.apply(t);
+      const before = under.result();
+      expect(() => under.apply(texts.at(-1)), point).toThrow(ResultTooLargeError);
+      expect(under.result(), point).toBe(before);
+    }
+    expect(MODIFY_RESULT_MAX_BYTES).toBe(16 * 1024 * 1024);
   });
 
   it('reads nothing of afterProviderResponse results', () => {

@@ -361,6 +361,12 @@ const (
 	// NOT_FOUND: `grpc.health.v1.Health/Check` names a service the sidecar
 	// does not report; `metadata.service` names it.
 	ErrorReason_SERVICE_NOT_FOUND ErrorReason = 105
+	// RESOURCE_EXHAUSTED: the results of a `Modify` call's hooks would compose
+	// into a result over 16 MiB (UTF-8), the bound of one webhook's answer,
+	// such as concatenated steering messages. The call fails when the hook
+	// whose result passes it has answered; later hooks do not run and no
+	// result is sent (metadata `hookId`: that hook, `limit`: the bound in bytes).
+	ErrorReason_MODIFY_RESULT_TOO_LARGE ErrorReason = 106
 )
 
 // Enum value maps for ErrorReason.
@@ -472,6 +478,7 @@ var (
 		103: "REQUEST_TIMEOUT",
 		104: "INVALID_TIMEOUT",
 		105: "SERVICE_NOT_FOUND",
+		106: "MODIFY_RESULT_TOO_LARGE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":          0,
@@ -580,6 +587,7 @@ var (
 		"REQUEST_TIMEOUT":                   103,
 		"INVALID_TIMEOUT":                   104,
 		"SERVICE_NOT_FOUND":                 105,
+		"MODIFY_RESULT_TOO_LARGE":           106,
 	}
 )
 
@@ -614,7 +622,7 @@ var File_agenthooks_v1_errors_proto protoreflect.FileDescriptor
 
 const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\xf8\x14\n" +
+	"\x1aagenthooks/v1/errors.proto\x12\ragenthooks.v1*\x95\x15\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10HOOK_ID_REQUIRED\x10\x01\x12\x14\n" +
@@ -723,7 +731,8 @@ const file_agenthooks_v1_errors_proto_rawDesc = "" +
 	"\x14ID_INVALID_CHARACTER\x10f\x12\x13\n" +
 	"\x0fREQUEST_TIMEOUT\x10g\x12\x13\n" +
 	"\x0fINVALID_TIMEOUT\x10h\x12\x15\n" +
-	"\x11SERVICE_NOT_FOUND\x10iB\xa9\x01\n" +
+	"\x11SERVICE_NOT_FOUND\x10i\x12\x1b\n" +
+	"\x17MODIFY_RESULT_TOO_LARGE\x10jB\xa9\x01\n" +
 	"\x11com.agenthooks.v1B\vErrorsProtoP\x01Z2agenthooks.local/client/agenthooks/v1;agenthooksv1\xa2\x02\x03AXX\xaa\x02\rAgenthooks.V1\xca\x02\rAgenthooks\\V1\xe2\x02\x19Agenthooks\\V1\\GPBMetadata\xea\x02\x0eAgenthooks::V1b\x06proto3"
 
 var (

@@ -112,6 +112,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     REQUEST_TIMEOUT: _ClassVar[ErrorReason]
     INVALID_TIMEOUT: _ClassVar[ErrorReason]
     SERVICE_NOT_FOUND: _ClassVar[ErrorReason]
+    MODIFY_RESULT_TOO_LARGE: _ClassVar[ErrorReason]
 ERROR_REASON_UNSPECIFIED: ErrorReason
 HOOK_ID_REQUIRED: ErrorReason
 HOOK_ID_RESERVED: ErrorReason
@@ -218,3 +219,4 @@ ID_INVALID_CHARACTER: ErrorReason
 REQUEST_TIMEOUT: ErrorReason
 INVALID_TIMEOUT: ErrorReason
 SERVICE_NOT_FOUND: ErrorReason
+MODIFY_RESULT_TOO_LARGE: ErrorReason
