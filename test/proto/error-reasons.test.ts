@@ -253,6 +253,24 @@ describe('ErrorReason', () => {
     expect(isErrorReasonName('NOT_A_REASON')).toBe(false);
   });
 
+  it("names a BadRequest's field as the server sends it: the request's JSON name", () => {
+    const proto = readFileSync(
+      join(import.meta.dirname, '..', '..', 'proto', 'agenthooks', 'v1', 'errors.proto'),
+      'utf8',
+    );
+    // Comments wrap: `BadRequest` and the field may sit on two lines.
+    const text = proto.replace(/\n\s*\/\/\s*/g, ' ');
+    const named = [...text.matchAll(/`BadRequest` names `([^`]+)`/g)].map((m) => m[1]);
+    expect(named.length).toBeGreaterThan(0);
+    // InvalidArgumentError fields are JSON names (`contextJson`, `event.context.identifier`).
+    for (const field of named) expect(field).toMatch(/^[a-z][A-Za-z0-9]*(\.[a-z][A-Za-z0-9]*)*$/);
+    const run = readFileSync(join(SRC, 'modify', 'run.ts'), 'utf8');
+    const sent = /InvalidArgumentError\('(\w+)', MODIFY_CONTEXT_INVALID/.exec(run)?.[1];
+    const comment = text.slice(0, text.indexOf('MODIFY_CONTEXT_INVALID =')).split(';').at(-1);
+    expect(sent).toBe('contextJson');
+    expect(comment).toContain(`\`BadRequest\` names \`${sent}\``);
+  });
+
   it('names every reason as AIP-193 asks: UPPER_SNAKE, at most 63 characters', () => {
     expect(enumNames.length).toBeGreaterThan(60);
     for (const name of enumNames) {

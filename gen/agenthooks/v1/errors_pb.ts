@@ -751,8 +751,8 @@ export enum ErrorReason {
    * INVALID_ARGUMENT: a `Modify` request's `context_json` is not a JSON
    * object, or a member the point's rules read has the wrong type (such as
    * `messages` that is not an array, or a tool point's `toolCall` without a
-   * string `name`); the `BadRequest` names `context_json` and the message the
-   * member.
+   * string `name`); the `BadRequest` names `contextJson` (the JSON name, as
+   * in every request field path agenthooks sends) and the message the member.
    *
    * @generated from enum value: MODIFY_CONTEXT_INVALID = 91;
    */
