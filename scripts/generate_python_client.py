@@ -124,6 +124,8 @@ def main() -> int:
         shutil.rmtree(PACKAGE, ignore_errors=True)
         (PACKAGE / "v1").mkdir(parents=True)
         (PACKAGE / "__init__.py").write_text(PACKAGE_INIT)
+        # PEP 561: type checkers read the package's .pyi stubs only with this marker.
+        (PACKAGE / "py.typed").write_text("")
         (PACKAGE / "v1" / "__init__.py").write_text(V1_INIT)
         for path in generated:
             if path.name.endswith("_pb2_grpc.py") and not SERVICE_STUB.search(path.read_text()):
