@@ -10,7 +10,7 @@
  * lock. The database itself is not locked: `agenthooks users import` and
  * read-only tools (`sqlite3 .backup`) still open it beside a running sidecar.
  */
-import { accessSync, constants, statSync } from 'node:fs';
+import { accessSync, constants, statSync, writeFileSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { StoreUnavailableError } from '../errors.js';
 import { type FileIdentity, sameFile, statPath } from './file-identity.js';
@@ -96,6 +96,12 @@ function pause(ms: number): void {
 function lockOnce(path: string, waitMs: number): Taken | typeof BUSY | undefined {
   let db: Database.Database | undefined;
   try {
+    // Made readable by the sidecar's user only, as the database is. An
+    // existing lock file is left as it is, and a folder it may not write in
+    // is for SQLite's open to report, as before.
+    try {
+      writeFileSync(path, '', { mode: 0o600, flag: 'wx' });
+    } catch {}
     db = new Database(path, { timeout: waitMs });
     // The file just opened (better-sqlite3 gives no access to its descriptor).
     const locked = statSync(path, { bigint: true });

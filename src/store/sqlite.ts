@@ -40,7 +40,15 @@
  * back in memory. A write that failed so is remembered: `quickCheck()` fails
  * with it, and `ping()` commits its probe until one commits.
  */
-import { type BigIntStats, existsSync, linkSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import {
+  type BigIntStats,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname } from 'node:path';
 import type { ToolResult } from '../../gen/agenthooks/v1/events_pb.js';
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
@@ -264,6 +272,10 @@ export function openSqliteStore(path: string, options: SqliteStoreOptions = {}):
 function createDatabase(path: string, settings: ConnectionSettings): boolean {
   const temporary = `${path}.creating-${process.pid}`;
   for (const suffix of ['', '-wal', '-shm']) rmSync(temporary + suffix, { force: true });
+  // Readable by the sidecar's user only: the file holds header values and,
+  // with --audit-payloads, tool arguments. SQLite gives its -wal and -shm
+  // files the mode of the database file.
+  writeFileSync(temporary, '', { mode: PRIVATE_FILE_MODE, flag: 'wx' });
   const fresh = openConnection(temporary, settings);
   fresh.close();
   try {
@@ -294,8 +306,13 @@ function makeParents(dir: string): void {
     missing.push(at);
     if (dirname(at) === at) break;
   }
-  for (const level of missing.reverse()) mkdirSync(level);
+  for (const level of missing.reverse()) mkdirSync(level, { mode: PRIVATE_DIR_MODE });
 }
+
+/** Mode of the files the store creates (before the umask): the sidecar's user only. */
+const PRIVATE_FILE_MODE = 0o600;
+/** Mode of the folders the store creates (before the umask). */
+const PRIVATE_DIR_MODE = 0o700;
 
 /** The files of an open connection, as found at their paths right after it opened. */
 interface OpenedFiles {

@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { create, equals, toJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
@@ -8,6 +10,27 @@ import { controlHook, TEMPLATED_HEADER, useTempStore, webhookHook } from './help
 
 describe('SqliteStore', () => {
   const temp = useTempStore();
+
+  it("creates its folders, database, log and lock files readable by the sidecar's user only", async () => {
+    const previous = process.umask(0o022);
+    try {
+      const path = temp.path('data/nested/agenthooks.db');
+      const store = openSqliteStore(path, { lockWaitMs: 0 });
+      await store.appendHooks('op-1', undefined, [webhookHook('a')]);
+      const mode = (file: string) => statSync(file).mode & 0o777;
+      expect({
+        folder: mode(dirname(path)),
+        parent: mode(dirname(dirname(path))),
+        db: mode(path),
+        wal: mode(`${path}-wal`),
+        shm: mode(`${path}-shm`),
+        lock: mode(`${path}.lock`),
+      }).toEqual({ folder: 0o700, parent: 0o700, db: 0o600, wal: 0o600, shm: 0o600, lock: 0o600 });
+      await store.close();
+    } finally {
+      process.umask(previous);
+    }
+  });
 
   describe('appendHooks and listHooks', () => {
     it('keeps registration order across several calls and resolves to the running count', async () => {
