@@ -47,6 +47,9 @@ export function isSecretKey(key: string): boolean {
  * @example redactUrl('postgres://app:pw@db/x?password=pw') // 'postgres://app:[redacted]@db/x?password=[redacted]'
  */
 export function redactUrl(text: string): string {
+  // An application-relative URL (`/hooks?key=...`, resolved against the
+  // operator's base URL): its query values go as an absolute URL's do.
+  if (text.startsWith('/') && !text.startsWith('//')) return redactRelative(text);
   if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) return text;
   let url: URL;
   try {
@@ -62,6 +65,20 @@ export function redactUrl(text: string): string {
   }
   // URL encodes the brackets of the marker; show it as written.
   return url.toString().replaceAll(encodeURIComponent(REDACTED), REDACTED);
+}
+
+/** A path with its query values replaced, as {@link redactUrl} does for an absolute URL. */
+function redactRelative(text: string): string {
+  const at = text.indexOf('?');
+  if (at < 0) return text;
+  const hash = text.indexOf('#', at);
+  const query = text.slice(at + 1, hash < 0 ? undefined : hash);
+  const keys = query
+    .split('&')
+    .filter((pair) => pair !== '')
+    .map((pair) => pair.split('=')[0] as string);
+  const redacted = keys.map((key) => `${key}=${REDACTED}`).join('&');
+  return `${text.slice(0, at)}?${redacted}${hash < 0 ? '' : text.slice(hash)}`;
 }
 
 /** A URL inside free text. */

@@ -55,6 +55,13 @@ describe('redaction', () => {
     expect(redactUrl('/var/lib/agenthooks.db')).toBe('/var/lib/agenthooks.db');
   });
 
+  it('removes query values from application-relative webhook URLs as from absolute ones', () => {
+    expect(redactUrl('/rel?q=RELQ&token=t0k&flag#part')).toBe(
+      `/rel?q=${REDACTED}&token=${REDACTED}&flag=${REDACTED}#part`,
+    );
+    expect(redactUrl('/hooks/in')).toBe('/hooks/in');
+  });
+
   it('redacts the URLs inside an error message', () => {
     expect(redactText('plugins[0].hooks[1].webhook.url https://u:pw@h/x?k=v is refused')).toBe(
       `plugins[0].hooks[1].webhook.url https://u:${REDACTED}@h/x?k=${REDACTED} is refused`,
