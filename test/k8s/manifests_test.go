@@ -47,18 +47,19 @@ var imageEnvDefaults = map[string]string{
 
 // flagEnv maps the flags checked here to their variables.
 var flagEnv = map[string]string{
-	"grpc-listen":     "AGENTHOOKS_GRPC_LISTEN",
-	"health-listen":   "AGENTHOOKS_HEALTH_LISTEN",
-	"http-listen":     "AGENTHOOKS_HTTP_LISTEN",
-	"admin-listen":    "AGENTHOOKS_ADMIN_LISTEN",
-	"metrics-listen":  "AGENTHOOKS_METRICS_LISTEN",
-	"auth-token-file": "AGENTHOOKS_AUTH_TOKEN_FILE",
-	"db":              "AGENTHOOKS_DB",
-	"env-file":        "AGENTHOOKS_ENV_FILE",
-	"plugins-file":    "AGENTHOOKS_PLUGINS_FILE",
-	"shutdown-grace":  "AGENTHOOKS_SHUTDOWN_GRACE",
-	"socket-mode":     "AGENTHOOKS_SOCKET_MODE",
-	"socket-group":    "AGENTHOOKS_SOCKET_GROUP",
+	"grpc-listen":       "AGENTHOOKS_GRPC_LISTEN",
+	"health-listen":     "AGENTHOOKS_HEALTH_LISTEN",
+	"http-listen":       "AGENTHOOKS_HTTP_LISTEN",
+	"admin-listen":      "AGENTHOOKS_ADMIN_LISTEN",
+	"metrics-listen":    "AGENTHOOKS_METRICS_LISTEN",
+	"auth-token-file":   "AGENTHOOKS_AUTH_TOKEN_FILE",
+	"db":                "AGENTHOOKS_DB",
+	"env-file":          "AGENTHOOKS_ENV_FILE",
+	"plugins-file":      "AGENTHOOKS_PLUGINS_FILE",
+	"shutdown-grace":    "AGENTHOOKS_SHUTDOWN_GRACE",
+	"socket-mode":       "AGENTHOOKS_SOCKET_MODE",
+	"socket-group":      "AGENTHOOKS_SOCKET_GROUP",
+	"max-message-bytes": "AGENTHOOKS_MAX_MESSAGE_BYTES",
 }
 
 func TestStrictDecodingRejectsBadManifests(t *testing.T) {
@@ -412,6 +413,8 @@ func checkDeployment(t *testing.T, m manifests) {
 	}
 	if q, ok := sidecar.Resources.Limits[corev1.ResourceMemory]; !ok || q.IsZero() {
 		t.Errorf("%s: no memory limit", sidecarName)
+	} else if p := memoryProblem(sidecar, q.Value()); p != "" {
+		t.Error(p)
 	}
 
 	// The store: an SQLite file on a volume for one replica, else PostgreSQL
@@ -496,6 +499,36 @@ func checkDeployment(t *testing.T, m manifests) {
 		}
 		t.Errorf("terminationGracePeriodSeconds %s is not more than the sidecar's shutdown grace %v s", got, grace)
 	}
+}
+
+// Memory sizing: a sidecar's resident memory at rest with a large hook
+// cache (about 145 MiB, BENCHMARKS.md rss-10k), and the memory one large
+// request costs while its webhooks are sent (its decoded strings and each
+// webhook's JSON body: about 11 times its encoded size, measured with one
+// 16 MiB Dispatch to two webhooks), for a few such calls at once.
+const (
+	restingBytes        = 145 << 20
+	bytesPerMessageByte = 11
+	largeCallsAtOnce    = 4
+	defaultMaxMessage   = 16 << 20
+)
+
+// memoryProblem reports a memory limit that a few requests of the largest
+// size the sidecar accepts (--max-message-bytes) would exceed.
+func memoryProblem(sidecar *corev1.Container, limit int64) string {
+	maxMessage := int64(defaultMaxMessage)
+	if v := newSettings(sidecar).one("max-message-bytes"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Sprintf("%s: --max-message-bytes %q is not a number", sidecar.Name, v)
+		}
+		maxMessage = n
+	}
+	need := restingBytes + largeCallsAtOnce*bytesPerMessageByte*maxMessage
+	if limit < need {
+		return fmt.Sprintf("%s: memory limit %d MiB is below %d MiB, what %d requests of --max-message-bytes %d need at once", sidecar.Name, limit>>20, need>>20, largeCallsAtOnce, maxMessage)
+	}
+	return ""
 }
 
 // listenerProblems reports a sidecar that serves the API (a TCP gRPC or HTTP
