@@ -45,6 +45,7 @@ import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream, readsRequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
+import { holdsValues, valueProblem, valueRefusal } from './value-kinds.js';
 import { noteWireBytes } from './wire-bytes.js';
 
 /** A service implementation: methods by local name, as Connect's router takes them. */
@@ -104,8 +105,11 @@ export function addService(
     const requestStream = readsRequestStream(method);
     // grpc-js answers INTERNAL when a deserializer throws; the guard answers
     // INVALID_ARGUMENT instead, as connect-node does for bad JSON. A message
-    // that would decode into too many nodes is refused before it is decoded.
+    // that would decode into too many nodes, or that holds a Value JSON
+    // cannot write, is refused before it is decoded (large arguments too,
+    // which the hand decoder leaves undecoded).
     const maxNodes = options.maxMessageNodes;
+    const checksValues = holdsValues(method.input);
     const decodeOrMark = (bytes: Buffer): object => {
       if (
         mayExceedNodes(bytes.length, maxNodes) &&
@@ -113,6 +117,8 @@ export function addService(
       ) {
         return new TooComplexRequest(method, maxNodes);
       }
+      const bad = checksValues ? valueProblem(method.input, bytes) : undefined;
+      if (bad !== undefined) return valueRefusal(method, bad);
       try {
         return decode(bytes);
       } catch (e: unknown) {

@@ -1,13 +1,14 @@
 /**
- * @module The node bound of `message-nodes.ts` on the HTTP listener: the
- * request body is read through a wrapper that counts each message's nodes
- * before connect-node decodes it, and fails the body when one is over the
- * bound. connect decodes a unary message once its body ends, and a stream's
- * message once its envelope is complete, so the wrapper passes a unary body
- * on as it comes and checks it at the end, and passes a stream's envelopes
- * on whole, each checked first; an envelope whose header declares more than
- * the size bound, and all after it, go on at once, as connect refuses it
- * from its header. A compressed message is checked
+ * @module The checks of a request's messages that run before connect-node
+ * decodes them, on the HTTP listener: the node bound of `message-nodes.ts`
+ * and, for binary messages, the Value check of `value-kinds.ts`. The request
+ * body is read through a wrapper that checks each message, and fails the
+ * body when one fails a check. connect decodes a unary message once its body
+ * ends, and a stream's message once its envelope is complete, so the wrapper
+ * passes a unary body on as it comes and checks it at the end, and passes a
+ * stream's envelopes on whole, each checked first; an envelope whose header
+ * declares more than the size bound, and all after it, go on at once, as
+ * connect refuses it from its header. A compressed message is checked
  * decompressed; one that does not decompress within the size bound is left
  * to connect, which refuses it.
  */
@@ -15,13 +16,14 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { DescMethod } from '@bufbuild/protobuf';
 import type { UniversalServerRequest } from '@connectrpc/connect/protocol';
 import { extend } from '../extend.js';
-import { TooComplexRequest } from './errors.js';
+import { type RefusedRequest, TooComplexRequest } from './errors.js';
 import {
   countJsonMessageNodes,
   countNodes,
   mayExceedJsonNodes,
   mayExceedNodes,
 } from './message-nodes.js';
+import { holdsValues, valueProblem, valueRefusal } from './value-kinds.js';
 
 /** How a body is read: its compression, and the bound decompressed. */
 export interface Decoding {
@@ -51,7 +53,7 @@ function isCompressed(decoding: Decoding): boolean {
   return decoding.encoding !== null && decoding.encoding !== 'identity';
 }
 
-/** What {@link boundNodes} needs to know of a request. */
+/** What {@link checkMessages} needs to know of a request. */
 export interface NodeBound {
   readonly method: DescMethod;
   /** Whether the messages are JSON (else binary protobuf). */
@@ -69,35 +71,52 @@ const COMPRESSED_FLAG = 0b1;
 const ENVELOPE_HEADER_BYTES = 5;
 
 /**
- * Returns the request with its body read through the node bound, and the
- * refusal once the body failed on it (the same error the body failed with).
- * A unary body that is neither compressed nor longer than the bound
- * (`content-length`, which connect holds it to) is left as it is.
+ * Returns the request with its body read through the checks, and the
+ * refusal once the body failed one (the same error the body failed with).
+ * A unary body that is neither compressed nor longer than the node bound
+ * (`content-length`, which connect holds it to) is left as it is, unless it
+ * is binary and its message type can hold a `google.protobuf.Value`.
  */
-export function boundNodes(
+export function checkMessages(
   uReq: UniversalServerRequest,
   bound: NodeBound,
-): { uReq: UniversalServerRequest; refused: () => TooComplexRequest | undefined } {
+): { uReq: UniversalServerRequest; refused: () => RefusedRequest | undefined } {
   const source = uReq.body;
   if (typeof source !== 'object' || source === null || !(Symbol.asyncIterator in source)) {
     return { uReq, refused: () => undefined };
   }
-  if (!bound.enveloped && isSmallPlain(uReq, bound)) return { uReq, refused: () => undefined };
-  let refusal: TooComplexRequest | undefined;
+  // JSON cannot write a Value without a kind, nor NaN; `http.ts` refuses an infinite number.
+  const checksValues = !bound.json && holdsValues(bound.method.input);
+  if (!bound.enveloped && !checksValues && isSmallPlain(uReq, bound)) {
+    return { uReq, refused: () => undefined };
+  }
+  let refusal: RefusedRequest | undefined;
   const check = (data: Uint8Array, compressed: boolean): void => {
     const message = compressed ? decompress(data, bound.decoding) : data;
-    if (message === undefined || !mayExceed(message.byteLength, bound)) return;
-    const nodes = bound.json
-      ? countJsonMessageNodes(bound.method.input, message, bound.limit)
-      : countNodes(bound.method.input, message, bound.limit);
-    if (nodes <= bound.limit) return;
-    refusal = new TooComplexRequest(bound.method, bound.limit);
-    throw refusal.error;
+    if (message === undefined) return;
+    refusal = refusalOf(message, bound, checksValues);
+    if (refusal !== undefined) throw refusal.error;
   };
   const body = bound.enveloped
     ? envelopes(source as AsyncIterable<Uint8Array>, bound.decoding.maxBytes, check)
-    : unary(source as AsyncIterable<Uint8Array>, bound, check);
+    : unary(source as AsyncIterable<Uint8Array>, bound, checksValues, check);
   return { uReq: extend(uReq, { body }), refused: () => refusal };
+}
+
+/** The refusal of one message, decompressed: too many nodes, or a Value JSON cannot write. */
+function refusalOf(
+  message: Uint8Array,
+  bound: NodeBound,
+  checksValues: boolean,
+): RefusedRequest | undefined {
+  if (mayExceed(message.byteLength, bound)) {
+    const nodes = bound.json
+      ? countJsonMessageNodes(bound.method.input, message, bound.limit)
+      : countNodes(bound.method.input, message, bound.limit);
+    if (nodes > bound.limit) return new TooComplexRequest(bound.method, bound.limit);
+  }
+  const bad = checksValues ? valueProblem(bound.method.input, message) : undefined;
+  return bad === undefined ? undefined : valueRefusal(bound.method, bad);
 }
 
 /** Whether a unary body is uncompressed and declares a length within the node bound. */
@@ -116,6 +135,7 @@ function mayExceed(bytes: number, bound: NodeBound): boolean {
 async function* unary(
   source: AsyncIterable<Uint8Array>,
   bound: NodeBound,
+  checksValues: boolean,
   check: (data: Uint8Array, compressed: boolean) => void,
 ): AsyncGenerator<Uint8Array> {
   const { maxBytes } = bound.decoding;
@@ -128,7 +148,7 @@ async function* unary(
     if (size <= maxBytes) chunks.push(chunk);
     yield chunk;
   }
-  if (size > maxBytes || (!compressed && !mayExceed(size, bound))) return;
+  if (size > maxBytes || (!compressed && !checksValues && !mayExceed(size, bound))) return;
   check(chunks.length === 1 ? (chunks[0] as Uint8Array) : Buffer.concat(chunks), compressed);
 }
 

@@ -67,7 +67,7 @@ import {
   TooLargeRequest,
   toConnectError,
 } from './errors.js';
-import { boundNodes, type Decoding, decompress } from './http-nodes.js';
+import { checkMessages, type Decoding, decompress } from './http-nodes.js';
 import { findJsonFieldProblem } from './json-field.js';
 import { readsRequestStream } from './request-stream.js';
 import { clampTimeoutHeaders } from './timeout-header.js';
@@ -120,8 +120,15 @@ const JSON_OPTIONS = {
 const NOT_UTF8 = 'the JSON is not valid UTF-8';
 /** The problem named for JSON whose escapes make a lone surrogate, which UTF-8 cannot carry. */
 const LONE_SURROGATE = 'the JSON escapes a lone surrogate (\\uD800-\\uDFFF), which is not Unicode';
+/**
+ * The problem named for a JSON number too large for a double: it reads as
+ * Infinity, which protobuf-es refuses in a number field but keeps in a
+ * `google.protobuf.Value` (a result's error, arguments), and which no JSON
+ * payload or answer can then write.
+ */
+const INFINITE_NUMBER = 'the JSON number is too large for a double (it reads as Infinity)';
 /** How {@link decodeUtf8}'s errors start; protobuf-es's own start `cannot decode message`/`field`. */
-const UNICODE_ERROR_PREFIX = `${PARSE_JSON_PREFIX}the request: `;
+const OWN_DECODE_ERROR_PREFIX = `${PARSE_JSON_PREFIX}the request: `;
 const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 /**
  * Text that may hold a lone surrogate escape: a high one not followed by a
@@ -131,40 +138,64 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
  */
 const LONE_ESCAPE_CANDIDATE =
   /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]|\\\\u[dD][89a-fA-F]/;
+/**
+ * Text that may hold a number too large for a double: an exponent of three
+ * digits, or a run of digits long enough to reach 1.8e308 with a smaller one.
+ */
+const INFINITE_NUMBER_CANDIDATE = /[\d.][eE]\+?\d{3}|\d{200}/;
 
 /**
  * Decodes a JSON message's text for connect, refusing what is not Unicode:
  * bytes that are not UTF-8 (connect's own decoder turns each into U+FFFD)
  * and escapes of a lone surrogate. protobuf-es refuses those in a string
  * field but stores them as U+FFFD in a `Struct` (arguments, results), so
- * two different arguments would land on one. It runs on every message
- * connect parses, after its decompression, whatever the protocol, the
- * encoding headers or the envelope's flags; binary strings are checked
- * alike by protobuf-es.
+ * two different arguments would land on one. It refuses a number too large
+ * for a double as well (see {@link INFINITE_NUMBER}). It runs on every
+ * message connect parses, after its decompression, whatever the protocol,
+ * the encoding headers or the envelope's flags; binary strings are checked
+ * alike by protobuf-es, and binary Values by `value-kinds.ts`.
  */
 function decodeUtf8(bytes?: Uint8Array): string {
   let text: string;
   try {
     text = STRICT_UTF8.decode(bytes);
   } catch {
-    throw new Error(`${UNICODE_ERROR_PREFIX}${NOT_UTF8}`);
+    throw new Error(`${OWN_DECODE_ERROR_PREFIX}${NOT_UTF8}`);
   }
   if (text.includes('\\u') && LONE_ESCAPE_CANDIDATE.test(text)) {
-    const field = loneSurrogateField(text);
+    const field = jsonFieldWhere(text, isLoneSurrogateString, true);
     // Named well-formed: connect percent-encodes its message in a gRPC-Web trailer.
     if (field !== undefined) {
-      throw new Error(`${UNICODE_ERROR_PREFIX}${clipErrorText(field)}: ${LONE_SURROGATE}`);
+      throw new Error(`${OWN_DECODE_ERROR_PREFIX}${clipErrorText(field)}: ${LONE_SURROGATE}`);
+    }
+  }
+  if (INFINITE_NUMBER_CANDIDATE.test(text)) {
+    const field = jsonFieldWhere(text, isInfiniteNumber, false);
+    if (field !== undefined) {
+      throw new Error(`${OWN_DECODE_ERROR_PREFIX}${clipErrorText(field)}: ${INFINITE_NUMBER}`);
     }
   }
   return text;
 }
 
+function isLoneSurrogateString(value: unknown): boolean {
+  return typeof value === 'string' && hasLoneSurrogate(value);
+}
+
+function isInfiniteNumber(value: unknown): boolean {
+  return typeof value === 'number' && !Number.isFinite(value);
+}
+
 /**
- * The JSON path (`event.context.args.path`, `items[2]`) of the first key or
- * string value of `text` that holds a lone surrogate; undefined when none
- * does, or when `text` does not parse (protobuf-es then refuses it).
+ * The JSON path (`event.context.args.path`, `items[2]`) of the first value
+ * of `text` that `bad` holds to (or key, when `checkKeys`); undefined when none,
+ * or when `text` does not parse (protobuf-es then refuses it).
  */
-function loneSurrogateField(text: string): string | undefined {
+function jsonFieldWhere(
+  text: string,
+  bad: (value: unknown) => boolean,
+  checkKeys: boolean,
+): string | undefined {
   let root: unknown;
   try {
     root = JSON.parse(text);
@@ -175,8 +206,8 @@ function loneSurrogateField(text: string): string | undefined {
   const stack: [unknown, string][] = [[root, '']];
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
     const [value, path] = next;
-    if (typeof value === 'string') {
-      if (hasLoneSurrogate(value)) return path === '' ? '(the request)' : path;
+    if (bad(value)) {
+      return path === '' ? '(the request)' : path;
     } else if (Array.isArray(value)) {
       for (let i = value.length - 1; i >= 0; i -= 1) stack.push([value[i], `${path}[${i}]`]);
     } else if (typeof value === 'object' && value !== null) {
@@ -184,7 +215,7 @@ function loneSurrogateField(text: string): string | undefined {
       for (let i = keys.length - 1; i >= 0; i -= 1) {
         const key = keys[i] as string;
         const child = path === '' ? key : `${path}.${key}`;
-        if (hasLoneSurrogate(key)) return child;
+        if (checkKeys && bad(key)) return child;
         stack.push([(value as Record<string, unknown>)[key], child]);
       }
     }
@@ -196,13 +227,15 @@ function loneSurrogateField(text: string): string | undefined {
  * The problem and field of a decoding error {@link decodeUtf8} threw, from
  * connect's message; undefined for any other error.
  */
-function unicodeProblem(message: string): { problem: string; field?: string } | undefined {
-  if (!message.startsWith(UNICODE_ERROR_PREFIX)) return undefined;
-  const rest = message.slice(UNICODE_ERROR_PREFIX.length);
+function ownDecodeProblem(message: string): { problem: string; field?: string } | undefined {
+  if (!message.startsWith(OWN_DECODE_ERROR_PREFIX)) return undefined;
+  const rest = message.slice(OWN_DECODE_ERROR_PREFIX.length);
   if (rest === NOT_UTF8) return { problem: NOT_UTF8 };
-  const suffix = `: ${LONE_SURROGATE}`;
-  if (!rest.endsWith(suffix)) return undefined;
-  return { problem: rest, field: rest.slice(0, -suffix.length) };
+  for (const named of [LONE_SURROGATE, INFINITE_NUMBER]) {
+    const suffix = `: ${named}`;
+    if (rest.endsWith(suffix)) return { problem: rest, field: rest.slice(0, -suffix.length) };
+  }
+  return undefined;
 }
 
 /**
@@ -242,7 +275,7 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
     const json = JSON_CONTENT_TYPE.test(nodeRequest.header.get('content-type') ?? '');
     const captured = captureJson(nodeRequest, json, options.readMaxBytes);
     const framing = framingOf(captured.uReq);
-    const { uReq, refused } = boundNodes(captured.uReq, {
+    const { uReq, refused } = checkMessages(captured.uReq, {
       method: handler.method,
       json,
       enveloped: framing !== 'unary',
@@ -367,22 +400,21 @@ async function replaceParseError(
     const err = await guardAnswer(uReq, handler, options, refused);
     return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());
   }
-  const unicode = parseError.problem === undefined ? undefined : unicodeProblem(parseError.problem);
+  const own = parseError.problem === undefined ? undefined : ownDecodeProblem(parseError.problem);
   const found =
-    parseError.problem === undefined || unicode !== undefined
+    parseError.problem === undefined || own !== undefined
       ? undefined
       : jsonFieldProblem(handler, requestBody(), framing !== 'unary', {
           encoding: uReq.header.get(ENCODING_HEADER[framing]),
           maxBytes: options.readMaxBytes,
         });
   const problem =
-    unicode?.problem ??
-    (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
+    own?.problem ?? (found === undefined ? parseError.problem : `${found.field}: ${found.problem}`);
   const malformed = new MalformedRequest(
     handler.method,
     undefined,
     problem,
-    unicode?.field ?? found?.field,
+    own?.field ?? found?.field,
   );
   const err = await guardAnswer(uReq, handler, options, malformed);
   return errorResponse(framing, err, uRes.status, uRes.header ?? new Headers());

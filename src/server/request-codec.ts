@@ -15,7 +15,8 @@
  * refuses, a repeated field it would merge, a group, or, on the way to the
  * arguments, a field it knows sent with another wire type (protobuf-es reads
  * a known field by its declared type, so it would frame the bytes around it
- * differently).
+ * differently). A Value without a kind, or with a number that is not
+ * finite, never gets here: `value-kinds.ts` refuses the request first.
  */
 import { isUtf8 } from 'node:buffer';
 import { type DescMessage, fromBinary, type MessageShape, ScalarType } from '@bufbuild/protobuf';
