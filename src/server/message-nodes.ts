@@ -14,10 +14,15 @@
  * every protocol. A count stops as soon as it passes the bound.
  */
 import { type DescField, type DescMessage, ScalarType } from '@bufbuild/protobuf';
-import { WireType } from '@bufbuild/protobuf/wire';
-
-/** Scalars whose list elements are each a field of their own (never packed). */
-const LENGTH_DELIMITED: ReadonlySet<ScalarType> = new Set([ScalarType.STRING, ScalarType.BYTES]);
+import {
+  END_GROUP,
+  fieldsByNumber,
+  LEN,
+  LENGTH_DELIMITED,
+  RECURSION_LIMIT,
+  STOP,
+  WireReader,
+} from './wire-reader.js';
 
 /**
  * Whether a binary message of `bytes` may decode into more than `limit`
@@ -36,9 +41,8 @@ export function mayExceedJsonNodes(bytes: number, limit: number): boolean {
   return 3 * bytes > limit;
 }
 
-/** A message type's fields as the two counts look them up. */
+/** A message type's fields as the JSON count looks them up. */
 interface Fields {
-  readonly byNumber: Map<number, DescField>;
   /** By JSON and proto name. */
   readonly byName: Map<string, DescField>;
   /** The same names as UTF-8 bytes, by their length. */
@@ -60,7 +64,7 @@ function fieldsOf(schema: DescMessage): Fields {
       same.push({ name: bytes, field });
       byLength.set(bytes.length, same);
     }
-    fields = { byNumber: new Map(schema.fields.map((f) => [f.number, f])), byName, byLength };
+    fields = { byName, byLength };
     fieldsByType.set(schema, fields);
   }
   return fields;
@@ -87,33 +91,18 @@ export function countNodes(schema: DescMessage, bytes: Uint8Array, limit: number
   return counter.count;
 }
 
-/** Thrown to end a count: the decoder would fail here, or the count passed the limit. */
-const STOP = Symbol('stop');
-
-const {
-  Varint: VARINT,
-  Bit64: I64,
-  LengthDelimited: LEN,
-  StartGroup: START_GROUP,
-  EndGroup: END_GROUP,
-  Bit32: I32,
-} = WireType;
-/** protobuf-es's default recursion limit, in messages (and groups skipped). */
-const RECURSION_LIMIT = 100;
-
-/** A read of `bytes` as protobuf-es's `BinaryReader` makes it, counting nodes. */
-class NodeCounter {
+/**
+ * A read of `bytes` as protobuf-es's `BinaryReader` makes it, counting
+ * nodes; {@link STOP} ends it where the decoder would fail, or once the
+ * count passed the limit.
+ */
+class NodeCounter extends WireReader {
   count = 0;
-  #pos = 0;
   #depth = 0;
-  /** The field number and wire type of the last tag read. */
-  #fieldNo = 0;
-  #wireType = 0;
-  readonly #bytes: Uint8Array;
   readonly #limit: number;
 
   constructor(bytes: Uint8Array, limit: number) {
-    this.#bytes = bytes;
+    super(bytes);
     this.#limit = limit;
   }
 
@@ -123,20 +112,20 @@ class NodeCounter {
    */
   message(schema: DescMessage, end: number, groupField: number): void {
     if (++this.#depth > RECURSION_LIMIT) throw STOP;
-    const fields = fieldsOf(schema).byNumber;
-    while (this.#pos < end) {
-      this.#tag();
-      if (groupField !== 0 && this.#wireType === END_GROUP) break;
-      const field = fields.get(this.#fieldNo);
+    const fields = fieldsByNumber(schema);
+    while (this.pos < end) {
+      this.tag();
+      if (groupField !== 0 && this.wireType === END_GROUP) break;
+      const field = fields.get(this.fieldNo);
       if (field === undefined) {
         // Kept as an unknown field: one object, whatever it holds.
-        this.#skip(this.#wireType, this.#fieldNo, RECURSION_LIMIT - this.#depth);
+        this.skip(this.wireType, this.fieldNo, RECURSION_LIMIT - this.#depth);
         this.#add(1);
       } else {
-        this.#field(field, this.#wireType);
+        this.#field(field, this.wireType);
       }
     }
-    if (groupField !== 0 && (this.#wireType !== END_GROUP || this.#fieldNo !== groupField)) {
+    if (groupField !== 0 && (this.wireType !== END_GROUP || this.fieldNo !== groupField)) {
       throw STOP;
     }
     this.#depth -= 1;
@@ -151,10 +140,10 @@ class NodeCounter {
   #field(field: DescField, wireType: number): void {
     switch (field.fieldKind) {
       case 'scalar':
-        this.#scalar(field.scalar);
+        this.scalar(field.scalar);
         return;
       case 'enum':
-        this.#varint();
+        this.varint();
         return;
       case 'message':
         this.#add(1);
@@ -169,13 +158,13 @@ class NodeCounter {
         const scalar = field.scalar ?? ScalarType.INT32;
         if (wireType !== LEN || LENGTH_DELIMITED.has(scalar)) {
           this.#add(1);
-          this.#scalar(scalar);
+          this.scalar(scalar);
           return;
         }
-        const end = this.#varint() + this.#pos;
-        while (this.#pos < end) {
+        const end = this.varint() + this.pos;
+        while (this.pos < end) {
           this.#add(1);
-          this.#scalar(scalar);
+          this.scalar(scalar);
         }
         return;
       }
@@ -189,10 +178,10 @@ class NodeCounter {
   /** A message field's value: length-delimited, or a group when so declared. */
   #messageField(schema: DescMessage, field: DescField): void {
     if ('delimitedEncoding' in field && field.delimitedEncoding === true) {
-      this.message(schema, this.#bytes.length, field.number);
+      this.message(schema, this.bytes.length, field.number);
     } else {
-      const length = this.#varint();
-      this.message(schema, this.#pos + length, 0);
+      const length = this.varint();
+      this.message(schema, this.pos + length, 0);
     }
   }
 
@@ -202,16 +191,16 @@ class NodeCounter {
    * empty one).
    */
   #mapEntry(field: DescField & { fieldKind: 'map' }): void {
-    const end = this.#varint() + this.#pos;
+    const end = this.varint() + this.pos;
     if (field.mapKind === 'message') this.#add(1);
     let valued = false;
-    while (this.#pos < end) {
-      this.#tag();
-      if (this.#fieldNo === 1) {
-        this.#scalar(field.mapKey);
-      } else if (this.#fieldNo === 2) {
-        if (field.mapKind === 'scalar') this.#scalar(field.scalar);
-        else if (field.mapKind === 'enum') this.#varint();
+    while (this.pos < end) {
+      this.tag();
+      if (this.fieldNo === 1) {
+        this.scalar(field.mapKey);
+      } else if (this.fieldNo === 2) {
+        if (field.mapKind === 'scalar') this.scalar(field.scalar);
+        else if (field.mapKind === 'enum') this.varint();
         else {
           if (valued) this.#add(1); // a second value in one entry is another message
           valued = true;
@@ -220,95 +209,6 @@ class NodeCounter {
       }
       // Any other field number: protobuf-es reads on from the next byte.
     }
-  }
-
-  /** A scalar of `type`, moved past. */
-  #scalar(type: ScalarType): void {
-    switch (type) {
-      case ScalarType.STRING:
-      case ScalarType.BYTES: {
-        const length = this.#varint(); // read before the position it moves is
-        this.#pos += length;
-        break;
-      }
-      case ScalarType.DOUBLE:
-      case ScalarType.FIXED64:
-      case ScalarType.SFIXED64:
-        this.#pos += 8;
-        break;
-      case ScalarType.FLOAT:
-      case ScalarType.FIXED32:
-      case ScalarType.SFIXED32:
-        this.#pos += 4;
-        break;
-      default:
-        this.#varint();
-        return;
-    }
-    if (this.#pos > this.#bytes.length) throw STOP;
-  }
-
-  /** A tag, into {@link #fieldNo} and {@link #wireType}; protobuf-es refuses the same ones. */
-  #tag(): void {
-    const start = this.#pos;
-    const tag = this.#varint();
-    const read = this.#pos - start;
-    if (read > 5 || (read === 5 && (this.#bytes[this.#pos - 1] as number) > 0x0f)) throw STOP;
-    this.#fieldNo = tag >>> 3;
-    this.#wireType = tag & 7;
-    if (this.#fieldNo <= 0 || this.#wireType > I32) throw STOP;
-  }
-
-  /**
-   * A varint of at most 10 bytes, as its low 32 bits unsigned (how
-   * protobuf-es reads lengths and tags); past the bytes, or longer, stops.
-   */
-  #varint(): number {
-    const bytes = this.#bytes;
-    let value = 0;
-    for (let i = 0; i < 10; i++) {
-      const byte = bytes[this.#pos++];
-      if (byte === undefined) throw STOP;
-      if (i < 5) value |= (byte & 0x7f) << (7 * i);
-      if (byte < 0x80) return value >>> 0;
-    }
-    throw STOP;
-  }
-
-  /** Moves past an unknown field's value (protobuf-es's `skip`), groups in them included. */
-  #skip(wireType: number, fieldNo: number, recursionLimit: number): void {
-    const bytes = this.#bytes;
-    switch (wireType) {
-      case VARINT:
-        // Any number of bytes, as protobuf-es skips it.
-        while (((bytes[this.#pos++] ?? 0) & 0x80) !== 0) {}
-        break;
-      case I64:
-        this.#pos += 8;
-        break;
-      case I32:
-        this.#pos += 4;
-        break;
-      case LEN: {
-        const length = this.#varint();
-        this.#pos += length;
-        break;
-      }
-      case START_GROUP:
-        if (recursionLimit <= 0) throw STOP;
-        for (;;) {
-          this.#tag();
-          if (this.#wireType === END_GROUP) {
-            if (this.#fieldNo !== fieldNo) throw STOP;
-            break;
-          }
-          this.#skip(this.#wireType, this.#fieldNo, recursionLimit - 1);
-        }
-        break;
-      default:
-        throw STOP;
-    }
-    if (this.#pos > bytes.length) throw STOP;
   }
 }
 
