@@ -196,8 +196,17 @@ describe('DispatchStream', () => {
   }, 60_000);
 
   it('counts each stream under the status its client got: OK, CANCELLED, DEADLINE_EXCEEDED', async () => {
+    // A webhook that never answers: an event delivered to it keeps the stream's work in flight.
+    const receiver = await startReceiver();
+    receiver.respond(() => undefined);
     const sidecar = await startSidecar();
     const client = hookClient(sidecar.grpc);
+    await unary(client, 'RegisterHooks', {
+      operationId: 'op-held',
+      hooks: [
+        { id: 'held', type: 'HOOK_TYPE_BEFORE_STEP', webhook: { url: `${receiver.url}/held` } },
+      ],
+    });
     const series = (code: string) =>
       `agenthooks_rpc_calls_total{method="DispatchStream",code="${code}"}`;
     /** Opens a stream (a deadline in ms, if any), has one event acked, and says how it ended. */
@@ -215,7 +224,15 @@ describe('DispatchStream', () => {
         call.write({ eventId: 'e1', event: beforeStep('op-count', 0) });
       });
       if (end === 'half-close') call.end();
-      if (end === 'cancel') call.cancel();
+      if (end === 'cancel') {
+        // Cancelled while the sidecar still delivers an event of the stream. (A
+        // cancel after the sidecar finished is its OK: grpc-js ends the requests
+        // before it resets the stream, and the sidecar may answer in between.)
+        const arrived = receiver.waitForRequests(1);
+        call.write({ eventId: 'e2', event: beforeStep('op-held', 0) });
+        await arrived;
+        call.cancel();
+      }
       return ended;
     };
     try {
@@ -231,6 +248,7 @@ describe('DispatchStream', () => {
     } finally {
       client.close();
       await killSidecar(sidecar);
+      await receiver.close();
     }
   });
 
