@@ -1,4 +1,4 @@
-import { chownSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import type * as http from 'node:http';
 import { dirname, join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -585,6 +585,8 @@ describe('readiness at start', () => {
 function readOnlyForNobody(db: string): void {
   const dir = dirname(db);
   chownSync(dir, 65534, 65534);
+  // Readable by others, as a file made before the sidecar created its files 0600 is.
+  chmodSync(db, 0o644);
   for (const f of readdirSync(dir))
     if (f !== 'agenthooks.db') chownSync(join(dir, f), 65534, 65534);
 }
