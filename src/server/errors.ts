@@ -117,6 +117,25 @@ export function invalidTimeout(header: string, value: string): AgentHooksError {
   );
 }
 
+/** When a call's deadline passed: before its request had arrived in full (its method never ran). */
+export const BEFORE_REQUEST = 'before its request arrived';
+/** When a call's deadline passed: while its method ran, before its answer went out. */
+export const BEFORE_ANSWER = 'before it was answered';
+
+/**
+ * DEADLINE_EXCEEDED, reason `DEADLINE_EXCEEDED`: the call's deadline passed
+ * `when` ({@link BEFORE_REQUEST} or {@link BEFORE_ANSWER}). Every protocol
+ * answers a deadline with it, grpc-js's own included (`grpc-refusals.ts`).
+ */
+export function deadlineExceeded(when: string, cause?: unknown): AgentHooksError {
+  return new AgentHooksError(
+    'deadline_exceeded',
+    'DEADLINE_EXCEEDED',
+    `the call’s deadline passed ${when}`,
+    cause === undefined ? undefined : { cause },
+  );
+}
+
 /** Reason of a request message that would decode into too many values. */
 export const MESSAGE_TOO_COMPLEX_REASON = 'MESSAGE_TOO_COMPLEX';
 

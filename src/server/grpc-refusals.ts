@@ -8,24 +8,31 @@
  * - a compressed message that does not decompress (a corrupt gzip body), or
  *   a `grpc-timeout` that is not a timeout: INTERNAL, as if the sidecar had
  *   failed;
- * - a unary call with no request message, or two: UNIMPLEMENTED.
+ * - a unary call with no request message, or two: UNIMPLEMENTED;
+ * - a call whose deadline passed: DEADLINE_EXCEEDED, `Deadline exceeded`, no
+ *   details.
  *
  * Over Connect and gRPC-Web the same requests are `MESSAGE_TOO_LARGE`,
- * `MALFORMED_REQUEST` or `INVALID_TIMEOUT`, with their `ErrorInfo`
- * (`http.ts`). grpc-js sends those statuses from its innermost call object,
- * beneath every interceptor (or passes them down from its own handler
- * wrapper), so {@link answerTransportRefusals} wraps that class's `sendStatus` once:
+ * `MALFORMED_REQUEST`, `INVALID_TIMEOUT` or `DEADLINE_EXCEEDED`, with their
+ * `ErrorInfo` (`http.ts`, `guard.ts`). grpc-js sends those statuses from its
+ * innermost call object, beneath every interceptor (or passes them down from
+ * its own handler wrapper), so {@link answerTransportRefusals} wraps that
+ * class's `sendStatus` once:
  * a status grpc-js made itself (it carries no metadata, and its text is one
  * of grpc-js's own) for a method {@link addService} registered becomes
- * ours, and is counted under the code the client gets. Everything else
- * passes through as it was.
+ * ours, and is counted under the code the client gets (a deadline only
+ * when the method never ran: the guard counts the calls that did).
+ * Everything else passes through as it was.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import { BaseServerInterceptingCall } from '@grpc/grpc-js/build/src/server-interceptors.js';
 import type { AgentHooksError } from '../errors.js';
 import {
+  BEFORE_ANSWER,
+  BEFORE_REQUEST,
   codeName,
+  deadlineExceeded,
   EXTRA_MESSAGE,
   invalidTimeout,
   MalformedRequest,
@@ -56,17 +63,23 @@ const DECOMPRESS_FAILED = 'Failed to decompress message';
 const BAD_TIMEOUT = /^Invalid grpc-timeout value "(.*)"$/s;
 const NO_REQUEST = 'Received no request message for server streaming method ';
 const SECOND_REQUEST = 'Received a second request message for server streaming method ';
+const DEADLINE_EXCEEDED = 'Deadline exceeded';
 /** The codes of those refusals. */
 const REFUSAL_CODES: ReadonlySet<grpc.status> = new Set([
   grpc.status.RESOURCE_EXHAUSTED,
   grpc.status.INTERNAL,
   grpc.status.UNIMPLEMENTED,
+  grpc.status.DEADLINE_EXCEEDED,
 ]);
 
 /** The part of grpc-js's innermost call this module reads. */
 interface BaseCall {
   readonly handler: { readonly deserialize?: unknown; readonly type?: string } | null;
   readonly maxReceiveMessageSize: number;
+  /** Whether the client ended its side (its request is complete). */
+  readonly receivedHalfClose?: boolean;
+  /** Messages (and the half-close) read but not yet handed on. */
+  readonly readQueue?: readonly unknown[];
   readonly stream?: {
     readonly closed: boolean;
     readonly destroyed: boolean;
@@ -173,11 +186,26 @@ function ours(call: BaseServerInterceptingCall, status: SentStatus): grpc.Status
   if (typeof deserialize !== 'function') return undefined;
   const target = targets.get(deserialize);
   if (target === undefined) return undefined;
-  const refused = refusalOf(target, status, maxReceiveMessageSize);
+  const ran = methodRan(call as unknown as BaseCall);
+  const refused = refusalOf(target, status, maxReceiveMessageSize, ran);
   if (refused === undefined) return undefined;
   const err = toConnectError(refused);
-  target.onRefused?.(target.method.name, codeName(err.code));
+  // The guard counts a call whose method ran, its deadline's end included.
+  if (!ran || status.code !== grpc.status.DEADLINE_EXCEEDED) {
+    target.onRefused?.(target.method.name, codeName(err.code));
+  }
   return target.statusOf(err);
+}
+
+/**
+ * Whether grpc-js has handed the call to its method: a stream's at its
+ * headers, a unary call's once its message and half-close were read and
+ * passed on.
+ */
+function methodRan(call: BaseCall): boolean {
+  const type = call.handler?.type;
+  if (type === 'bidi' || type === 'clientStream') return true;
+  return call.receivedHalfClose === true && call.readQueue?.length === 0;
 }
 
 /** Our error for a status grpc-js made when it refused a request, or `undefined`. */
@@ -185,9 +213,13 @@ function refusalOf(
   target: RefusalTarget,
   status: SentStatus,
   maxReceiveMessageSize: number,
+  ran: boolean,
 ): AgentHooksError | undefined {
   const details = status.details ?? '';
   switch (status.code) {
+    case grpc.status.DEADLINE_EXCEEDED:
+      if (details !== DEADLINE_EXCEEDED) return undefined;
+      return deadlineExceeded(ran ? BEFORE_ANSWER : BEFORE_REQUEST);
     case grpc.status.RESOURCE_EXHAUSTED:
       if (!TOO_LARGE.test(details)) return undefined;
       return new TooLargeRequest(maxReceiveMessageSize, target.bound).error;

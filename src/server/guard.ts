@@ -16,7 +16,10 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { RequestHeaders, RpcSpan, Tracing } from '../tracing/tracing.js';
 import {
+  BEFORE_ANSWER,
+  BEFORE_REQUEST,
   codeName,
+  deadlineExceeded,
   isServerSide,
   RefusedRequest,
   toConnectError,
@@ -167,6 +170,12 @@ function guardUnary(
       // while its body arrived must not run (and commit) after the fact.
       if (ctx.signal.aborted) throw endedBeforeRun(ctx);
       const response = await fn(request, ctx);
+      // A method may answer its own abort (a cut-off hook becomes a CANCELLED
+      // outcome) instead of throwing it: past the deadline, the client gets
+      // DEADLINE_EXCEEDED all the same (grpc-js has sent it already), not OK.
+      if (ctx.signal.aborted && deadlinePassed(ctx)) {
+        throw deadlineExceeded(BEFORE_ANSWER);
+      }
       record(options, method, OK, started);
       return response;
     } catch (e: unknown) {
@@ -200,18 +209,8 @@ export function deadlinePassed(ctx: HandlerContext): boolean {
 /** The error of a call that ended (its deadline, or its client cancelled) before its method ran. */
 function endedBeforeRun(ctx: HandlerContext): AgentHooksError {
   return deadlinePassed(ctx)
-    ? deadlineExceeded('before its request arrived')
+    ? deadlineExceeded(BEFORE_REQUEST)
     : new AgentHooksError('cancelled', 'CANCELLED', 'the call was cancelled before it ran');
-}
-
-/** DEADLINE_EXCEEDED: the call's deadline passed `when`. */
-function deadlineExceeded(when: string, cause?: unknown): AgentHooksError {
-  return new AgentHooksError(
-    'deadline_exceeded',
-    'DEADLINE_EXCEEDED',
-    `the call’s deadline passed ${when}`,
-    cause === undefined ? undefined : { cause },
-  );
 }
 
 /**
@@ -222,12 +221,14 @@ function deadlineExceeded(when: string, cause?: unknown): AgentHooksError {
  * every client got.
  */
 function deadlineOr(e: unknown, ctx: HandlerContext): unknown {
+  // The abort's own reason, rethrown (`signal.throwIfAborted()`), counts as
+  // well: connect's deadline aborts with a DEADLINE_EXCEEDED that has no ErrorInfo.
   const cancelled =
     e instanceof AgentHooksError
       ? e.kind === 'cancelled'
-      : e instanceof ConnectError && e.code === Code.Canceled;
+      : e instanceof ConnectError && (e.code === Code.Canceled || e === ctx.signal.reason);
   if (!cancelled || !deadlinePassed(ctx)) return e;
-  return deadlineExceeded('before it was answered', e);
+  return deadlineExceeded(BEFORE_ANSWER, e);
 }
 
 function guardStream(

@@ -31,7 +31,7 @@ import * as grpc from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor, HookType } from '../../gen/agenthooks/v1/events_pb.js';
-import { ModifyPoint, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { Fallback, ModifyPoint, ResponseHandling } from '../../gen/agenthooks/v1/hooks_pb.js';
 import {
   DecideToolCallRequestSchema,
   DispatchRequestSchema,
@@ -516,6 +516,48 @@ async function grpcRawCall(
     };
   } finally {
     session.close();
+  }
+}
+
+/**
+ * Opens a gRPC call to `path` and sends no message: answers the status the
+ * server ends it with (its trailers-only response), in the shape of
+ * {@link grpcRawCall}.
+ */
+async function grpcHeadersOnly(
+  address: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ code: string; message: string; reason?: string; limit?: string }> {
+  const session = http2.connect(`http://${address}`);
+  session.on('error', () => undefined);
+  try {
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      ...headers,
+    });
+    stream.on('error', () => undefined);
+    const status = await new Promise<http2.IncomingHttpHeaders>((resolve) =>
+      stream.once('response', resolve),
+    );
+    const bin = status['grpc-status-details-bin'];
+    const info =
+      typeof bin === 'string'
+        ? fromBinary(StatusSchema, Buffer.from(bin, 'base64'))
+            .details.map((d) => anyUnpack(d, ErrorInfoSchema))
+            .find((i) => i !== undefined)
+        : undefined;
+    return {
+      code: String(status['grpc-status']),
+      message: decodeURIComponent(String(status['grpc-message'] ?? '')),
+      reason: info?.reason,
+      limit: info?.metadata.limit,
+    };
+  } finally {
+    session.destroy();
   }
 }
 
@@ -1471,11 +1513,29 @@ describe('protocol parity of a deadline', () => {
         { 'grpc-timeout': '100m' },
         500,
       );
-      expect(grpcWebStatus(web)).toBe(grpc.status.DEADLINE_EXCEEDED);
+      const LATE = {
+        code: String(grpc.status.DEADLINE_EXCEEDED),
+        message: 'the call’s deadline passed before its request arrived',
+        reason: 'DEADLINE_EXCEEDED',
+        limit: undefined,
+      };
+      expect(webAnswer(web)).toEqual(LATE);
+      // Native gRPC: the headers, and no message before the deadline; grpc-js ends the
+      // call itself, with the guard's status.
+      expect(
+        await grpcHeadersOnly(sidecar.grpc, REGISTER_HOOKS_PATH, { 'grpc-timeout': '100m' }),
+      ).toEqual(LATE);
       const client = createClient(HookService, transportFor('grpc', sidecar));
       for (const operationId of ['late-json', 'late-web']) {
         expect((await client.listHooks({ operationId })).hooks, operationId).toEqual([]);
       }
+      // Each counted once, under the code its client got.
+      expect(
+        await metric(
+          sidecar,
+          'agenthooks_rpc_calls_total{method="RegisterHooks",code="DEADLINE_EXCEEDED"}',
+        ),
+      ).toBe(3);
     } finally {
       await killSidecar(sidecar);
     }
@@ -1555,6 +1615,83 @@ describe('protocol parity of a deadline', () => {
       expect([count('DEADLINE_EXCEEDED'), count('CANCELLED')]).toEqual([PROTOCOLS.length, 0]);
       for (const res of held.splice(0)) res.end(JSON.stringify({ decision: 'allow' }));
       expect(await first).toMatchObject({ published: true });
+    } finally {
+      for (const res of held.splice(0)) res.destroy();
+      await killSidecar(sidecar);
+      await receiver.close();
+    }
+  });
+});
+
+describe('protocol parity of a deadline that ends a running method', () => {
+  /** What every protocol answers a call whose deadline passed while its method ran. */
+  const CUT_OFF: Answer = {
+    code: 'DeadlineExceeded',
+    message: 'the call’s deadline passed before it was answered',
+    reason: 'DEADLINE_EXCEEDED',
+    fields: [],
+  };
+
+  it('answers a Dispatch, a CompleteOperation and a Modify whose critical hooks outlast the deadline DEADLINE_EXCEEDED everywhere, and counts them so', async () => {
+    const held: ServerResponse[] = [];
+    const receiver = await startReceiver({ answer: (_req, res) => held.push(res) });
+    const sidecar = await startSidecar();
+    try {
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      const webhook = { url: `${receiver.url}/hook`, fallback: Fallback.NONE };
+      const answers = {
+        Dispatch: {} as Partial<Record<Protocol, Answer | 'OK'>>,
+        Modify: {} as Partial<Record<Protocol, Answer | 'OK'>>,
+        CompleteOperation: {} as Partial<Record<Protocol, Answer | 'OK'>>,
+      };
+      const outcome = (call: Promise<unknown>) => call.then(() => 'OK' as const, answerOf);
+      for (const protocol of PROTOCOLS) {
+        // An operation per protocol: CompleteOperation ends it.
+        const operationId = `cut-${protocol}`;
+        await client.registerHooks({
+          operationId,
+          hooks: [
+            { id: 'step', type: HookType.AFTER_STEP, webhook },
+            { id: 'done', type: HookType.ON_COMPLETE, webhook },
+            { id: 'ctx', point: ModifyPoint.TRANSFORM_CONTEXT, webhook },
+          ],
+        });
+        const caller = createClient(HookService, transportFor(protocol, sidecar));
+        const headers = DEADLINE_HEADER[protocol];
+        const step = { operationId, agentId: 'a', userId: 'u', stepIndex: 0 };
+        answers.Dispatch[protocol] = await outcome(
+          caller.dispatch({ event: { event: { case: 'afterStep', value: step } } }, { headers }),
+        );
+        answers.Modify[protocol] = await outcome(
+          caller.modify(
+            { operationId, point: ModifyPoint.TRANSFORM_CONTEXT, contextJson: '{"messages":[]}' },
+            { headers },
+          ),
+        );
+        answers.CompleteOperation[protocol] = await outcome(
+          caller.completeOperation({ event: { operationId, reason: 'done' } }, { headers }),
+        );
+      }
+      const everywhere = Object.fromEntries(PROTOCOLS.map((p) => [p, CUT_OFF]));
+      expect(answers).toEqual({
+        Dispatch: everywhere,
+        Modify: everywhere,
+        CompleteOperation: everywhere,
+      });
+      for (const rpc of ['Dispatch', 'Modify', 'CompleteOperation']) {
+        const series = (code: string) =>
+          `agenthooks_rpc_calls_total{method="${rpc}",code="${code}"}`;
+        // The last call's count may land just after its client gave up.
+        const counts = await eventually(
+          async () => [
+            await metric(sidecar, series('DEADLINE_EXCEEDED')),
+            await metric(sidecar, series('OK')),
+            await metric(sidecar, series('CANCELLED')),
+          ],
+          ([exceeded]) => (exceeded ?? 0) >= PROTOCOLS.length,
+        );
+        expect(counts, rpc).toEqual([PROTOCOLS.length, 0, 0]);
+      }
     } finally {
       for (const res of held.splice(0)) res.destroy();
       await killSidecar(sidecar);
