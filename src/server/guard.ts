@@ -167,8 +167,10 @@ function guardUnary(
       if (fn === undefined) throw unimplementedError(method);
       // connect-node reads a request's body after its deadline timer started
       // and runs the method whatever came first: a call whose client gave up
-      // while its body arrived must not run (and commit) after the fact.
-      if (ctx.signal.aborted) throw endedBeforeRun(ctx);
+      // while its body arrived must not run (and commit) after the fact. Nor
+      // one whose deadline has passed although nothing aborted it yet: grpc-js
+      // arms a timer even for a deadline of 0 (`grpc-timeout: 0S`).
+      if (endedAlready(ctx)) throw endedBeforeRun(ctx);
       const response = await fn(request, ctx);
       // A method may answer its own abort (a cut-off hook becomes a CANCELLED
       // outcome) instead of throwing it: past the deadline, the client gets
@@ -204,6 +206,16 @@ export function deadlinePassed(ctx: HandlerContext): boolean {
   if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) return true;
   const left = ctx.timeoutMs();
   return left !== undefined && left <= DEADLINE_SLACK_MS;
+}
+
+/**
+ * Whether a call ended before its method ran: aborted, or its deadline
+ * already passed (`timeoutMs()` is 0, or below for connect's context).
+ */
+function endedAlready(ctx: HandlerContext): boolean {
+  if (ctx.signal.aborted) return true;
+  const left = ctx.timeoutMs();
+  return left !== undefined && left <= 0;
 }
 
 /** The error of a call that ended (its deadline, or its client cancelled) before its method ran. */
@@ -243,6 +255,8 @@ function guardStream(
       options.admit?.(method, ctx);
       if (request instanceof RefusedRequest) throw request.error;
       if (fn === undefined) throw unimplementedError(method);
+      // As a unary call: a stream whose deadline passed before it started never runs.
+      if (endedAlready(ctx)) throw endedBeforeRun(ctx);
       return (fn(request, ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
     });
   };

@@ -37,6 +37,7 @@ import {
   DispatchRequestSchema,
   DispatchStreamRequestSchema,
   DispatchStreamResponseSchema,
+  HandleRequestSchema,
   HookService,
   ListHooksRequestSchema,
   ParkKind,
@@ -669,6 +670,8 @@ async function firstStreamFrame(
 const MALFORMED = new Uint8Array([0x0a, 0xff, 0xff]);
 const LIST_HOOKS_PATH = '/agenthooks.v1.HookService/ListHooks';
 const REGISTER_HOOKS_PATH = '/agenthooks.v1.HookService/RegisterHooks';
+const DISPATCH_STREAM_PATH = '/agenthooks.v1.HookService/DispatchStream';
+const HANDLE_PATH = '/agenthooks.v1.HookService/Handle';
 /** A small --max-message-bytes for the oversize test. */
 const MAX_BYTES = 65_536;
 
@@ -1696,6 +1699,86 @@ describe('protocol parity of a deadline that ends a running method', () => {
       for (const res of held.splice(0)) res.destroy();
       await killSidecar(sidecar);
       await receiver.close();
+    }
+  });
+
+  it('runs no call whose deadline had passed when it arrived (a timeout of 0), on any protocol', async () => {
+    const sidecar = await startSidecar();
+    try {
+      const registration = (operationId: string) =>
+        create(RegisterHooksRequestSchema, {
+          operationId,
+          hooks: [
+            { id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } },
+          ],
+        });
+      const expired = {
+        code: String(grpc.status.DEADLINE_EXCEEDED),
+        message: 'the call’s deadline passed before its request arrived',
+        reason: 'DEADLINE_EXCEEDED',
+        limit: undefined,
+      };
+      for (const timeout of ['0S', '0n']) {
+        const operationId = `zero-grpc-${timeout}`;
+        expect(
+          await grpcRawCall(
+            sidecar.grpc,
+            REGISTER_HOOKS_PATH,
+            envelope(toBinary(RegisterHooksRequestSchema, registration(operationId))),
+            { 'grpc-timeout': timeout },
+          ),
+          timeout,
+        ).toEqual(expired);
+      }
+      const web = await post(
+        sidecar.http as string,
+        REGISTER_HOOKS_PATH,
+        'application/grpc-web+proto',
+        envelope(toBinary(RegisterHooksRequestSchema, registration('zero-web'))),
+        { 'grpc-timeout': '0S' },
+      );
+      expect(webAnswer(web)).toEqual(expired);
+      // Nor does a stream start: DispatchStream and Handle end at once.
+      const streamed = envelope(
+        toBinary(
+          DispatchStreamRequestSchema,
+          fromJson(DispatchStreamRequestSchema, {
+            eventId: 'e1',
+            event: {
+              afterStep: { operationId: 'zero-stream', agentId: 'a', userId: 'u', stepIndex: 0 },
+            },
+          }),
+        ),
+      );
+      const attach = envelope(
+        toBinary(
+          HandleRequestSchema,
+          create(HandleRequestSchema, {
+            message: { case: 'attach', value: { operationIds: ['zero-stream'] } },
+          }),
+        ),
+      );
+      for (const [path, frame] of [
+        [DISPATCH_STREAM_PATH, streamed],
+        [HANDLE_PATH, attach],
+      ] as const) {
+        expect(
+          await grpcRawCall(sidecar.grpc, path, frame, { 'grpc-timeout': '0S' }),
+          path,
+        ).toEqual(expired);
+      }
+      const client = createClient(HookService, transportFor('grpc', sidecar));
+      for (const operationId of ['zero-grpc-0S', 'zero-grpc-0n', 'zero-web']) {
+        expect((await client.listHooks({ operationId })).hooks, operationId).toEqual([]);
+      }
+      expect(
+        await metric(
+          sidecar,
+          'agenthooks_rpc_calls_total{method="RegisterHooks",code="DEADLINE_EXCEEDED"}',
+        ),
+      ).toBe(3);
+    } finally {
+      await killSidecar(sidecar);
     }
   });
 });
