@@ -98,6 +98,9 @@ export class TooLargeRequest extends RefusedRequest {
 
 /** A compressed request message that does not decompress. */
 export const NOT_DECOMPRESSIBLE = 'the message does not decompress';
+/** A request message flagged compressed although the request names no encoding. */
+export const COMPRESSED_WITHOUT_ENCODING =
+  'the message is compressed, but the request names no encoding';
 /** A request whose transport holds no message, or more than its unary method takes. */
 export const NO_MESSAGE = 'the request has no message';
 /** See {@link NO_MESSAGE}. */

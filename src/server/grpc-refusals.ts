@@ -10,7 +10,9 @@
  *   failed;
  * - a unary call with no request message, or two: UNIMPLEMENTED;
  * - a call whose deadline passed: DEADLINE_EXCEEDED, `Deadline exceeded`, no
- *   details.
+ *   details;
+ * - a message flagged compressed with no `grpc-encoding` named: read as if
+ *   it were not compressed (grpc-js takes `identity` for the missing header).
  *
  * Over Connect and gRPC-Web the same requests are `MESSAGE_TOO_LARGE`,
  * `MALFORMED_REQUEST`, `INVALID_TIMEOUT` or `DEADLINE_EXCEEDED`, with their
@@ -22,7 +24,9 @@
  * of grpc-js's own) for a method {@link addService} registered becomes
  * ours, and is counted under the code the client gets (a deadline only
  * when the method never ran: the guard counts the calls that did).
- * Everything else passes through as it was.
+ * Everything else passes through as it was. The compressed message without
+ * an encoding is refused where grpc-js decompresses each message (its
+ * `decompressMessage`, wrapped once too), before it is decoded.
  */
 import type { DescMethod } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
@@ -31,6 +35,7 @@ import type { AgentHooksError } from '../errors.js';
 import {
   BEFORE_ANSWER,
   BEFORE_REQUEST,
+  COMPRESSED_WITHOUT_ENCODING,
   codeName,
   deadlineExceeded,
   EXTRA_MESSAGE,
@@ -64,6 +69,12 @@ const BAD_TIMEOUT = /^Invalid grpc-timeout value "(.*)"$/s;
 const NO_REQUEST = 'Received no request message for server streaming method ';
 const SECOND_REQUEST = 'Received a second request message for server streaming method ';
 const DEADLINE_EXCEEDED = 'Deadline exceeded';
+/**
+ * The status {@link answerTransportRefusals} fails a message flagged
+ * compressed with, when the call names no encoding; grpc-js sends it as its
+ * own, and {@link refusalOf} answers it as the others.
+ */
+const NO_ENCODING = 'Received a compressed message, but the call names no grpc-encoding';
 /** The codes of those refusals. */
 const REFUSAL_CODES: ReadonlySet<grpc.status> = new Set([
   grpc.status.RESOURCE_EXHAUSTED,
@@ -115,7 +126,37 @@ export function answerTransportRefusals(deserialize: object, target: RefusalTarg
     if ((this as unknown as BaseCall).handler?.type === 'bidi') noteStreamStatus(this, sent.code);
     send.call(this, sent);
   };
+  // grpc-js decompresses a message flagged compressed with the call's encoding,
+  // and `identity` (the message as it is) when the call names none; the gRPC
+  // spec makes that an error, and so does connect for gRPC-Web.
+  const decompress = (proto as unknown as DecompressingCall).decompressMessage;
+  if (typeof decompress !== 'function') return;
+  (proto as unknown as DecompressingCall).decompressMessage = function decompressMessage(
+    this: BaseServerInterceptingCall,
+    message: Buffer,
+    encoding: string,
+  ) {
+    const deserialize = (this as unknown as BaseCall).handler?.deserialize;
+    if (
+      encoding === 'identity' &&
+      message[0] === COMPRESSED_FLAG &&
+      typeof deserialize === 'function' &&
+      targets.has(deserialize)
+    ) {
+      // grpc-js sends a rejection of this as the call's status.
+      return Promise.reject({ code: grpc.status.INTERNAL, details: NO_ENCODING });
+    }
+    return decompress.call(this, message, encoding);
+  };
 }
+
+/** grpc-js's decompression of one message (a private method of its innermost call). */
+interface DecompressingCall {
+  decompressMessage(message: Buffer, encoding: string): Buffer | Promise<Buffer>;
+}
+
+/** A gRPC message's flag byte when the message is compressed. */
+const COMPRESSED_FLAG = 1;
 
 /** gRPC's CANCELLED. */
 const CANCELLED_CODE = grpc.status.CANCELLED;
@@ -226,6 +267,9 @@ function refusalOf(
     case grpc.status.INTERNAL: {
       if (details === DECOMPRESS_FAILED) {
         return new MalformedRequest(target.method, undefined, NOT_DECOMPRESSIBLE).error;
+      }
+      if (details === NO_ENCODING) {
+        return new MalformedRequest(target.method, undefined, COMPRESSED_WITHOUT_ENCODING).error;
       }
       const timeout = BAD_TIMEOUT.exec(details)?.[1];
       return timeout === undefined ? undefined : invalidTimeout('grpc-timeout', timeout);

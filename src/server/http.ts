@@ -56,6 +56,7 @@ import {
 import { extend } from '../extend.js';
 import type { Logger } from '../log.js';
 import {
+  COMPRESSED_WITHOUT_ENCODING,
   clipErrorText,
   EXTRA_MESSAGE,
   hasLoneSurrogate,
@@ -684,7 +685,7 @@ const FRAMING_PROBLEMS: readonly (readonly [RegExp, string])[] = [
   ],
   [
     /^received compressed envelope, but do not know how to decompress$/,
-    'the message is compressed, but the request names no encoding',
+    COMPRESSED_WITHOUT_ENCODING,
   ],
   [/^protocol error: missing input message for \w+ method$/, NO_MESSAGE],
   [/^protocol error: received extra input message for \w+ method$/, EXTRA_MESSAGE],

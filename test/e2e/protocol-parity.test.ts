@@ -1348,6 +1348,37 @@ describe('protocol parity of a request framed wrong', () => {
     expect((await counted()) - before).toBe(3);
     expect(sidecar.logs.filter((l) => l.level === 'error')).toEqual([]);
   });
+
+  it('refuses a message flagged compressed with no encoding named over gRPC as over gRPC-Web, unary and streamed', async () => {
+    const problem = 'the message is compressed, but the request names no encoding';
+    const counted = () =>
+      metric(sidecar, 'agenthooks_rpc_calls_total{method="ListHooks",code="INVALID_ARGUMENT"}');
+    const before = await counted();
+    const flagged = Buffer.from(message);
+    flagged[0] = 1;
+    expect(await grpcRawCall(sidecar.grpc, LIST_HOOKS_PATH, flagged, {})).toEqual(
+      malformed(problem),
+    );
+    const web = await post(
+      sidecar.http as string,
+      LIST_HOOKS_PATH,
+      'application/grpc-web+proto',
+      flagged,
+    );
+    expect(webAnswer(web)).toEqual(malformed(problem));
+    expect((await counted()) - before).toBe(2);
+    // A stream's message: the stream ends with the same refusal, nothing acked.
+    const event = envelope(
+      toBinary(DispatchStreamRequestSchema, create(DispatchStreamRequestSchema, { eventId: 'e1' })),
+      1,
+    );
+    expect(await grpcRawCall(sidecar.grpc, DISPATCH_STREAM_PATH, event, {})).toEqual({
+      code: String(grpc.status.INVALID_ARGUMENT),
+      message: `the request is not a valid ${DispatchStreamRequestSchema.typeName} message: ${problem}`,
+      reason: 'MALFORMED_REQUEST',
+      limit: undefined,
+    });
+  });
 });
 
 describe('protocol parity of a server-side fault', () => {
