@@ -168,6 +168,19 @@ export function unimplementedError(method: DescMethod): AgentHooksError {
   );
 }
 
+/**
+ * The UNIMPLEMENTED error of a bidi stream (`DispatchStream`, `Handle`)
+ * called on the HTTP listener: over HTTP/1.1 neither Connect nor gRPC-Web
+ * carries one, so it is served on the gRPC listener only.
+ */
+export function grpcListenerOnly(method: DescMethod): AgentHooksError {
+  return new AgentHooksError(
+    'unimplemented',
+    UNIMPLEMENTED_REASON,
+    `${method.parent.typeName}.${method.name} is a bidirectional stream, served over native gRPC on the gRPC listener only`,
+  );
+}
+
 /** Codes that say the sidecar failed, not the client: logged with their cause. */
 const SERVER_SIDE_CODES: ReadonlySet<Code> = new Set([
   Code.Internal,

@@ -59,6 +59,7 @@ import {
   COMPRESSED_WITHOUT_ENCODING,
   clipErrorText,
   EXTRA_MESSAGE,
+  grpcListenerOnly,
   hasLoneSurrogate,
   invalidTimeout,
   MalformedRequest,
@@ -286,16 +287,25 @@ export function createHttpHandler(options: HttpHandlerOptions): http.RequestList
       },
       limit: options.maxMessageNodes,
     });
+    const rpc = isRpc(handler, uReq);
     const answer =
-      !options.authorized(handler.method, uReq.header) && isRpc(handler, uReq)
-        ? refuseUnauthenticated(uReq, handler, options)
-        : handler(uReq).then((uRes) => {
-            const refusal = refused();
-            // A request stream's refusal reached the method through its requests.
-            return refusal !== undefined && !readsRequestStream(handler.method)
-              ? answerRefused(uReq, uRes, handler, options, refusal)
-              : replaceParseError(uReq, uRes, handler, options, captured.body);
-          });
+      !options.authorized(handler.method, uReq.header) && rpc
+        ? refuseBeforeBody(uReq, handler, options, new MalformedRequest(handler.method, undefined))
+        : // connect-node answers a bidi stream over HTTP/1.1 a bare 505, which clients read as UNKNOWN.
+          rpc && handler.method.methodKind === 'bidi_streaming'
+          ? refuseBeforeBody(
+              uReq,
+              handler,
+              options,
+              new RefusedRequest(grpcListenerOnly(handler.method)),
+            )
+          : handler(uReq).then((uRes) => {
+              const refusal = refused();
+              // A request stream's refusal reached the method through its requests.
+              return refusal !== undefined && !readsRequestStream(handler.method)
+                ? answerRefused(uReq, uRes, handler, options, refusal)
+                : replaceParseError(uReq, uRes, handler, options, captured.body);
+            });
     answer
       .then((uRes) => universalResponseToNodeResponse(uRes, res))
       .catch((e: unknown) =>
@@ -441,22 +451,19 @@ async function answerRefused(
 }
 
 /**
- * Answers a call without the token its method needs, before connect reads
- * its body: the guarded method is called as for a body that does not decode,
- * and its admission refuses it first (UNAUTHENTICATED, counted as any call).
+ * Answers a call before connect reads its body, with the guard's answer to
+ * `refused`: admitted first, so a call without the token its method needs
+ * is UNAUTHENTICATED (and one without a body that could decode is answered
+ * so), counted as any call.
  */
-async function refuseUnauthenticated(
+async function refuseBeforeBody(
   uReq: UniversalServerRequest,
   handler: UniversalHandler,
   options: HttpHandlerOptions,
+  refused: RefusedRequest,
 ): Promise<UniversalServerResponse> {
   const framing = framingOf(uReq);
-  const err = await guardAnswer(
-    uReq,
-    handler,
-    options,
-    new MalformedRequest(handler.method, undefined),
-  );
+  const err = await guardAnswer(uReq, handler, options, refused);
   const header = new Headers({
     'content-type':
       framing === 'unary' ? 'application/json' : (uReq.header.get('content-type') ?? ''),

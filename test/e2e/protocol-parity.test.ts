@@ -46,7 +46,11 @@ import {
 import { ErrorInfoSchema } from '../../gen/google/rpc/error_details_pb.js';
 import { StatusSchema } from '../../gen/google/rpc/status_pb.js';
 import { Health } from '../../gen/grpc/health/v1/health_pb.js';
-import { connectErrorDetails, readConnectError } from '../support/connect-errors.js';
+import {
+  type ConnectErrorDetail,
+  connectErrorDetails,
+  readConnectError,
+} from '../support/connect-errors.js';
 import { errorInfoOf } from '../support/grpc-client.js';
 import { eventually, metric } from '../support/observe.js';
 import { startReceiver } from '../support/receiver.js';
@@ -1378,6 +1382,70 @@ describe('protocol parity of a request framed wrong', () => {
       reason: 'MALFORMED_REQUEST',
       limit: undefined,
     });
+  });
+});
+
+describe('protocol parity of a bidi stream on the HTTP listener', () => {
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    sidecar = await startSidecar();
+  });
+  afterAll(async () => {
+    await killSidecar(sidecar);
+  });
+
+  const message = (rpc: string) =>
+    `agenthooks.v1.HookService.${rpc} is a bidirectional stream, served over native gRPC on the gRPC listener only`;
+
+  it('answers DispatchStream and Handle UNIMPLEMENTED (UNIMPLEMENTED) over gRPC-Web and Connect, naming the gRPC listener', async () => {
+    const http = sidecar.http as string;
+    const bodies = {
+      DispatchStream: toBinary(
+        DispatchStreamRequestSchema,
+        create(DispatchStreamRequestSchema, { eventId: 'e1' }),
+      ),
+      Handle: toBinary(
+        HandleRequestSchema,
+        create(HandleRequestSchema, {
+          message: { case: 'attach', value: { operationIds: ['http-op'] } },
+        }),
+      ),
+    };
+    for (const [rpc, bytes] of Object.entries(bodies)) {
+      const path = `/agenthooks.v1.HookService/${rpc}`;
+      for (const type of ['application/grpc-web+proto', 'application/grpc-web+json']) {
+        const body = type.endsWith('json') ? Buffer.from('{}') : bytes;
+        const web = await post(http, path, type, envelope(body));
+        expect(web.status, `${rpc} ${type}`).toBe(200);
+        expect(webAnswer(web), `${rpc} ${type}`).toEqual({
+          code: String(grpc.status.UNIMPLEMENTED),
+          message: message(rpc),
+          reason: 'UNIMPLEMENTED',
+          limit: undefined,
+        });
+      }
+      for (const type of ['application/connect+proto', 'application/connect+json']) {
+        const body = type.endsWith('json') ? Buffer.from('{}') : bytes;
+        const connect = await post(http, path, type, envelope(body), {
+          'connect-protocol-version': '1',
+        });
+        expect(connect.status, `${rpc} ${type}`).toBe(200);
+        // The end-stream message: flag 2, then its JSON.
+        expect(connect.body[0], `${rpc} ${type}`).toBe(2);
+        const end = JSON.parse(connect.body.subarray(5).toString('utf8')) as {
+          error: { code: string; message: string; details?: ConnectErrorDetail[] };
+        };
+        expect(end.error.code, `${rpc} ${type}`).toBe('unimplemented');
+        expect(end.error.message, `${rpc} ${type}`).toBe(message(rpc));
+        expect(connectErrorDetails(end.error.details).reason, `${rpc} ${type}`).toBe(
+          'UNIMPLEMENTED',
+        );
+      }
+      expect(
+        await metric(sidecar, `agenthooks_rpc_calls_total{method="${rpc}",code="UNIMPLEMENTED"}`),
+        rpc,
+      ).toBe(4);
+    }
   });
 });
 
