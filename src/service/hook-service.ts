@@ -732,6 +732,13 @@ export function createHookService(
               m.value.operationIds.forEach((id, i) => {
                 validateOperationId(id, `detach.operationIds[${i}]`);
               });
+              if (m.value.operationIds.length === 0) {
+                throw new InvalidArgumentError(
+                  'detach.operationIds',
+                  'OPERATION_ID_REQUIRED',
+                  'detach needs at least one operation id',
+                );
+              }
               deps.handlers.detach(connection, m.value.operationIds);
               break;
             case 'reply':

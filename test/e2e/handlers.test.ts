@@ -304,6 +304,18 @@ describe('local handlers over the Handle stream', () => {
     }
   });
 
+  it('refuses a detach that names no operation, as attach does', async () => {
+    const call = client.Handle() as grpc.ClientDuplexStream<unknown, unknown>;
+    call.on('data', () => {});
+    const failed = new Promise<grpc.ServiceError>((resolve) => call.on('error', resolve));
+    call.write({ detach: {} });
+    const err = await failed;
+    // INVALID_ARGUMENT
+    expect(err.code).toBe(3);
+    expect(errorInfoOf(err)?.reason).toBe('OPERATION_ID_REQUIRED');
+    expect(errorInfoOf(err)?.metadata.field).toBe('detach.operationIds');
+  });
+
   it('refuses Dispatch of beforeToolCall, pointing to DecideToolCall', async () => {
     const event = create(HookEventSchema, {
       event: {
