@@ -72,6 +72,11 @@ export interface Edge {
   authorizedService(service: string, header: HeaderReader): boolean;
   /** Refuses new HookService calls (`SHUTTING_DOWN`) and ends health Watch streams. */
   startDraining(): void;
+  /**
+   * Resolves once no HookService call runs (after {@link Edge.startDraining}
+   * none starts), or when `signal` aborts.
+   */
+  callsEnded(signal: AbortSignal): Promise<void>;
 }
 
 /**
@@ -112,12 +117,25 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
     ]);
     return index;
   };
+  // The HookService calls running, and who waits for them to end (a drain).
+  let running = 0;
+  let ended: (() => void) | undefined;
+  const calls = {
+    enter() {
+      running += 1;
+    },
+    leave() {
+      running -= 1;
+      if (running === 0) ended?.();
+    },
+  };
   const hook = guardService(
     HookService,
     app.hookService,
     extend(common, {
       metrics: app.metrics,
       admit: admitHookCall,
+      calls,
       // HookService only: kubelet probes and reflection would only add noise to traces.
       tracing: app.tracing,
     }),
@@ -176,6 +194,18 @@ export function createEdge(app: EdgeApp, options: EdgeOptions): Edge {
       watchStop.abort();
       // So do the HookService streams, once what they hold is answered.
       app.startDraining?.();
+    },
+    callsEnded(signal) {
+      if (running === 0 || signal.aborted) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          ended = undefined;
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        ended = done;
+        signal.addEventListener('abort', done);
+      });
     },
   };
 }

@@ -45,6 +45,14 @@ export interface GuardOptions {
    * context, not even a check per call.
    */
   readonly tracing?: Tracing | undefined;
+  /** Counts the calls admitted and not yet ended, so that a drain can wait for them. */
+  readonly calls?: CallCount | undefined;
+}
+
+/** What a guard tells of the calls it runs: each admitted call enters once and leaves once. */
+export interface CallCount {
+  enter(): void;
+  leave(): void;
 }
 
 /** A method of a service implementation, as both transports call it. */
@@ -171,7 +179,14 @@ function guardUnary(
       // one whose deadline has passed although nothing aborted it yet: grpc-js
       // arms a timer even for a deadline of 0 (`grpc-timeout: 0S`).
       if (endedAlready(ctx)) throw endedBeforeRun(ctx);
-      const response = await fn(request, ctx);
+      const { calls } = options;
+      calls?.enter();
+      let response: unknown;
+      try {
+        response = await fn(request, ctx);
+      } finally {
+        calls?.leave();
+      }
       // A method may answer its own abort (a cut-off hook becomes a CANCELLED
       // outcome) instead of throwing it: past the deadline, the client gets
       // DEADLINE_EXCEEDED all the same (grpc-js has sent it already), not OK.
@@ -277,6 +292,8 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
   #inner: AsyncIterator<unknown> | undefined;
   #started = 0;
   #finished = false;
+  /** Whether the call entered {@link GuardOptions.calls} and has not left it yet. */
+  #entered = false;
 
   constructor(method: DescMethod, options: GuardOptions, start: () => AsyncIterator<unknown>) {
     this.#method = method;
@@ -301,6 +318,8 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
         return Promise.reject(this.#failed(e));
       }
       this.#inner = inner;
+      this.#entered = this.#options.calls !== undefined;
+      this.#options.calls?.enter();
     }
     return inner.next().then(this.#onResult, this.#onError);
   }
@@ -308,6 +327,7 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
   /** Stops early (the transport gave up): the implementation is told, nothing is recorded. */
   return(): Promise<IteratorResult<unknown>> {
     this.#finished = true;
+    this.#leave();
     const inner = this.#inner;
     if (inner?.return === undefined) return Promise.resolve({ value: undefined, done: true });
     return inner.return().then(
@@ -319,6 +339,7 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
   readonly #onResult = (result: IteratorResult<unknown>): IteratorResult<unknown> => {
     if (result.done === true && !this.#finished) {
       this.#finished = true;
+      this.#leave();
       record(this.#options, this.#method, OK, this.#started);
     }
     return result;
@@ -330,7 +351,14 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
 
   #failed(e: unknown): ConnectError {
     this.#finished = true;
+    this.#leave();
     return failed(this.#options, this.#method, e, this.#started);
+  }
+
+  #leave(): void {
+    if (!this.#entered) return;
+    this.#entered = false;
+    this.#options.calls?.leave();
   }
 }
 

@@ -139,8 +139,9 @@ export interface Server {
   /**
    * Drains: health turns NOT_SERVING, new HookService calls are refused,
    * calls in flight may finish until `deadlineMs` (epoch milliseconds), then
-   * they are cut off. The health-only listener keeps answering NOT_SERVING
-   * until the others have closed. Safe to call twice.
+   * they are cut off. Until they have ended, the API listeners still answer
+   * health and the probes (NOT_SERVING); they close then, and the
+   * health-only listener keeps answering until they have. Safe to call twice.
    */
   shutdown(deadlineMs: number): Promise<void>;
 }
@@ -330,7 +331,6 @@ export function createServer(
       stopping ??= (async () => {
         app.health.setAll(ServingStatus.NOT_SERVING);
         edge.startDraining();
-        for (const listener of grpcListeners) listener.close();
         const timer = setTimeout(
           () => {
             logger.warn('shutdown grace period over; cutting off calls in flight');
@@ -340,6 +340,11 @@ export function createServer(
           },
           Math.max(0, deadlineMs - Date.now()),
         );
+        // The API listeners stay open while the calls in flight run, so their
+        // health and probes answer NOT_SERVING (a new HookService call is
+        // refused SHUTTING_DOWN); once none runs, they close.
+        await edge.callsEnded(hardStop.signal);
+        for (const listener of grpcListeners) listener.close();
         await Promise.all([
           new Promise<void>((resolve) => grpcServer.tryShutdown(() => resolve())),
           httpServer === undefined

@@ -226,6 +226,48 @@ describe('shutdown', () => {
     expect(after).toBe(UNAVAILABLE);
   });
 
+  it('answers NOT_SERVING on the API listeners during a drain, gRPC health and HTTP probes alike, on new connections', async () => {
+    receiver = await startReceiver();
+    // Holds the control webhook's answer until the test releases it: the drain lasts until then.
+    let held!: (res: ServerResponse) => void;
+    const heldResponse = new Promise<ServerResponse>((resolve) => {
+      held = resolve;
+    });
+    receiver.respond((_req, res) => held(res));
+    sidecar = await startSidecar({ args: ['--shutdown-grace', String(LONG_GRACE_S)] });
+    const client = hookClient(sidecar);
+    await client.registerHooks({ operationId: 'drain-api-op', hooks: [gate(receiver.url)] });
+    const decision = decide(client, 'drain-api-op');
+    const res = await heldResponse;
+
+    sidecar.kill('SIGTERM');
+    await sidecar.waitForLog((l) => l.msg === 'draining');
+    // Connections opened during the drain, on the gRPC and the HTTP listener.
+    const health = healthClient(sidecar.grpc);
+    clients.push(health);
+    expect(await healthStatus(health)).toBe('NOT_SERVING');
+    for (const path of ['/readyz', '/healthz']) {
+      const probe = await fetch(`http://${sidecar.http}${path}`, {
+        headers: { connection: 'close' },
+      });
+      expect([path, probe.status, await probe.text()]).toEqual([path, 503, 'not serving\n']);
+    }
+    // A new HookService call there is refused, as shutting down.
+    const refused = await hookClient(sidecar)
+      .listHooks({ operationId: 'drain-api-op' })
+      .then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+    expect(refused?.code).toBe(Code.Unavailable);
+    expect(refused?.rawMessage).toContain('shutting down');
+    expect(sidecar.logs.some((l) => l.msg === 'stopped')).toBe(false);
+
+    res.writeHead(200, { 'content-type': 'application/json' }).end('{"decision":"allow"}');
+    expect((await decision).decision?.outcome.case).toBe('allow');
+    expect(await sidecar.exited).toBe(0);
+  });
+
   it('ends a DispatchStream at the drain once it acked what it read, and keeps a Handle stream for the calls in flight', async () => {
     receiver = await startReceiver();
     // Holds the first event's notification and the decision's gate until the test releases them.
