@@ -503,8 +503,6 @@ export const OPTIONS: readonly OptionSpec[] = [
 
 /** Variable holding the bearer token itself; a secret, so it has no flag (flags show in `ps`). */
 export const AUTH_TOKEN_VAR = 'AGENTHOOKS_AUTH_TOKEN';
-/** The variable of `--auth-token-file`. */
-const AUTH_TOKEN_FILE_VAR = 'AGENTHOOKS_AUTH_TOKEN_FILE';
 
 /** A listen address. */
 export type ListenAddress =
@@ -827,6 +825,53 @@ function checkVariableNames(env: Readonly<Record<string, string | undefined>>): 
 }
 
 /**
+ * Refuses an empty value, of a flag (`--shutdown-grace ""`, `--db=`, one
+ * value of a list flag) or of a variable the sidecar reads
+ * (`AGENTHOOKS_ENV_FILE=`): read as unset it would turn a setting, such as
+ * the env file or the token, off without a word. Variables far from every
+ * name the sidecar reads are left alone, as {@link checkVariableNames} does.
+ *
+ * @throws InvalidArgumentError naming the flag or the variable.
+ */
+function refuseEmptyValues(
+  values: Readonly<Record<string, string | string[] | boolean | undefined>>,
+  env: Readonly<Record<string, string | undefined>>,
+): void {
+  for (const o of OPTIONS) {
+    const v = values[o.flag];
+    if (v === '' || (Array.isArray(v) && v.includes(''))) {
+      throw new InvalidArgumentError(
+        o.flag,
+        INVALID_FLAG,
+        `--${o.flag} is given an empty value; leave the flag out to use its default`,
+      );
+    }
+  }
+  for (const name of Object.keys(env)) {
+    if (env[name] !== '' || !isReadVariable(name)) continue;
+    throw new InvalidArgumentError(
+      name,
+      INVALID_FLAG,
+      `${name} is set but empty; unset it to use its default`,
+    );
+  }
+}
+
+/**
+ * True for an option's variable and for an `AGENTHOOKS_*` variable the
+ * sidecar reads. The others of {@link ENVIRONMENT_VARIABLES} keep their own
+ * rules (an empty `AGENT_HOOK_WEBHOOK_URL` is an invalid environment).
+ */
+function isReadVariable(name: string): boolean {
+  if (OPTIONS.some((o) => o.env === name)) return true;
+  if (!name.startsWith(OWN_VARIABLE_PREFIX)) return false;
+  return (
+    ENVIRONMENT_VARIABLES.some((v) => v.name === name) ||
+    NAMED_VARIABLE_PREFIXES.some((p) => name.startsWith(p))
+  );
+}
+
+/**
  * Parses `serve` arguments and the environment into a frozen config.
  *
  * @throws InvalidArgumentError naming the flag, for an unknown flag or a bad value.
@@ -849,13 +894,14 @@ export function parseServeConfig(
   } catch (e: unknown) {
     throw new InvalidArgumentError('args', INVALID_FLAG, (e as Error).message, { cause: e });
   }
+  refuseEmptyValues(values, env);
   const get = (flag: string): string[] => {
     const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
     const v = values[flag];
     if (typeof v === 'boolean') return [String(v)];
     if (v !== undefined) return Array.isArray(v) ? v : [v];
     const fromEnv = env[spec.env];
-    if (fromEnv !== undefined && fromEnv !== '') {
+    if (fromEnv !== undefined) {
       return spec.multiple
         ? fromEnv
             .split(',')
@@ -870,10 +916,13 @@ export function parseServeConfig(
   const items = (flag: string): string[] => {
     const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
     const v = values[flag];
+    const fromEnv = env[spec.env];
     const given =
       typeof v === 'string' || Array.isArray(v)
         ? [v].flat()
-        : [env[spec.env] ?? ''].filter(Boolean);
+        : fromEnv === undefined
+          ? []
+          : [fromEnv];
     return given.flatMap((text) => text.split(','));
   };
   // A list flag may also be given comma-separated, like its variable.
@@ -1401,24 +1450,9 @@ function parseSecurityOptions(
   if (dnsServer !== undefined) parseListen(dnsServer, 'dns-server', false);
 
   checkVariableNames(env);
-  // Set but empty is refused, not read as unset: a Secret key that is present
-  // and empty must not serve the API without a token.
-  for (const [name, value] of [
-    [AUTH_TOKEN_VAR, env[AUTH_TOKEN_VAR]],
-    [AUTH_TOKEN_FILE_VAR, env[AUTH_TOKEN_FILE_VAR]],
-  ] as const) {
-    if (value === '') {
-      throw new InvalidArgumentError(
-        name,
-        INVALID_FLAG,
-        `${name} is set but empty; unset it to serve without a token`,
-      );
-    }
-  }
+  // An empty token or token file (a Secret key that is present and empty) was
+  // refused by refuseEmptyValues: it must not serve the API without a token.
   const authTokenFile = one('auth-token-file');
-  if (authTokenFile === '') {
-    throw new InvalidArgumentError('auth-token-file', INVALID_FLAG, '--auth-token-file is empty');
-  }
   const authToken = env[AUTH_TOKEN_VAR];
   if (authTokenFile !== undefined && authToken !== undefined) {
     throw new InvalidArgumentError(

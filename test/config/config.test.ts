@@ -201,6 +201,61 @@ describe('serve configuration', () => {
     expect(() => parseServeConfig(args, {})).toThrow(expect.objectContaining({ field }));
   });
 
+  it.each(OPTIONS.map((o) => o.env))(
+    'refuses %s set but empty, naming it, rather than read it as unset',
+    (name) => {
+      expect(() => parseServeConfig([], { [name]: '' })).toThrow(
+        expect.objectContaining({ field: name, reason: 'INVALID_FLAG' }),
+      );
+    },
+  );
+
+  it.each([
+    'AGENTHOOKS_AUTH_TOKEN',
+    'AGENTHOOKS_AUDIT_HTTP_AUTHORIZATION',
+    'AGENTHOOKS_SIGNING_SECRET_BILLING',
+  ])('refuses %s, a variable it reads besides the options, set but empty', (name) => {
+    expect(() => parseServeConfig([], { [name]: '' })).toThrow(
+      expect.objectContaining({ field: name, reason: 'INVALID_FLAG' }),
+    );
+  });
+
+  it('refuses an empty env file, listeners or mask instead of falling back to a default', () => {
+    const cases: [Record<string, string>, string][] = [
+      // Read as unset: no env file, so no environment hooks and readiness SERVING.
+      [{ AGENTHOOKS_ENV_FILE: '' }, 'AGENTHOOKS_ENV_FILE'],
+      // Read as unset: the TCP defaults instead of a manifest's unix socket or off.
+      [{ AGENTHOOKS_GRPC_LISTEN: '', AGENTHOOKS_HTTP_LISTEN: '' }, 'AGENTHOOKS_GRPC_LISTEN'],
+      [{ AGENTHOOKS_ADMIN_LISTEN: '' }, 'AGENTHOOKS_ADMIN_LISTEN'],
+      // Read as unset: payloads recorded unmasked.
+      [{ AGENTHOOKS_AUDIT_MASK: '', AGENTHOOKS_AUDIT_PAYLOADS: 'true' }, 'AGENTHOOKS_AUDIT_MASK'],
+    ];
+    for (const [env, field] of cases) {
+      expect(() => parseServeConfig([], env)).toThrow(
+        `${field} is set but empty; unset it to use its default`,
+      );
+    }
+    // The environment hooks' own variables keep their rule: an empty URL is an invalid environment.
+    expect(parseServeConfig([], { AGENT_HOOK_WEBHOOK_URL: '' }).grpcListen).toHaveLength(1);
+  });
+
+  it.each(
+    OPTIONS.filter((o) => o.boolean !== true).flatMap((o) => [
+      [[`--${o.flag}`, ''], o.flag],
+      [[`--${o.flag}=`], o.flag],
+    ]),
+  )('refuses %j, an empty value, naming %s', (args, flag) => {
+    expect(() => parseServeConfig(args as string[], {})).toThrow(
+      expect.objectContaining({ field: flag, reason: 'INVALID_FLAG' }),
+    );
+  });
+
+  it('refuses an empty value among the values of a list flag', () => {
+    expect(() =>
+      parseServeConfig(['--grpc-listen', '127.0.0.1:1', '--grpc-listen', ''], {}),
+    ).toThrow(expect.objectContaining({ field: 'grpc-listen' }));
+  });
+
   it('documents every option in serve --help and in the README table', () => {
     const help = serveHelp();
     for (const o of OPTIONS) {
