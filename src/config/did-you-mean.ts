@@ -1,6 +1,7 @@
 /**
  * @module The nearest known name to a mistyped one, for the errors of the
- * command line and of the `AGENTHOOKS_*` variables.
+ * command line, of the `AGENTHOOKS_*` variables and of the environment
+ * hooks' `AGENT_HOOK_WEBHOOK_*` variables.
  */
 
 /** `; did you mean --x?` for the candidate nearest to `name`, when one is near enough. */

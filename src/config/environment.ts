@@ -6,18 +6,26 @@
  * start, when the file changes (watched), and on demand (SIGHUP, wired by
  * `main`). A configured env file that cannot be used makes the environment
  * invalid: every hook resolution fails with `INVALID_ENVIRONMENT` until it is
- * fixed. The previous, good policy is never kept in its place.
+ * fixed, and so does a name the sidecar would not read (a misspelt
+ * `AGENT_HOOK_WEBHOOK_*`, an `AGENTHOOKS_*` setting in the env file). The
+ * previous, good policy is never kept in its place.
  */
 import type { Hook } from '../../gen/agenthooks/v1/hooks_pb.js';
+import { SIGNING_ORIGINS_PREFIX, SIGNING_SECRET_PREFIX } from '../delivery/signing.js';
+import { OWN_VARIABLE_PREFIX } from '../delivery/webhook.js';
 import { isEnvVarName } from '../delivery/webhook-rules.js';
 import { AgentHooksError } from '../errors.js';
 import { extend } from '../extend.js';
 import {
+  ENV_SIGNING_SECRET_VAR,
+  ENV_VARS,
   type EnvironmentHooks,
   environmentHooks,
   invalidEnvironment,
 } from '../hooks/environment-hooks.js';
 import type { Logger } from '../log.js';
+import { AUDIT_HTTP_AUTHORIZATION_VAR } from './config.js';
+import { didYouMean } from './did-you-mean.js';
 import { type FileRead, FileSnapshots, type ReloadCause } from './watched-file.js';
 
 export type { ReloadCause } from './watched-file.js';
@@ -30,6 +38,16 @@ export const INVALID_ENV_FILE = 'INVALID_ENV_FILE';
 
 /** Log message of every reload. */
 const RELOADED = 'environment reloaded';
+
+/** Prefix of the environment hooks' variables; a name under it that none has is refused. */
+const ENV_HOOK_PREFIX = 'AGENT_HOOK_WEBHOOK_';
+
+/** Every `AGENT_HOOK_WEBHOOK_*` variable the sidecar reads. */
+const ENV_HOOK_VARIABLES: readonly string[] = [...Object.values(ENV_VARS), ENV_SIGNING_SECRET_VAR];
+
+/** The `AGENTHOOKS_*` variables read from the effective environment, so an env file may set them. */
+const FILE_OWN_VARIABLES: readonly string[] = [AUDIT_HTTP_AUTHORIZATION_VAR];
+const FILE_OWN_PREFIXES: readonly string[] = [SIGNING_SECRET_PREFIX, SIGNING_ORIGINS_PREFIX];
 
 /** Optional `export ` before a variable, as shells write it. */
 const EXPORT_PREFIX = /^export\s+/;
@@ -147,8 +165,9 @@ export class EffectiveEnvironment {
       else fileEnv = parsed;
     }
     const env = Object.freeze(extend(this.#processEnv, { ...fileEnv }));
+    const error = fileError ?? this.#unreadName(fileEnv, env);
     const hooks: EnvironmentHooks =
-      fileError === undefined ? environmentHooks(env) : { ok: false, error: fileError };
+      error === undefined ? environmentHooks(env) : { ok: false, error };
     const snapshot: EnvironmentSnapshot = Object.freeze(
       fileError === undefined ? { generation, env, hooks } : { generation, env, hooks, fileError },
     );
@@ -162,6 +181,50 @@ export class EffectiveEnvironment {
     });
     this.#onReload?.(snapshot);
     return snapshot;
+  }
+
+  /**
+   * Returns why the environment holds a name the sidecar would not read, or
+   * undefined: ignored, a misspelt `AGENT_HOOK_WEBHOOK_ONERROR=block` or an
+   * env file's `AGENTHOOKS_AUTH_TOKN` would leave its setting off. Checked:
+   * an `AGENT_HOOK_WEBHOOK_*` name none of the six has, in the process
+   * environment or the env file; and an `AGENTHOOKS_*` name in the env file
+   * but those read from the effective environment (the signing secrets and
+   * origins, the audit sink's `Authorization`). Messages name, never quote.
+   */
+  #unreadName(
+    fileEnv: Readonly<Record<string, string>>,
+    env: Readonly<Record<string, string | undefined>>,
+  ): AgentHooksError | undefined {
+    const misspelt = Object.keys(env)
+      .filter((name) => name.startsWith(ENV_HOOK_PREFIX) && !ENV_HOOK_VARIABLES.includes(name))
+      .sort();
+    const first = misspelt[0];
+    if (first !== undefined) {
+      const where = Object.hasOwn(fileEnv, first)
+        ? `env file ${this.#envFile}`
+        : 'the process environment';
+      return invalidEnvironment(
+        `Invalid Agent Hook environment: unknown variable ${first} in ${where}${didYouMean(first, ENV_HOOK_VARIABLES, '')}`,
+        misspelt,
+      );
+    }
+    const own = Object.keys(fileEnv)
+      .filter(
+        (name) =>
+          name.startsWith(OWN_VARIABLE_PREFIX) &&
+          !FILE_OWN_VARIABLES.includes(name) &&
+          !FILE_OWN_PREFIXES.some((p) => name.startsWith(p)),
+      )
+      .sort();
+    if (own[0] !== undefined) {
+      return invalidEnvironment(
+        `Invalid Agent Hook environment: env file ${this.#envFile} sets ${own[0]}, which it cannot: the sidecar's own settings (${OWN_VARIABLE_PREFIX}*) are read from its process environment or flags only; the env file may hold ${SIGNING_SECRET_PREFIX}<NAME>, ${SIGNING_ORIGINS_PREFIX}<NAME> and ${AUDIT_HTTP_AUTHORIZATION_VAR}`,
+        own,
+        { metadata: { envFile: this.#envFile as string } },
+      );
+    }
+    return undefined;
   }
 
   /** Returns the variables of a read env file, or why it cannot be used. */

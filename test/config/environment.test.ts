@@ -297,6 +297,63 @@ describe('EffectiveEnvironment', () => {
     });
   });
 
+  describe('names it does not read', () => {
+    it('refuses a misspelt AGENT_HOOK_WEBHOOK_* in the env file, naming the one it likely means', () => {
+      writeFileSync(envFile, `${CONTROL_FILE}AGENT_HOOK_WEBHOOK_ONERROR=block\n`);
+      const { logger, lines } = recordingLogger();
+      const environment = open({ envFile, logger });
+      const error = errorOf(() => environment.hooksOrThrow());
+      expect(error.reason).toBe(INVALID_ENVIRONMENT);
+      expect(error.kind).toBe('failed_precondition');
+      expect(error.message).toBe(
+        `Invalid Agent Hook environment: unknown variable AGENT_HOOK_WEBHOOK_ONERROR in env file ${envFile}; did you mean 'AGENT_HOOK_WEBHOOK_ON_ERROR'?`,
+      );
+      expect(error.metadata).toMatchObject({ variables: 'AGENT_HOOK_WEBHOOK_ONERROR' });
+      expect(environment.current().fileError).toBeUndefined();
+      expect(lines[0]?.fields).toMatchObject({ valid: false, reason: INVALID_ENVIRONMENT });
+      expect(JSON.stringify(lines)).not.toContain(TOKEN);
+
+      writeFileSync(envFile, `${CONTROL_FILE}AGENT_HOOK_WEBHOOK_ON_ERROR=block\n`);
+      environment.reload('signal');
+      expect(environment.hooksOrThrow()).toHaveLength(1);
+    });
+
+    it('refuses a misspelt AGENT_HOOK_WEBHOOK_* in the process environment', () => {
+      const environment = open({
+        processEnv: { AGENT_HOOK_WEBHOOK_EVENT: 'beforeToolCall' },
+        logger: recordingLogger().logger,
+      });
+      expect(() => environment.hooksOrThrow()).toThrow(
+        "Invalid Agent Hook environment: unknown variable AGENT_HOOK_WEBHOOK_EVENT in the process environment; did you mean 'AGENT_HOOK_WEBHOOK_EVENTS'?",
+      );
+    });
+
+    it("refuses the sidecar's own settings in the env file, which only the process environment sets", () => {
+      writeFileSync(envFile, `${CONTROL_FILE}AGENTHOOKS_AUTH_TOKN=${TOKEN}\n`);
+      const environment = open({ envFile, logger: recordingLogger().logger });
+      const error = errorOf(() => environment.hooksOrThrow());
+      expect(error.reason).toBe(INVALID_ENVIRONMENT);
+      expect(error.message).toContain(`env file ${envFile} sets AGENTHOOKS_AUTH_TOKN`);
+      expect(error.message).toContain('read from its process environment or flags only');
+      expect(error.message).not.toContain(TOKEN);
+    });
+
+    it('takes the AGENTHOOKS_* variables read from the effective environment in the env file', () => {
+      const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+      writeFileSync(
+        envFile,
+        `${CONTROL_FILE}AGENTHOOKS_SIGNING_SECRET_R=${secret}\nAGENTHOOKS_SIGNING_ORIGINS_R=https://hooks.example\nAGENTHOOKS_AUDIT_HTTP_AUTHORIZATION=Bearer x\n`,
+      );
+      const environment = open({
+        // Names of the process environment the sidecar does not read stay allowed.
+        processEnv: { AGENTHOOKS_ADDRESS: '127.0.0.1:50051', AGENT_HOOK_OTHER: 'x' },
+        envFile,
+        logger: recordingLogger().logger,
+      });
+      expect(environment.hooksOrThrow()).toHaveLength(1);
+    });
+  });
+
   describe('watching', () => {
     it('reloads when the file is replaced atomically, and when it is deleted', async () => {
       writeFileSync(envFile, 'UNRELATED=1\n');

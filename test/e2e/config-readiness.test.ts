@@ -93,6 +93,29 @@ describe('readiness and the configuration files', () => {
     expect(await probes(sidecar)).toEqual(NOT_READY);
   });
 
+  it('is not ready while the env file holds a misspelt environment hook variable', async () => {
+    const envFile = join(dir, 'agenthooks.env');
+    const control = [
+      'AGENT_HOOK_WEBHOOK_URL=http://127.0.0.1:9/env',
+      'AGENT_HOOK_WEBHOOK_TOKEN=s3cret-token',
+      'AGENT_HOOK_WEBHOOK_EVENTS=beforeToolCall',
+      'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall',
+      '',
+    ].join('\n');
+    writeFileSync(envFile, `${control}AGENT_HOOK_WEBHOOK_ONERROR=block\n`);
+    sidecar = await startSidecar({ args: ['--env-file', envFile] });
+    expect(sidecar.logs.find((l) => l.msg === 'environment reloaded')).toMatchObject({
+      level: 'error',
+      valid: false,
+      reason: 'INVALID_ENVIRONMENT',
+    });
+    expect(await probes(sidecar)).toEqual(NOT_READY);
+
+    writeFileSync(envFile, `${control}AGENT_HOOK_WEBHOOK_ON_ERROR=block\n`);
+    expect(await reload(sidecar, 'environment reloaded', true)).toMatchObject({ hooks: 1 });
+    expect(await probes(sidecar)).toEqual(READY);
+  });
+
   it('is not ready while the plugins file is invalid', async () => {
     const pluginsFile = join(dir, 'plugins.json');
     writeFileSync(pluginsFile, '{"plugins": [');

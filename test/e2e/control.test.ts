@@ -525,6 +525,37 @@ describe('control order, live environment hooks and cancellation', () => {
     expect(res.decision?.outcome.case).toBe('allow');
   });
 
+  it('fails decisions with INVALID_ENVIRONMENT for an env file name it would not read, never allowing', async () => {
+    // A receiver that is down: with the misspelt ON_ERROR ignored, onError is continue and the call allowed.
+    const down = await startReceiver();
+    const downUrl = `${down.url}/env`;
+    await down.close();
+    const control = [
+      `AGENT_HOOK_WEBHOOK_URL=${downUrl}`,
+      'AGENT_HOOK_WEBHOOK_TOKEN=s3cret-token',
+      'AGENT_HOOK_WEBHOOK_EVENTS=beforeToolCall',
+      'AGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall',
+    ];
+    for (const [line, message] of [
+      ['AGENT_HOOK_WEBHOOK_ONERROR=block', "did you mean 'AGENT_HOOK_WEBHOOK_ON_ERROR'?"],
+      ['AGENTHOOKS_AUTH_TOKN=s3cret-token', 'process environment or flags only'],
+    ] as const) {
+      await writeEnv([...control, line]);
+      const err = (await decide(client, 'before', 'op-misspelt-env').then(
+        () => undefined,
+        (e: grpc.ServiceError) => e,
+      )) as grpc.ServiceError;
+      expect(err?.code, line).toBe(9);
+      expect(errorInfoOf(err)?.reason, line).toBe('INVALID_ENVIRONMENT');
+      expect(err.details, line).toContain(message);
+      expect(err.details, line).not.toContain('s3cret-token');
+    }
+    await writeEnv([...control, 'AGENT_HOOK_WEBHOOK_ON_ERROR=block']);
+    const res = await decide(client, 'before', 'op-misspelt-env');
+    expect(res.decision?.outcome.case).toBe('deny');
+    await writeEnv(['# fixed']);
+  });
+
   it('aborts the webhook when the caller cancels, and never answers allow', async () => {
     const raw = await startRawReceiver({ '/never': () => {} });
     try {
