@@ -72,8 +72,10 @@ export const DEFAULT_ADMIN_LISTEN = '127.0.0.1:8081';
 export const DEFAULT_MAX_CONNECTIONS = 200;
 /** Largest value of an HTTP/2 setting (32 bits). */
 const MAX_HTTP2_SETTING = 2 ** 32 - 1;
-/** Longest delay a Node timer takes. */
+/** Longest delay a Node timer takes: 2^31 - 1 ms, 24.8 days; a longer one fires after 1 ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
+/** {@link MAX_TIMER_MS} as the messages write it. */
+const MAX_TIMER_TEXT = `${Math.floor(MAX_TIMER_MS / 1000)} seconds (24.8 days)`;
 /**
  * Default of `--max-streams-per-connection`: Go's HTTP/2 server default. With
  * {@link DEFAULT_MAX_CONNECTIONS} it bounds the calls a listener holds (a call
@@ -950,22 +952,8 @@ export function parseServeConfig(
   }
   const health = one('health-listen');
   const http = one('http-listen');
-  const grace = Number(one('shutdown-grace'));
-  if (!Number.isFinite(grace) || grace < 0) {
-    throw new InvalidArgumentError(
-      'shutdown-grace',
-      INVALID_FLAG,
-      '--shutdown-grace must be a number of seconds >= 0',
-    );
-  }
-  const handlerTimeout = Number(one('handler-timeout'));
-  if (!Number.isFinite(handlerTimeout) || handlerTimeout <= 0) {
-    throw new InvalidArgumentError(
-      'handler-timeout',
-      INVALID_FLAG,
-      '--handler-timeout must be a number of seconds > 0',
-    );
-  }
+  const shutdownGraceMs = positiveSeconds(one('shutdown-grace'), 'shutdown-grace', true);
+  const handlerTimeoutMs = positiveSeconds(one('handler-timeout'), 'handler-timeout');
   const maxInFlight = Number(one('stream-max-in-flight'));
   if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
     throw new InvalidArgumentError(
@@ -1000,14 +988,18 @@ export function parseServeConfig(
   const dbStartTimeoutMs =
     startTimeout === undefined || startTimeout === 'off'
       ? undefined
-      : parseDuration(startTimeout, 'db-start-timeout');
+      : parseDuration(startTimeout, 'db-start-timeout', true);
   const storeCheckIntervalMs = positiveSeconds(one('store-check-interval'), 'store-check-interval');
   const retentionMs = parseDuration(one('retention') as string, 'retention');
   const tombstoneRetentionMs = parseDuration(
     one('tombstone-retention') as string,
     'tombstone-retention',
   );
-  const publicationLeaseMs = parseDuration(one('publication-lease') as string, 'publication-lease');
+  const publicationLeaseMs = parseDuration(
+    one('publication-lease') as string,
+    'publication-lease',
+    true,
+  );
   if (publicationLeaseMs < MIN_PUBLICATION_LEASE_MS) {
     // Renewed every third of it: a shorter lease is a store write every few
     // milliseconds per publication, and live holders taken over on a GC pause.
@@ -1082,8 +1074,8 @@ export function parseServeConfig(
       dbUrl,
       envFile: one('env-file'),
       pluginsFile: one('plugins-file'),
-      shutdownGraceMs: grace * 1000,
-      handlerTimeoutMs: handlerTimeout * 1000,
+      shutdownGraceMs,
+      handlerTimeoutMs,
       streamMaxInFlight: maxInFlight,
       streamMaxInFlightBytes: wholeNumber(
         one('stream-max-in-flight-bytes'),
@@ -1321,14 +1313,6 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
       `--max-streams-per-connection must be at most ${MAX_HTTP2_SETTING}`,
     );
   }
-  // A timer longer than 2^31 - 1 ms fires at once (Node's TimeoutOverflowWarning).
-  if (requestTimeoutMs > MAX_TIMER_MS) {
-    throw new InvalidArgumentError(
-      'request-timeout',
-      INVALID_FLAG,
-      `--request-timeout must be at most ${Math.floor(MAX_TIMER_MS / 1000)} seconds`,
-    );
-  }
   return Object.freeze({
     maxConnections,
     maxStreamsPerConnection,
@@ -1339,13 +1323,26 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
   });
 }
 
-/** Parses a number of seconds (> 0, or >= 0 when `zero` is allowed) into milliseconds. */
+/**
+ * Parses a number of seconds into whole milliseconds, from 1 ms (or
+ * 0 when `zero` is allowed) to {@link MAX_TIMER_MS}: a Node timer fires a
+ * longer delay after 1 ms, and a fraction of a millisecond is refused by
+ * the APIs that take one (SQLite's busy timeout).
+ *
+ * @throws InvalidArgumentError naming the flag.
+ * @example positiveSeconds('2.5', 'shutdown-grace') // 2500
+ */
 function positiveSeconds(text: string | undefined, flag: string, zero = false): number {
   const seconds = Number(text);
-  if (!Number.isFinite(seconds) || seconds < 0 || (!zero && seconds === 0)) {
-    throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be a number of seconds`);
+  const ms = Math.round(seconds * 1000);
+  if (!(ms >= 0) || (ms === 0 && !(zero && seconds === 0)) || ms > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(
+      flag,
+      INVALID_FLAG,
+      `--${flag} must be a number of seconds from 0.001${zero ? ' (or 0)' : ''} to at most ${MAX_TIMER_TEXT}`,
+    );
   }
-  return seconds * 1000;
+  return ms;
 }
 
 const DURATION_UNITS_MS: Record<string, number> = {
@@ -1359,13 +1356,16 @@ const DURATION_UNITS_MS: Record<string, number> = {
 /**
  * Parses a duration such as `7d`, `12h`, `30m`, `90s`, `500ms` or a plain
  * number of seconds into milliseconds, rounded to a whole number (the
- * retention sweep counts whole milliseconds).
+ * retention sweep counts whole milliseconds). `timer` caps it at
+ * {@link MAX_TIMER_MS}, for a duration a Node timer waits (a longer one
+ * fires after 1 ms); a retention is an age, never a timer's delay.
  *
  * @throws InvalidArgumentError naming the flag, also when the duration
- *   rounds to 0 ms or is too long to count in milliseconds exactly.
+ *   rounds to 0 ms, is too long to count in milliseconds exactly or (with
+ *   `timer`) is longer than a timer waits.
  * @example parseDuration('2.3h', 'retention') // 8_280_000
  */
-export function parseDuration(text: string, flag: string): number {
+export function parseDuration(text: string, flag: string, timer = false): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
   const ms = Math.round(Number(m?.[1]) * (DURATION_UNITS_MS[m?.[2] ?? 's'] as number));
   if (m === null || !(ms > 0) || !Number.isSafeInteger(ms)) {
@@ -1373,6 +1373,13 @@ export function parseDuration(text: string, flag: string): number {
       flag,
       INVALID_FLAG,
       `--${flag} must be a duration such as 7d, 12h, 30m or 90s`,
+    );
+  }
+  if (timer && ms > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(
+      flag,
+      INVALID_FLAG,
+      `--${flag} must be at most ${MAX_TIMER_TEXT}, the longest a timer waits`,
     );
   }
   return ms;

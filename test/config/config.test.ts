@@ -256,6 +256,55 @@ describe('serve configuration', () => {
     ).toThrow(expect.objectContaining({ field: 'grpc-listen' }));
   });
 
+  it.each([
+    // Past a Node timer's 2^31 - 1 ms each would fire after 1 ms.
+    ['--handler-timeout', '10000000'],
+    ['--store-check-interval', '10000000'],
+    ['--shutdown-grace', '2147484'],
+    ['--db-busy-timeout', '2147484'],
+    ['--handshake-timeout', '2147484'],
+    ['--idle-timeout', '2147484'],
+    ['--keepalive-time', '2147484'],
+    ['--publication-lease', '100d'],
+    ['--db-start-timeout', '25d'],
+    // Less than a millisecond: a raw RangeError at start, or a timer of 1 ms.
+    ['--db-busy-timeout', '0.0001'],
+    ['--shutdown-grace', '0.0001'],
+    ['--handler-timeout', '0.0004'],
+  ])('refuses %s %s, a delay no timer keeps, naming the flag', (flag, value) => {
+    expect(() => parseServeConfig([flag, value], {})).toThrow(
+      expect.objectContaining({ field: flag.slice(2), reason: 'INVALID_FLAG' }),
+    );
+  });
+
+  it('takes delays from a millisecond (or 0 where 0 means no wait) to 24.8 days', () => {
+    const longest = parseServeConfig(
+      [
+        '--handler-timeout',
+        '2147483.647',
+        '--shutdown-grace',
+        '0',
+        '--db-busy-timeout',
+        '0.001',
+        '--publication-lease',
+        '24d',
+        '--db-start-timeout',
+        '2147483647ms',
+      ],
+      {},
+    );
+    expect(longest).toMatchObject({
+      handlerTimeoutMs: 2_147_483_647,
+      shutdownGraceMs: 0,
+      dbBusyTimeoutMs: 1,
+      publicationLeaseMs: 24 * 86_400_000,
+      dbStartTimeoutMs: 2_147_483_647,
+    });
+    expect(parseServeConfig(['--db-busy-timeout', '0'], {}).dbBusyTimeoutMs).toBe(0);
+    // A retention is an age, not a timer's delay: longer ones stay.
+    expect(parseServeConfig(['--retention', '90d'], {}).retentionMs).toBe(90 * 86_400_000);
+  });
+
   it('documents every option in serve --help and in the README table', () => {
     const help = serveHelp();
     for (const o of OPTIONS) {

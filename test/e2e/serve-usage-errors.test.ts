@@ -55,12 +55,15 @@ describe('serve usage errors', () => {
     expect(stderr).toContain(message);
   });
 
-  it.each([[['--shutdown-grace', ''], '--shutdown-grace is given an empty value']])(
-    'exits 2 for %j, naming the flag',
-    async (args, message) => {
-      const { code, stderr } = await serve(args);
-      expect(code).toBe(2);
-      expect(stderr).toContain(message);
-    },
-  );
+  it.each([
+    [['--shutdown-grace', ''], '--shutdown-grace is given an empty value'],
+    // A raw RangeError from SQLite (exit 1) before.
+    [['--db-busy-timeout', '0.0001'], '--db-busy-timeout must be a number of seconds'],
+    // A timer of 1 ms before: every local handler failed at once.
+    [['--handler-timeout', '10000000'], 'at most 2147483 seconds (24.8 days)'],
+  ])('exits 2 for %j, naming the flag', async (args, message) => {
+    const { code, stderr } = await serve(args);
+    expect(code).toBe(2);
+    expect(stderr).toContain(message);
+  });
 });
