@@ -221,6 +221,8 @@ async function shutdown(
  * the nearest known one; otherwise the config's own message.
  */
 function serveErrorText(args: readonly string[], e: unknown): string {
+  // Only a command line the parser could not read is searched for an unknown option.
+  if ((e as { field?: unknown }).field !== 'args') return (e as Error).message;
   const known = new Set(OPTIONS.map((o) => o.flag));
   for (const arg of args) {
     if (arg === '--') break;

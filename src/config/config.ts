@@ -260,7 +260,7 @@ export const OPTIONS: readonly OptionSpec[] = [
     help: 'how long a PublishDeferredResult holds the lease that lets only it run the result controls; renewed while they run, taken over this long after its holder died',
   },
   {
-    flag: 'env-file',
+    flag: 'hooks-env-file',
     env: 'AGENTHOOKS_ENV_FILE',
     value: 'PATH',
     help: 'KEY=VALUE file (a mounted ConfigMap or Secret) overlaid on the process environment; re-read when it changes and on SIGHUP',
@@ -665,7 +665,7 @@ export interface VariableSpec {
 
 /**
  * Variables read from the effective environment (the process environment
- * overlaid by `--env-file`) at each use, besides the options' own.
+ * overlaid by `--hooks-env-file`) at each use, besides the options' own.
  */
 export const ENVIRONMENT_VARIABLES: readonly VariableSpec[] = [
   {
@@ -780,7 +780,10 @@ export function serveHelp(): string {
     lines.push(`  ${''.padEnd(width)} env ${o.env}${o.multiple ? ' (comma-separated)' : ''}`);
   }
   lines.push(`  ${'--help'.padEnd(width)} show this help`);
-  lines.push('', 'Environment (the process environment overlaid by --env-file; never stored):');
+  lines.push(
+    '',
+    'Environment (the process environment overlaid by --hooks-env-file; never stored):',
+  );
   for (const v of ENVIRONMENT_VARIABLES) lines.push(`  ${v.name.padEnd(width)} ${v.help}`);
   return `${lines.join('\n')}\n`;
 }
@@ -821,6 +824,26 @@ function checkVariableNames(env: Readonly<Record<string, string | undefined>>): 
         name,
         INVALID_FLAG,
         `unknown variable ${name}; did you mean ${near}?`,
+      );
+    }
+  }
+}
+
+/**
+ * Refuses `--env-file` among the arguments: Node 20 takes it wherever it
+ * stands in `argv` (a missing file ends the process with exit 9 before any
+ * of ours runs), so the sidecar's env file has a name Node does not take.
+ *
+ * @throws InvalidArgumentError naming `env-file` and `--hooks-env-file`.
+ */
+function refuseNodeEnvFile(args: readonly string[]): void {
+  for (const arg of args) {
+    if (arg === '--') return;
+    if (arg === '--env-file' || arg.startsWith('--env-file=')) {
+      throw new InvalidArgumentError(
+        'env-file',
+        INVALID_FLAG,
+        '--env-file is a flag of Node itself, which checks the file before agenthooks starts; give the env file as --hooks-env-file (or AGENTHOOKS_ENV_FILE)',
       );
     }
   }
@@ -889,6 +912,7 @@ export function parseServeConfig(
       multiple: o.multiple === true,
     };
   }
+  refuseNodeEnvFile(args);
   let values: Record<string, string | string[] | boolean | undefined>;
   try {
     values = parseArgs({ args: [...args], options, allowPositionals: false, strict: true })
@@ -1072,7 +1096,7 @@ export function parseServeConfig(
       connections,
       dbPath,
       dbUrl,
-      envFile: one('env-file'),
+      envFile: one('hooks-env-file'),
       pluginsFile: one('plugins-file'),
       shutdownGraceMs,
       handlerTimeoutMs,

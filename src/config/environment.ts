@@ -1,6 +1,6 @@
 /**
  * @module The sidecar's effective environment: its process environment
- * overlaid by an optional env file (`--env-file`, typically a mounted
+ * overlaid by an optional env file (`--hooks-env-file`, typically a mounted
  * ConfigMap or Secret), and the environment hooks parsed from it. The
  * snapshot is recomputed on {@link EffectiveEnvironment.reload} only: at
  * start, when the file changes (watched), and on demand (SIGHUP, wired by

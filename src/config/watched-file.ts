@@ -1,6 +1,6 @@
 /**
  * @module A configuration file the sidecar re-reads when it changes: the
- * env file (`--env-file`) and the operator plugins file (`--plugins-file`),
+ * env file (`--hooks-env-file`) and the operator plugins file (`--plugins-file`),
  * typically mounted from a ConfigMap or Secret. It watches the file's
  * directory, coalesces a burst of events into one read, and reports a read
  * only when the file's bytes or existence changed since the last read. While

@@ -5,7 +5,7 @@
  * that binds a hook's secret to its destination origin, and the signer.
  *
  * Secrets are declared in the effective environment (the process
- * environment overlaid by `--env-file`, so a mounted Secret works), one pair
+ * environment overlaid by `--hooks-env-file`, so a mounted Secret works), one pair
  * of variables per name:
  * - `AGENTHOOKS_SIGNING_SECRET_<NAME>`: one `whsec_<base64>` secret, or two
  *   separated by spaces while it rotates (both sign every request);

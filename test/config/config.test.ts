@@ -305,6 +305,26 @@ describe('serve configuration', () => {
     expect(parseServeConfig(['--retention', '90d'], {}).retentionMs).toBe(90 * 86_400_000);
   });
 
+  it('refuses --env-file, which Node takes for itself, and names --hooks-env-file', () => {
+    for (const args of [
+      ['--env-file', '/etc/agenthooks.env'],
+      ['--env-file=/etc/agenthooks.env'],
+    ]) {
+      expect(() => parseServeConfig(args, {})).toThrow(
+        expect.objectContaining({
+          field: 'env-file',
+          message: expect.stringContaining('--hooks-env-file'),
+        }),
+      );
+    }
+    expect(parseServeConfig(['--hooks-env-file', '/etc/agenthooks.env'], {}).envFile).toBe(
+      '/etc/agenthooks.env',
+    );
+    expect(parseServeConfig([], { AGENTHOOKS_ENV_FILE: '/etc/agenthooks.env' }).envFile).toBe(
+      '/etc/agenthooks.env',
+    );
+  });
+
   it('documents every option in serve --help and in the README table', () => {
     const help = serveHelp();
     for (const o of OPTIONS) {

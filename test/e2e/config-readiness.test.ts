@@ -1,6 +1,6 @@
 /**
  * @module Readiness follows the configuration files: while the effective
- * environment (`--env-file`) or the plugins file is invalid, every call fails
+ * environment (`--hooks-env-file`) or the plugins file is invalid, every call fails
  * (`INVALID_ENVIRONMENT`, `INVALID_PLUGINS`), so a real sidecar reports
  * readiness NOT_SERVING (`/readyz` 503, gRPC `readiness`) and logs the
  * reload at `error`, from the start or after a reload; liveness stays
@@ -77,7 +77,7 @@ describe('readiness and the configuration files', () => {
   it('is not ready while the environment is invalid, from the start, and ready once it is fixed', async () => {
     const envFile = join(dir, 'agenthooks.env');
     writeFileSync(envFile, signingLines(SHORT_SECRET));
-    sidecar = await startSidecar({ args: ['--env-file', envFile] });
+    sidecar = await startSidecar({ args: ['--hooks-env-file', envFile] });
     const first = sidecar.logs.find((l) => l.msg === 'environment reloaded');
     expect(first).toMatchObject({ level: 'error', valid: false, reason: 'INVALID_ENVIRONMENT' });
     expect(JSON.stringify(sidecar.logs)).not.toContain(SHORT_SECRET);
@@ -103,7 +103,7 @@ describe('readiness and the configuration files', () => {
       '',
     ].join('\n');
     writeFileSync(envFile, `${control}AGENT_HOOK_WEBHOOK_ONERROR=block\n`);
-    sidecar = await startSidecar({ args: ['--env-file', envFile] });
+    sidecar = await startSidecar({ args: ['--hooks-env-file', envFile] });
     expect(sidecar.logs.find((l) => l.msg === 'environment reloaded')).toMatchObject({
       level: 'error',
       valid: false,
@@ -114,6 +114,11 @@ describe('readiness and the configuration files', () => {
     writeFileSync(envFile, `${control}AGENT_HOOK_WEBHOOK_ON_ERROR=block\n`);
     expect(await reload(sidecar, 'environment reloaded', true)).toMatchObject({ hooks: 1 });
     expect(await probes(sidecar)).toEqual(READY);
+
+    // A hook removed from the file is gone at the reload: the env file never
+    // reaches process.env, where it would live on.
+    writeFileSync(envFile, '# no environment hooks\n');
+    expect(await reload(sidecar, 'environment reloaded', true)).toMatchObject({ hooks: 0 });
   });
 
   it('is not ready while the plugins file is invalid', async () => {

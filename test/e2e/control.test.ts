@@ -418,7 +418,7 @@ describe('control order, live environment hooks and cancellation', () => {
     const db = tempDbPath();
     envFile = join(dirname(db), 'hooks.env');
     writeFileSync(envFile, '# no environment hooks yet\n');
-    sidecar = await startSidecar({ db, args: ['--env-file', envFile] });
+    sidecar = await startSidecar({ db, args: ['--hooks-env-file', envFile] });
     client = hookClient(sidecar.grpc);
     await sidecar.waitForLog((l) => l.msg === 'environment reloaded' && l.generation === 1);
   });
@@ -610,7 +610,7 @@ describe('header templates of controls', () => {
     writeFileSync(envFile, 'POLICY_TOKEN=from-env-file\n');
     const sidecar = await startSidecar({
       db,
-      args: ['--env-file', envFile, '--caller-env-allowlist', 'POLICY_TOKEN,MISSING_TOKEN'],
+      args: ['--hooks-env-file', envFile, '--caller-env-allowlist', 'POLICY_TOKEN,MISSING_TOKEN'],
     });
     const client = hookClient(sidecar.grpc);
     try {

@@ -165,7 +165,7 @@ describe('approval recovery', () => {
       envFile,
       `AGENT_HOOK_WEBHOOK_URL=${receiver.url}/old-env\nAGENT_HOOK_WEBHOOK_TOKEN=t\nAGENT_HOOK_WEBHOOK_EVENTS=afterToolCall\nAGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall\n`,
     );
-    let sidecar = await startSidecar({ db, args: ['--env-file', envFile] });
+    let sidecar = await startSidecar({ db, args: ['--hooks-env-file', envFile] });
     let client = hookClient(sidecar.grpc);
     try {
       await unary(client, 'RegisterHooks', {
@@ -184,7 +184,7 @@ describe('approval recovery', () => {
         `AGENT_HOOK_WEBHOOK_URL=${receiver.url}/new-env\nAGENT_HOOK_WEBHOOK_TOKEN=t\nAGENT_HOOK_WEBHOOK_EVENTS=afterToolCall\nAGENT_HOOK_WEBHOOK_RESPONSE_HANDLING=toolCall\n`,
       );
       renameSync(tmp, envFile);
-      sidecar = await startSidecar({ db, args: ['--env-file', envFile] });
+      sidecar = await startSidecar({ db, args: ['--hooks-env-file', envFile] });
       client = hookClient(sidecar.grpc);
       await unary(client, 'RegisterHooks', {
         operationId: 'op-continued',

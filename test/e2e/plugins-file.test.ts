@@ -261,7 +261,7 @@ describe('the operator plugins file and the signing secrets of the environment f
     hook.webhook.signingSecret = 'PLUG';
     writeFileSync(signedPlugins, JSON.stringify(plugin));
     const signed = await startSidecar({
-      args: ['--plugins-file', signedPlugins, '--env-file', envFile],
+      args: ['--plugins-file', signedPlugins, '--hooks-env-file', envFile],
     });
     const replaceEnv = (text: string) => {
       writeFileSync(`${envFile}.tmp`, text);

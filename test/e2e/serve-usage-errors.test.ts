@@ -4,7 +4,7 @@
  * a last stderr line naming the flag or variable; it never starts with a
  * setting quietly off or at its default, and never ends with a raw stack.
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -65,5 +65,40 @@ describe('serve usage errors', () => {
     const { code, stderr } = await serve(args);
     expect(code).toBe(2);
     expect(stderr).toContain(message);
+  });
+  it('exits 2 for --env-file, a flag of Node itself, naming --hooks-env-file', async () => {
+    const envFile = join(dir, 'agenthooks.env');
+    writeFileSync(envFile, 'UNRELATED=1\n');
+    const { code, stderr } = await serve(['--env-file', envFile]);
+    expect(code).toBe(2);
+    expect(stderr).toContain('give the env file as --hooks-env-file');
+    expect(stderr).not.toContain('unknown option');
+  });
+});
+
+describe("Node 20's own --env-file", () => {
+  /** Runs a script printing `process.env.PROBE` with `args` after the script. */
+  async function probe(args: readonly string[]) {
+    const script = join(dir, 'probe.cjs');
+    writeFileSync(script, 'process.stdout.write(String(process.env.PROBE));\n');
+    const child = launchNode({ args: [script, ...args] });
+    const code = await withTimeout(child.exited, EXIT_DEADLINE_MS, 'the probe did not exit');
+    return { code, output: child.output.join('\n'), stderr: child.logs.map((l) => l.msg) };
+  }
+
+  it('ends the process before any script runs when the file after the script is missing', async () => {
+    const { code, output, stderr } = await probe(['serve', '--env-file', join(dir, 'missing')]);
+    expect(code).toBe(9);
+    expect(output).toBe('');
+    expect(stderr.join('\n')).toContain('not found');
+  });
+
+  it('does not load the variables of a file after the script into process.env', async () => {
+    const envFile = join(dir, 'node.env');
+    writeFileSync(envFile, 'PROBE=from-file\n');
+    expect(await probe(['serve', '--env-file', envFile])).toMatchObject({
+      code: 0,
+      output: 'undefined',
+    });
   });
 });

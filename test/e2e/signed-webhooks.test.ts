@@ -126,7 +126,10 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
-  sidecar = await startSidecar({ db, args: ['--qstash-url', qstash.url, '--env-file', envFile] });
+  sidecar = await startSidecar({
+    db,
+    args: ['--qstash-url', qstash.url, '--hooks-env-file', envFile],
+  });
 }, 30_000);
 
 afterAll(async () => {

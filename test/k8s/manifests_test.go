@@ -54,7 +54,7 @@ var flagEnv = map[string]string{
 	"metrics-listen":    "AGENTHOOKS_METRICS_LISTEN",
 	"auth-token-file":   "AGENTHOOKS_AUTH_TOKEN_FILE",
 	"db":                "AGENTHOOKS_DB",
-	"env-file":          "AGENTHOOKS_ENV_FILE",
+	"hooks-env-file":    "AGENTHOOKS_ENV_FILE",
 	"plugins-file":      "AGENTHOOKS_PLUGINS_FILE",
 	"shutdown-grace":    "AGENTHOOKS_SHUTDOWN_GRACE",
 	"socket-mode":       "AGENTHOOKS_SOCKET_MODE",
@@ -430,9 +430,9 @@ func checkDeployment(t *testing.T, m manifests) {
 	}
 
 	// The env file from a ConfigMap volume.
-	envFile := s.one("env-file")
+	envFile := s.one("hooks-env-file")
 	if envFile == "" {
-		t.Errorf("%s: no AGENTHOOKS_ENV_FILE / --env-file", sidecarName)
+		t.Errorf("%s: no AGENTHOOKS_ENV_FILE / --hooks-env-file", sidecarName)
 	} else if text, ok := configMapFile(t, m, spec, sidecar, envFile, "env file"); ok {
 		vars := parseEnvFile(text)
 		for _, want := range []string{"AGENT_HOOK_WEBHOOK_URL", "AGENT_HOOK_WEBHOOK_EVENTS"} {
