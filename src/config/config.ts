@@ -76,6 +76,8 @@ const MAX_HTTP2_SETTING = 2 ** 32 - 1;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 /** {@link MAX_TIMER_MS} as the messages write it. */
 const MAX_TIMER_TEXT = `${Math.floor(MAX_TIMER_MS / 1000)} seconds (24.8 days)`;
+/** A number as numeric flags take it: decimal digits, an optional fraction; no sign, exponent or `0x`. */
+const DECIMAL = /^\d+(?:\.\d+)?$/;
 /**
  * Default of `--max-streams-per-connection`: Go's HTTP/2 server default. With
  * {@link DEFAULT_MAX_CONNECTIONS} it bounds the calls a listener holds (a call
@@ -850,6 +852,30 @@ function refuseNodeEnvFile(args: readonly string[]): void {
 }
 
 /**
+ * Refuses a flag that takes one value given more than once: the last one
+ * would win silently (`--admin-listen off --admin-listen 0.0.0.0:8081`).
+ * List flags (`multiple`) may repeat.
+ *
+ * @throws InvalidArgumentError naming the flag.
+ */
+function refuseRepeatedFlags(tokens: readonly { kind: string; name?: string }[]): void {
+  const seen = new Set<string>();
+  for (const token of tokens) {
+    if (token.kind !== 'option' || token.name === undefined) continue;
+    const spec = OPTIONS.find((o) => o.flag === token.name);
+    if (spec?.multiple === true) continue;
+    if (seen.has(token.name)) {
+      throw new InvalidArgumentError(
+        token.name,
+        INVALID_FLAG,
+        `--${token.name} is given more than once; it takes one value`,
+      );
+    }
+    seen.add(token.name);
+  }
+}
+
+/**
  * Refuses an empty value, of a flag (`--shutdown-grace ""`, `--db=`, one
  * value of a list flag) or of a variable the sidecar reads
  * (`AGENTHOOKS_ENV_FILE=`): read as unset it would turn a setting, such as
@@ -913,13 +939,20 @@ export function parseServeConfig(
     };
   }
   refuseNodeEnvFile(args);
-  let values: Record<string, string | string[] | boolean | undefined>;
+  let parsed: ReturnType<typeof parseArgs>;
   try {
-    values = parseArgs({ args: [...args], options, allowPositionals: false, strict: true })
-      .values as Record<string, string | string[] | boolean | undefined>;
+    parsed = parseArgs({
+      args: [...args],
+      options,
+      allowPositionals: false,
+      strict: true,
+      tokens: true,
+    });
   } catch (e: unknown) {
     throw new InvalidArgumentError('args', INVALID_FLAG, (e as Error).message, { cause: e });
   }
+  const values = parsed.values as Record<string, string | string[] | boolean | undefined>;
+  refuseRepeatedFlags(parsed.tokens ?? []);
   refuseEmptyValues(values, env);
   const get = (flag: string): string[] => {
     const spec = OPTIONS.find((o) => o.flag === flag) as OptionSpec;
@@ -978,7 +1011,7 @@ export function parseServeConfig(
   const http = one('http-listen');
   const shutdownGraceMs = positiveSeconds(one('shutdown-grace'), 'shutdown-grace', true);
   const handlerTimeoutMs = positiveSeconds(one('handler-timeout'), 'handler-timeout');
-  const maxInFlight = Number(one('stream-max-in-flight'));
+  const maxInFlight = decimal(one('stream-max-in-flight'));
   if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
     throw new InvalidArgumentError(
       'stream-max-in-flight',
@@ -997,7 +1030,7 @@ export function parseServeConfig(
   const { dbPath, dbUrl } = parseDb(one('db') as string, values.db !== undefined);
   const dbBusyTimeoutMs = positiveSeconds(one('db-busy-timeout'), 'db-busy-timeout', true);
   const maxSize = one('db-max-size');
-  const dbMaxSizeBytes = maxSize === undefined ? undefined : Number(maxSize);
+  const dbMaxSizeBytes = maxSize === undefined ? undefined : decimal(maxSize);
   if (
     dbMaxSizeBytes !== undefined &&
     (!Number.isSafeInteger(dbMaxSizeBytes) || dbMaxSizeBytes < MIN_DB_MAX_SIZE_BYTES)
@@ -1296,9 +1329,14 @@ export function parseListen(text: string, flag: string, allowUnix: boolean): Lis
   return { kind: 'tcp', host: (m[1] ?? m[2]) as string, port, text };
 }
 
+/** Reads a decimal number (`16`, `2.5`); NaN for anything else (`0x10`, `1e7`, `-1`, ` `). */
+function decimal(text: string | undefined): number {
+  return text !== undefined && DECIMAL.test(text.trim()) ? Number(text) : Number.NaN;
+}
+
 /** Parses a whole number >= 1. */
 function wholeNumber(text: string | undefined, flag: string): number {
-  const value = Number(text);
+  const value = decimal(text);
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new InvalidArgumentError(flag, INVALID_FLAG, `--${flag} must be a whole number >= 1`);
   }
@@ -1307,7 +1345,7 @@ function wholeNumber(text: string | undefined, flag: string): number {
 
 /** Parses the connection cap and timeouts of the listeners. */
 function parseConnectionLimits(one: (flag: string) => string | undefined): ConnectionLimits {
-  const maxConnections = Number(one('max-connections'));
+  const maxConnections = decimal(one('max-connections'));
   if (!Number.isSafeInteger(maxConnections) || maxConnections < 1) {
     throw new InvalidArgumentError(
       'max-connections',
@@ -1348,7 +1386,7 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
 }
 
 /**
- * Parses a number of seconds into whole milliseconds, from 1 ms (or
+ * Parses a decimal number of seconds into whole milliseconds, from 1 ms (or
  * 0 when `zero` is allowed) to {@link MAX_TIMER_MS}: a Node timer fires a
  * longer delay after 1 ms, and a fraction of a millisecond is refused by
  * the APIs that take one (SQLite's busy timeout).
@@ -1357,7 +1395,7 @@ function parseConnectionLimits(one: (flag: string) => string | undefined): Conne
  * @example positiveSeconds('2.5', 'shutdown-grace') // 2500
  */
 function positiveSeconds(text: string | undefined, flag: string, zero = false): number {
-  const seconds = Number(text);
+  const seconds = decimal(text);
   const ms = Math.round(seconds * 1000);
   if (!(ms >= 0) || (ms === 0 && !(zero && seconds === 0)) || ms > MAX_TIMER_MS) {
     throw new InvalidArgumentError(
@@ -1524,7 +1562,7 @@ function parseSecurityOptions(
     );
   }
 
-  const maxMessageBytes = Number(one('max-message-bytes'));
+  const maxMessageBytes = decimal(one('max-message-bytes'));
   if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1) {
     throw new InvalidArgumentError(
       'max-message-bytes',
@@ -1532,7 +1570,7 @@ function parseSecurityOptions(
       '--max-message-bytes must be a whole number >= 1',
     );
   }
-  const maxHooksPerOperation = Number(one('max-hooks-per-operation'));
+  const maxHooksPerOperation = decimal(one('max-hooks-per-operation'));
   if (!Number.isSafeInteger(maxHooksPerOperation) || maxHooksPerOperation < 1) {
     throw new InvalidArgumentError(
       'max-hooks-per-operation',

@@ -305,6 +305,45 @@ describe('serve configuration', () => {
     expect(parseServeConfig(['--retention', '90d'], {}).retentionMs).toBe(90 * 86_400_000);
   });
 
+  it.each([
+    [['--admin-listen', 'off', '--admin-listen', '127.0.0.1:8081'], 'admin-listen'],
+    [['--shutdown-grace', '5', '--shutdown-grace=10'], 'shutdown-grace'],
+    [['--audit-payloads', '--audit-payloads'], 'audit-payloads'],
+  ])('refuses %j, a flag of one value given twice, naming %s', (args, flag) => {
+    expect(() => parseServeConfig(args, {})).toThrow(
+      `--${flag} is given more than once; it takes one value`,
+    );
+  });
+
+  it('takes a list flag more than once', () => {
+    const config = parseServeConfig(
+      ['--webhook-deny', '10.0.0.0/8', '--webhook-deny', 'example.com'],
+      {},
+    );
+    expect(config.webhookDeny).toEqual(['10.0.0.0/8', 'example.com']);
+  });
+
+  it.each([
+    ['--shutdown-grace', '0x10'],
+    ['--handler-timeout', '1e3'],
+    ['--max-connections', '0x10'],
+    ['--max-message-bytes', '1e6'],
+    ['--db-max-size', '0x100000'],
+    ['--stream-max-in-flight', '0b11'],
+    ['--audit-buffer', '+5'],
+  ])('refuses %s %s, a number not written in decimal', (flag, value) => {
+    expect(() => parseServeConfig([flag, value], {})).toThrow(
+      expect.objectContaining({ field: flag.slice(2), reason: 'INVALID_FLAG' }),
+    );
+  });
+
+  it('refuses a number not written in decimal in a variable too', () => {
+    expect(() => parseServeConfig([], { AGENTHOOKS_SHUTDOWN_GRACE: '0x10' })).toThrow(
+      expect.objectContaining({ field: 'shutdown-grace' }),
+    );
+    expect(parseServeConfig([], { AGENTHOOKS_SHUTDOWN_GRACE: '16' }).shutdownGraceMs).toBe(16_000);
+  });
+
   it('refuses --env-file, which Node takes for itself, and names --hooks-env-file', () => {
     for (const args of [
       ['--env-file', '/etc/agenthooks.env'],

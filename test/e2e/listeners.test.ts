@@ -22,8 +22,8 @@ describe('listeners', () => {
 
   it('names a non-loopback HTTP listener too', async () => {
     sidecar = await startSidecar({
-      http: false,
-      args: ['--http-listen', '0.0.0.0:0', '--allow-unauthenticated'],
+      http: '0.0.0.0:0',
+      args: ['--allow-unauthenticated'],
     });
     const warning = sidecar.logs.find((l) => l.msg === EXPOSED_WARNING);
     expect(warning).toMatchObject({ listeners: ['--http-listen 0.0.0.0:0'] });

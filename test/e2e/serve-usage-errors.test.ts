@@ -57,6 +57,8 @@ describe('serve usage errors', () => {
 
   it.each([
     [['--shutdown-grace', ''], '--shutdown-grace is given an empty value'],
+    [['--admin-listen', 'off', '--admin-listen', '127.0.0.1:0'], '--admin-listen is given more'],
+    [['--shutdown-grace', '0x10'], '--shutdown-grace must be a number of seconds'],
     // A raw RangeError from SQLite (exit 1) before.
     [['--db-busy-timeout', '0.0001'], '--db-busy-timeout must be a number of seconds'],
     // A timer of 1 ms before: every local handler failed at once.
@@ -66,6 +68,7 @@ describe('serve usage errors', () => {
     expect(code).toBe(2);
     expect(stderr).toContain(message);
   });
+
   it('exits 2 for --env-file, a flag of Node itself, naming --hooks-env-file', async () => {
     const envFile = join(dir, 'agenthooks.env');
     writeFileSync(envFile, 'UNRELATED=1\n');

@@ -280,8 +280,11 @@ export interface SidecarOptions {
   readonly nodeFlags?: readonly string[];
   /** Variables set on top of the scrubbed environment. */
   readonly env?: Readonly<Record<string, string>>;
-  /** Whether to listen on HTTP too (on a free port). Default true. */
-  readonly http?: boolean;
+  /**
+   * Whether to listen on HTTP too (on a free loopback port), or the address
+   * to listen on (the flag takes one value). Default true.
+   */
+  readonly http?: boolean | string;
   /**
    * Whether to serve the admin console (on a free port). Default false: its
    * default address is fixed, and sidecars of parallel tests would collide.
@@ -332,7 +335,11 @@ export async function startSidecar(options: SidecarOptions = {}): Promise<Sideca
       '--grpc-listen',
       '127.0.0.1:0',
       '--http-listen',
-      options.http === false ? 'off' : '127.0.0.1:0',
+      typeof options.http === 'string'
+        ? options.http
+        : options.http === false
+          ? 'off'
+          : '127.0.0.1:0',
       '--admin-listen',
       options.admin === true ? '127.0.0.1:0' : 'off',
       ...(db === '' ? [] : ['--db', db]),
