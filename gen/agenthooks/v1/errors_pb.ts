@@ -386,7 +386,7 @@ export enum ErrorReason {
   INVALID_ENVIRONMENT = 45,
 
   /**
-   * INVALID_ARGUMENT: a line of the `--env-file` cannot be read (line number
+   * INVALID_ARGUMENT: a line of the `--hooks-env-file` cannot be read (line number
    * in metadata `line`); the environment is then INVALID_ENVIRONMENT.
    *
    * @generated from enum value: INVALID_ENV_FILE = 46;

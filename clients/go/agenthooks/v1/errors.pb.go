@@ -163,7 +163,7 @@ const (
 	// file) is invalid; every hook resolution fails until it is fixed. The
 	// variables concerned are in metadata `variables`.
 	ErrorReason_INVALID_ENVIRONMENT ErrorReason = 45
-	// INVALID_ARGUMENT: a line of the `--env-file` cannot be read (line number
+	// INVALID_ARGUMENT: a line of the `--hooks-env-file` cannot be read (line number
 	// in metadata `line`); the environment is then INVALID_ENVIRONMENT.
 	ErrorReason_INVALID_ENV_FILE ErrorReason = 46
 	// UNAVAILABLE: the PostgreSQL user directory cannot answer an email lookup.
