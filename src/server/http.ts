@@ -141,10 +141,13 @@ const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 const LONE_ESCAPE_CANDIDATE =
   /\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F]|\\\\u[dD][89a-fA-F]/;
 /**
- * Text that may hold a number too large for a double: an exponent of three
- * digits, or a run of digits long enough to reach 1.8e308 with a smaller one.
+ * Text that may hold a number too large for a double: a number with an
+ * exponent of three digits, or with 200 digits before its point (enough to
+ * reach 1.8e308 with a smaller exponent). Each alternative starts only where
+ * a number can (not after a letter, digit, point, sign or quote), so a run of digits
+ * is tried once, not at each of its positions, and the scan stays linear.
  */
-const INFINITE_NUMBER_CANDIDATE = /[\d.][eE]\+?\d{3}|\d{200}/;
+const INFINITE_NUMBER_CANDIDATE = /(?<![\w.+\-"])-?(?:\d+(?:\.\d+)?[eE]\+?\d{3}|\d{200})/;
 
 /**
  * Decodes a JSON message's text for connect, refusing what is not Unicode:

@@ -336,25 +336,31 @@ describe('Values JSON cannot write', () => {
     expect(receiver.count()).toBe(before);
   });
 
-  it('refuses a number too large for a double over Connect JSON, in a Value', async () => {
-    await control('op-json', 'HOOK_TYPE_AFTER_TOOL_CALL');
-    const before = receiver.count();
+  it.each([
     // JSON cannot say "no kind", but 1e999 reads as Infinity.
-    const res = await fetch(`http://${sidecar.http}/agenthooks.v1.HookService/DecideToolResult`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: `{"event":{"context":{"toolCallId":"call_cj","identifier":"fs","apiName":"write","operationId":"op-json","executor":"EXECUTOR_SERVER"},"result":{"content":"failed","error":{"code":1e999}}}}`,
-    });
-    const json = (await res.json()) as {
-      code: string;
-      details?: { type: string; value: string }[];
-    };
-    expect(res.status).toBe(400);
-    expect(json.code).toBe('invalid_argument');
-    expect(connectErrorDetails(json.details)).toMatchObject({
-      reason: 'MALFORMED_REQUEST',
-      fields: ['event.result.error.code'],
-    });
-    expect(receiver.count()).toBe(before);
-  });
+    ['an exponent of three digits', '1e999'],
+    ['210 digits and a small exponent', `-2${'0'.repeat(209)}e99`],
+  ])(
+    'refuses a number too large for a double over Connect JSON, in a Value: %s',
+    async (_, number) => {
+      await control('op-json', 'HOOK_TYPE_AFTER_TOOL_CALL');
+      const before = receiver.count();
+      const res = await fetch(`http://${sidecar.http}/agenthooks.v1.HookService/DecideToolResult`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: `{"event":{"context":{"toolCallId":"call_cj","identifier":"fs","apiName":"write","operationId":"op-json","executor":"EXECUTOR_SERVER"},"result":{"content":"failed","error":{"code":${number}}}}}`,
+      });
+      const json = (await res.json()) as {
+        code: string;
+        details?: { type: string; value: string }[];
+      };
+      expect(res.status).toBe(400);
+      expect(json.code).toBe('invalid_argument');
+      expect(connectErrorDetails(json.details)).toMatchObject({
+        reason: 'MALFORMED_REQUEST',
+        fields: ['event.result.error.code'],
+      });
+      expect(receiver.count()).toBe(before);
+    },
+  );
 });
