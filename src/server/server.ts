@@ -77,6 +77,21 @@ const MAX_CONNECTION_AGE_MS = 60 * 60_000;
 /** Calls still running on a connection past its age may finish within this time. */
 const MAX_CONNECTION_AGE_GRACE_MS = 10 * 60_000;
 
+/**
+ * Stream resets (RST_STREAM) a gRPC client may send on one connection at once,
+ * and how many a second it regains: a token bucket, like nghttp2's own (1000,
+ * then 33 a second). Past nghttp2's, it sends GOAWAY and Node stops reading
+ * the connection for good, so it would not see the client close it: the
+ * session and its file descriptor would stay until a keepalive ping failed.
+ * Ours is tighter, so the connection is closed first; the burst is above the default
+ * `--max-streams-per-connection` (250), which a client cancelling every call
+ * at once may reset.
+ */
+const STREAM_RESET_BURST = 500;
+
+/** Stream resets a second a gRPC connection regains, up to {@link STREAM_RESET_BURST}. */
+const STREAM_RESETS_PER_SECOND = 10;
+
 /** Idle time between two requests on an HTTP keep-alive connection (Node's default). */
 const HTTP_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
@@ -410,7 +425,7 @@ async function listenGrpc(
 ): Promise<GrpcListener> {
   const tls = address.kind === 'tcp' ? security.tls : undefined;
   const injector = server.createConnectionInjector(grpcServerCredentials(tls));
-  clampGrpcTimeouts(server, security.logger);
+  guardGrpcSessions(server, security.logger);
   const waiting = new Set<net.Socket>();
   const netServer = net.createServer(function acceptGrpcConnection(socket) {
     // Errors of a connection are its client's business; grpc-js adds its own handlers.
@@ -464,28 +479,61 @@ async function listenGrpc(
 }
 
 /** The HTTP/2 servers a grpc-js server made for its listeners and injectors (a private field). */
-const clampedServers = new WeakSet<object>();
+const guardedServers = new WeakSet<object>();
 
 /**
- * Cuts each request's `grpc-timeout` before grpc-js reads it (see
- * `timeout-header.ts`): a listener put first on the `stream` event of the
- * HTTP/2 servers grpc-js made, which it keeps in a private map. Should a
- * grpc-js version not have that map, long deadlines stay as grpc-js treats
- * them, and that is logged.
+ * Hooks the HTTP/2 servers grpc-js made, which it keeps in a private map:
+ * each request's `grpc-timeout` is cut before grpc-js reads it (see
+ * `timeout-header.ts`), by a listener put first on their `stream` event; and
+ * a connection whose client resets streams faster than
+ * {@link STREAM_RESET_BURST} allows is closed (see there). Should a grpc-js
+ * version not have that map, neither applies, and that is logged.
  */
-function clampGrpcTimeouts(server: grpc.Server, logger: Logger): void {
+function guardGrpcSessions(server: grpc.Server, logger: Logger): void {
   const servers = (server as unknown as { http2Servers?: Map<unknown, unknown> }).http2Servers;
   if (!(servers instanceof Map)) {
-    logger.warn('cannot reach grpc-js HTTP/2 servers; deadlines over 24.8 days end at once');
+    logger.warn(
+      'cannot reach grpc-js HTTP/2 servers; deadlines over 24.8 days end at once and floods of stream resets are not cut off',
+    );
     return;
   }
   for (const candidate of servers.keys()) {
-    if (!(candidate instanceof EventEmitter) || clampedServers.has(candidate)) continue;
-    clampedServers.add(candidate);
+    if (!(candidate instanceof EventEmitter) || guardedServers.has(candidate)) continue;
+    guardedServers.add(candidate);
     candidate.prependListener('stream', (_stream: unknown, headers: http2.IncomingHttpHeaders) => {
       clampTimeoutHeaders(headers, 'grpc-js');
     });
+    candidate.on('session', (session: http2.ServerHttp2Session) =>
+      limitStreamResets(session, logger),
+    );
   }
+}
+
+/**
+ * Closes `session` once its client has reset more streams than the bucket of
+ * {@link STREAM_RESET_BURST} holds (HTTP/2 "rapid reset", CVE-2023-44487).
+ * Every stream closed with an error code counts, whoever reset it.
+ */
+function limitStreamResets(session: http2.ServerHttp2Session, logger: Logger): void {
+  let tokens = STREAM_RESET_BURST;
+  let last = performance.now();
+  session.on('stream', function countReset(stream: http2.ServerHttp2Stream) {
+    stream.once('close', () => {
+      // 0 (NGHTTP2_NO_ERROR) or unset: the stream ended without a reset.
+      if (!stream.rstCode || session.destroyed) return;
+      const now = performance.now();
+      tokens = Math.min(
+        STREAM_RESET_BURST,
+        tokens + ((now - last) / 1000) * STREAM_RESETS_PER_SECOND,
+      );
+      last = now;
+      tokens -= 1;
+      if (tokens < 0) {
+        logger.debug('connection closed: too many stream resets');
+        session.destroy();
+      }
+    });
+  });
 }
 
 /**

@@ -1,3 +1,4 @@
+import { readdirSync, readlinkSync } from 'node:fs';
 import * as net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthClient, unary } from '../support/grpc-client.js';
@@ -93,6 +94,9 @@ function headerBlock(fields: [string, string][]): Buffer {
 
 const SETTINGS = frame(4, 0, 0, Buffer.alloc(0));
 const END_HEADERS = 0x4;
+const PING = 6;
+const GOAWAY = 7;
+const ACK = 0x1;
 
 /** The start of a gRPC health check whose body never completes. */
 const HEALTH_CHECK_HEADERS = frame(
@@ -304,6 +308,121 @@ describe('the connection cap', () => {
       } finally {
         client?.close();
       }
+    },
+  );
+});
+
+/** The sockets a process holds open, from its file descriptors (Linux `/proc`). */
+function openSockets(pid: number): number {
+  let n = 0;
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      if (readlinkSync(`/proc/${pid}/fd/${fd}`).startsWith('socket:')) n++;
+    } catch {
+      // Closed between the listing and the read.
+    }
+  }
+  return n;
+}
+
+/** Resolves once `check()` holds, polling every 50 ms; fails after `ms`. */
+async function until(ms: number, what: string, check: () => boolean): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe('stream reset floods', () => {
+  const CAP = 10;
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    // Long timeouts and keepalive: only the server's own reaction can free a connection here.
+    sidecar = await startSidecar({
+      args: [
+        '--health-listen',
+        '127.0.0.1:0',
+        '--max-connections',
+        String(CAP),
+        '--handshake-timeout',
+        '60',
+        '--request-timeout',
+        '60',
+        '--idle-timeout',
+        '60',
+        '--keepalive-time',
+        '60',
+      ],
+    });
+  });
+  afterAll(() => killSidecar(sidecar));
+
+  /** A health Check and its cancel (RST_STREAM CANCEL) on stream `id`. */
+  function checkAndReset(id: number): Buffer {
+    const headers = Buffer.from(HEALTH_CHECK_HEADERS);
+    headers.writeUInt32BE(id, 5);
+    return Buffer.concat([headers, frame(3, 0, id, Buffer.from([0, 0, 0, 8]))]);
+  }
+
+  /**
+   * Sends the preface, SETTINGS and `pairs` Check + RST_STREAM pairs (past
+   * nghttp2's 1000 at once) in batches of 100, each followed by a PING whose
+   * ACK paces the next; stops at the server's GOAWAY or close, then closes.
+   */
+  async function rapidReset(address: string, pairs: number): Promise<void> {
+    const c = await openRaw(address);
+    let received = Buffer.alloc(0);
+    let acks = 0;
+    let goaway = false;
+    let onFrame: () => void = () => {};
+    c.socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      while (received.length >= 9 && received.length >= 9 + received.readUIntBE(0, 3)) {
+        const type = received.readUInt8(3);
+        if (type === PING && (received.readUInt8(4) & ACK) !== 0) acks++;
+        if (type === GOAWAY) goaway = true;
+        received = received.subarray(9 + received.readUIntBE(0, 3));
+      }
+      onFrame();
+    });
+    c.socket.write(Buffer.concat([PREFACE, SETTINGS]));
+    for (let i = 0; i < pairs && !goaway && !c.isClosed(); i += 100) {
+      const batch = Array.from({ length: Math.min(100, pairs - i) }, (_, j) =>
+        checkAndReset(1 + 2 * (i + j)),
+      );
+      c.socket.write(Buffer.concat([...batch, frame(PING, 0, 0, Buffer.alloc(8))]));
+      const want = acks + 1;
+      await Promise.race([
+        c.closed,
+        new Promise<void>((resolve) => {
+          onFrame = () => {
+            if (acks >= want || goaway) resolve();
+          };
+        }),
+      ]);
+    }
+    c.socket.destroy();
+    await c.closed;
+  }
+
+  it.each(['health', 'grpc'] as const)(
+    'releases the connections of a rapid-reset flood on the %s listener at once, and answers after it',
+    async (listener) => {
+      const address = sidecar[listener] as string;
+      const baseline = openSockets(sidecar.pid);
+      await within(
+        20_000,
+        'flood sent',
+        Promise.all(Array.from({ length: CAP }, () => rapidReset(address, 1_500))),
+      );
+      // Every flooding client is gone: the sidecar holds no socket of theirs.
+      await within(
+        5_000,
+        'sockets released',
+        until(5_000, 'sockets released', () => openSockets(sidecar.pid) <= baseline),
+      );
+      expect(await healthCheck(address)).toBe('SERVING');
     },
   );
 });
