@@ -239,9 +239,19 @@ export function createServer(
       extend(common, { messageBound: "the health listener's bound" }),
     );
   }
+  // Connections with a `/metrics` answer being rendered.
+  const rendering = new WeakSet<net.Socket>();
   // `/metrics` and the probes, on the HTTP listener and the metrics-only one.
   const serveOps = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     if (req.url === '/metrics') {
+      // Rendered asynchronously, the answer leaves Node nothing unsent to stop
+      // reading pipelined requests by: each would be rendered and queued. So
+      // the connection reads no more and closes after it (RFC 9112 §9.6), and
+      // requests already read behind it are not answered.
+      if (rendering.has(req.socket)) return;
+      rendering.add(req.socket);
+      req.socket.pause();
+      res.setHeader('connection', 'close');
       app.metrics.registry.metrics().then(
         (text) => {
           res.writeHead(200, { 'content-type': app.metrics.registry.contentType });

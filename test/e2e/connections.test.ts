@@ -1,4 +1,4 @@
-import { readdirSync, readlinkSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import * as net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { healthClient, unary } from '../support/grpc-client.js';
@@ -425,4 +425,41 @@ describe('stream reset floods', () => {
       expect(await healthCheck(address)).toBe('SERVING');
     },
   );
+});
+
+describe('pipelined /metrics', () => {
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    sidecar = await startSidecar({ http: false, args: ['--metrics-listen', '127.0.0.1:0'] });
+  });
+  afterAll(() => killSidecar(sidecar));
+
+  /** The resident memory of a process, in bytes (Linux `/proc`). */
+  function rss(pid: number): number {
+    const line = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return Number(line?.[1]) * 1024;
+  }
+
+  it('answers the first of a pipelined /metrics burst, then closes the connection, holding no queue', async () => {
+    const before = rss(sidecar.pid);
+    const c = await openRaw(sidecar.metrics as string);
+    // The client reads nothing while it sends: Node keeps no output back to throttle it by.
+    c.socket.pause();
+    const burst = Buffer.from('GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n'.repeat(5_000));
+    await new Promise<void>((resolve) => c.socket.write(burst, () => resolve()));
+    let text = '';
+    c.socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+    });
+    c.socket.resume();
+    await within(5_000, 'connection closed after the first answer', c.closed);
+    expect(text.match(/HTTP\/1\.1 200 /g)).toHaveLength(1);
+    expect(text).toMatch(/\r\nconnection: close\r\n/i);
+    expect(text).toContain('agenthooks_rpc_calls_total');
+    expect(rss(sidecar.pid) - before).toBeLessThan(64 * 1024 * 1024);
+    // A scraper's next request, on a new connection, is answered.
+    const metrics = await fetch(`http://${sidecar.metrics}/metrics`);
+    expect(metrics.status).toBe(200);
+    await metrics.body?.cancel();
+  });
 });
