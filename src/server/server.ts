@@ -99,6 +99,15 @@ const HTTP_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 const HTTP_TIMEOUT_CHECK_MAX_MS = 30_000;
 
 /**
+ * The health-only listener closes a connection that has not sent the HTTP/2
+ * preface, or has no call in flight, after this long (or after
+ * `--handshake-timeout` and `--idle-timeout` when shorter). A kubelet probe
+ * dials, checks and hangs up within it, and a flood of silent connections
+ * holds the listener's `--max-connections` for seconds, not for minutes.
+ */
+const HEALTH_IDLE_TIMEOUT_MS = 5_000;
+
+/**
  * Largest request the health-only listener reads: a `HealthCheckRequest`
  * holds one service name, and the names served are a few dozen bytes.
  */
@@ -230,7 +239,10 @@ export function createServer(
     // HealthCheckRequest needs: a client cannot have grpc-js buffer up to
     // --max-message-bytes on each of its streams here.
     healthServer = new grpc.Server(
-      extend(serverOptions, { 'grpc.max_receive_message_length': HEALTH_MAX_MESSAGE_BYTES }),
+      extend(serverOptions, {
+        'grpc.max_receive_message_length': HEALTH_MAX_MESSAGE_BYTES,
+        'grpc.max_connection_idle_ms': Math.min(limits.idleTimeoutMs, HEALTH_IDLE_TIMEOUT_MS),
+      }),
     );
     addService(
       healthServer,
@@ -326,7 +338,10 @@ export function createServer(
       }
       if (healthServer !== undefined && config.healthListen !== undefined) {
         // Plaintext: kubelet's gRPC probes speak neither TLS nor a token.
-        healthListener = await listenGrpc(healthServer, config.healthListen, limits, {
+        const probeLimits = extend(limits, {
+          handshakeTimeoutMs: Math.min(limits.handshakeTimeoutMs, HEALTH_IDLE_TIMEOUT_MS),
+        });
+        healthListener = await listenGrpc(healthServer, config.healthListen, probeLimits, {
           socket: security.socket,
           logger,
         });

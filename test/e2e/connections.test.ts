@@ -463,3 +463,50 @@ describe('pipelined /metrics', () => {
     await metrics.body?.cancel();
   });
 });
+
+describe('the probe listener', () => {
+  const CAP = 20;
+  let sidecar: SidecarProcess;
+  beforeAll(async () => {
+    // Long timeouts: on the API listener a silent connection stays for a minute.
+    sidecar = await startSidecar({
+      args: [
+        '--health-listen',
+        '127.0.0.1:0',
+        '--max-connections',
+        String(CAP),
+        '--handshake-timeout',
+        '60',
+        '--request-timeout',
+        '60',
+        '--idle-timeout',
+        '60',
+        '--keepalive-time',
+        '60',
+      ],
+    });
+  });
+  afterAll(() => killSidecar(sidecar));
+
+  it('closes silent connections within seconds, so a flood of them cannot keep kubelet out', async () => {
+    const health = sidecar.health as string;
+    // Half send the preface and SETTINGS (answered), half nothing at all.
+    const silent = await openMany(health, CAP);
+    for (const c of silent.slice(0, CAP / 2)) c.socket.write(Buffer.concat([PREFACE, SETTINGS]));
+    await Promise.all(silent.slice(0, CAP / 2).map((c) => c.firstData));
+    const api = await openRaw(sidecar.grpc);
+    api.socket.write(Buffer.concat([PREFACE, SETTINGS]));
+    await api.firstData;
+
+    const closedAfter = await within(
+      10_000,
+      'silent probe-port connections closed',
+      Promise.all(silent.map((c) => c.closed)),
+    );
+    expect(Math.max(...closedAfter)).toBeLessThan(8_000);
+    expect(await healthCheck(health)).toBe('SERVING');
+    // The API listener keeps its own --idle-timeout.
+    expect(api.isClosed()).toBe(false);
+    api.socket.destroy();
+  });
+});
