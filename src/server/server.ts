@@ -92,6 +92,17 @@ const STREAM_RESET_BURST = 500;
 /** Stream resets a second a gRPC connection regains, up to {@link STREAM_RESET_BURST}. */
 const STREAM_RESETS_PER_SECOND = 10;
 
+/**
+ * How often a gRPC connection is checked: one that read bytes since the last
+ * check is sent a ping. nghttp2 may end a session on its own (a GOAWAY for
+ * resets of streams already closed, which {@link STREAM_RESET_BURST} does
+ * not see); Node then reads no more, and only an unanswered ping tells.
+ */
+const LIVENESS_CHECK_MS = 2_000;
+
+/** A connection whose ping is not answered within this is closed. */
+const LIVENESS_TIMEOUT_MS = 10_000;
+
 /** Idle time between two requests on an HTTP keep-alive connection (Node's default). */
 const HTTP_KEEP_ALIVE_TIMEOUT_MS = 5_000;
 
@@ -528,9 +539,10 @@ function guardGrpcSessions(server: grpc.Server, logger: Logger): void {
     candidate.prependListener('stream', (_stream: unknown, headers: http2.IncomingHttpHeaders) => {
       clampTimeoutHeaders(headers, 'grpc-js');
     });
-    candidate.on('session', (session: http2.ServerHttp2Session) =>
-      limitStreamResets(session, logger),
-    );
+    candidate.on('session', (session: http2.ServerHttp2Session) => {
+      limitStreamResets(session, logger);
+      checkLiveness(session, logger);
+    });
   }
 }
 
@@ -559,6 +571,38 @@ function limitStreamResets(session: http2.ServerHttp2Session, logger: Logger): v
       }
     });
   });
+}
+
+/**
+ * Every {@link LIVENESS_CHECK_MS}, pings `session` if it read bytes since the
+ * last check, and closes it if a ping is still unanswered after
+ * {@link LIVENESS_TIMEOUT_MS}. A connection without traffic is left to the
+ * idle timeout and grpc-js's keepalive.
+ */
+function checkLiveness(session: http2.ServerHttp2Session, logger: Logger): void {
+  let read = 0;
+  let pingSince: number | undefined;
+  const timer = setInterval(function checkSession() {
+    if (session.destroyed) return;
+    const now = performance.now();
+    if (pingSince !== undefined) {
+      if (now - pingSince < LIVENESS_TIMEOUT_MS) return;
+      logger.debug('connection closed: ping not answered');
+      session.destroy();
+      return;
+    }
+    const bytesRead = session.socket?.bytesRead ?? read;
+    if (bytesRead === read) return;
+    read = bytesRead;
+    pingSince = now;
+    // An error (the session closing, too many pings outstanding) also ends the wait.
+    const sent = session.ping(() => {
+      pingSince = undefined;
+    });
+    if (!sent) pingSince = undefined;
+  }, LIVENESS_CHECK_MS);
+  timer.unref();
+  session.once('close', () => clearInterval(timer));
 }
 
 /**

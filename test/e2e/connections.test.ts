@@ -93,25 +93,25 @@ function headerBlock(fields: [string, string][]): Buffer {
 }
 
 const SETTINGS = frame(4, 0, 0, Buffer.alloc(0));
+const END_STREAM = 0x1;
 const END_HEADERS = 0x4;
+const HEADERS = 1;
 const PING = 6;
 const GOAWAY = 7;
 const ACK = 0x1;
 
+/** The request headers of a gRPC health check. */
+const HEALTH_BLOCK = headerBlock([
+  [':method', 'POST'],
+  [':scheme', 'http'],
+  [':path', '/grpc.health.v1.Health/Check'],
+  [':authority', 'localhost'],
+  ['content-type', 'application/grpc'],
+  ['te', 'trailers'],
+]);
+
 /** The start of a gRPC health check whose body never completes. */
-const HEALTH_CHECK_HEADERS = frame(
-  1,
-  END_HEADERS,
-  1,
-  headerBlock([
-    [':method', 'POST'],
-    [':scheme', 'http'],
-    [':path', '/grpc.health.v1.Health/Check'],
-    [':authority', 'localhost'],
-    ['content-type', 'application/grpc'],
-    ['te', 'trailers'],
-  ]),
-);
+const HEALTH_CHECK_HEADERS = frame(1, END_HEADERS, 1, HEALTH_BLOCK);
 
 /** Writes one byte every 100 ms until the connection closes. */
 function trickle(conn: RawConnection, byte: () => Buffer): void {
@@ -405,6 +405,57 @@ describe('stream reset floods', () => {
     c.socket.destroy();
     await c.closed;
   }
+
+  it('releases a connection nghttp2 gave up on after resets of a stream already answered', async () => {
+    const address = sidecar.grpc;
+    const baseline = openSockets(sidecar.pid);
+    const c = await openRaw(address);
+    let received = Buffer.alloc(0);
+    let answered = false;
+    let goaway = false;
+    let onFrame: () => void = () => {};
+    c.socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      while (received.length >= 9 && received.length >= 9 + received.readUIntBE(0, 3)) {
+        const type = received.readUInt8(3);
+        if (type === HEADERS && (received.readUInt8(4) & END_STREAM) !== 0) answered = true;
+        if (type === GOAWAY) goaway = true;
+        received = received.subarray(9 + received.readUIntBE(0, 3));
+      }
+      onFrame();
+    });
+    const wait = (check: () => boolean) =>
+      new Promise<void>((resolve) => {
+        onFrame = () => {
+          if (check()) resolve();
+        };
+      });
+    // A Check with no message: answered, and stream 1 closed on both sides.
+    c.socket.write(
+      Buffer.concat([PREFACE, SETTINGS, frame(HEADERS, END_HEADERS | END_STREAM, 1, HEALTH_BLOCK)]),
+    );
+    await within(
+      5_000,
+      'Check answered',
+      wait(() => answered),
+    );
+    // nghttp2 counts each reset, of a closed stream too, and past 1000 sends GOAWAY.
+    const resets = Array.from({ length: 1_100 }, () => frame(3, 0, 1, Buffer.from([0, 0, 0, 8])));
+    c.socket.write(Buffer.concat(resets));
+    await within(
+      5_000,
+      'GOAWAY',
+      wait(() => goaway),
+    );
+    c.socket.destroy();
+    await c.closed;
+    await within(
+      16_000,
+      'socket released',
+      until(16_000, 'socket released', () => openSockets(sidecar.pid) <= baseline),
+    );
+    expect(await healthCheck(address)).toBe('SERVING');
+  }, 20_000);
 
   it.each(['health', 'grpc'] as const)(
     'releases the connections of a rapid-reset flood on the %s listener at once, and answers after it',
