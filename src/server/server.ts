@@ -83,14 +83,16 @@ const MAX_CONNECTION_AGE_GRACE_MS = 10 * 60_000;
  * then 33 a second). Past nghttp2's, it sends GOAWAY and Node stops reading
  * the connection for good, so it would not see the client close it: the
  * session and its file descriptor would stay until a keepalive ping failed.
- * Ours is tighter, so the connection is closed first; the burst is above the default
- * `--max-streams-per-connection` (250), which a client cancelling every call
- * at once may reset.
+ * Ours is tighter at every moment (900, then 30 a second), so the
+ * connection is closed first; it is as loose as that allows, because a client
+ * resets a stream for each call it cancels or whose deadline passes (a burst
+ * well above the default `--max-streams-per-connection`, 250, and 30 a second
+ * after it).
  */
-const STREAM_RESET_BURST = 500;
+const STREAM_RESET_BURST = 900;
 
 /** Stream resets a second a gRPC connection regains, up to {@link STREAM_RESET_BURST}. */
-const STREAM_RESETS_PER_SECOND = 10;
+const STREAM_RESETS_PER_SECOND = 30;
 
 /**
  * How often a gRPC connection is checked: one that read bytes since the last
