@@ -483,9 +483,10 @@ export class DeferredPublisher {
     // An expired operation of the chain fails the controls' hook read (OPERATION_EXPIRED).
     const chain =
       requestedChain.length > 0 ? resolveChain(requestedChain, record.context) : [...record.chain];
-    // As a decision on the call's own operation reads it (decisionChain): the
-    // call's operation applies even when the chain it was parked with left it out.
-    if (requestedChain.length === 0 && !chain.includes(record.context.operationId)) {
+    // As a decision on the call's own operation reads it (decisionChain, by the
+    // same rule): the record's chain, then the call's operation unless last, so
+    // that it applies even when the chain it was parked with left it out.
+    if (requestedChain.length === 0 && chain.at(-1) !== record.context.operationId) {
       chain.push(record.context.operationId);
     }
     const event: AfterToolCallEvent = create(AfterToolCallEventSchema, {

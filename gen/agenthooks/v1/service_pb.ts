@@ -999,7 +999,8 @@ export const HandleAttachSchema: GenMessage<HandleAttach> = /*@__PURE__*/
  */
 export type HandleDetach = Message<"agenthooks.v1.HandleDetach"> & {
   /**
-   * Operations this stream stops serving.
+   * Operations this stream stops serving. Required, at least one: an empty
+   * detach ends the stream with INVALID_ARGUMENT (`OPERATION_ID_REQUIRED`).
    *
    * @generated from field: repeated string operation_ids = 1;
    */

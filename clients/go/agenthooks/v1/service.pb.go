@@ -1861,7 +1861,8 @@ func (x *HandleAttach) GetOperationIds() []string {
 // Detaches a `Handle` stream from operations.
 type HandleDetach struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Operations this stream stops serving.
+	// Operations this stream stops serving. Required, at least one: an empty
+	// detach ends the stream with INVALID_ARGUMENT (`OPERATION_ID_REQUIRED`).
 	OperationIds  []string `protobuf:"bytes,1,rep,name=operation_ids,json=operationIds,proto3" json:"operation_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
