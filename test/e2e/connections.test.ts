@@ -227,26 +227,31 @@ describe('idle and slow connections', () => {
   });
 });
 
+/**
+ * Flags of a sidecar with a probe listener, `cap` connections at most and
+ * timeouts (handshake, request, idle, keepalive) of a minute: only what a
+ * test looks at can close a connection promptly.
+ */
+function withLongTimeouts(cap: number): string[] {
+  const flags = ['--health-listen', '127.0.0.1:0', '--max-connections', String(cap)];
+  for (const timeout of [
+    'handshake-timeout',
+    'request-timeout',
+    'idle-timeout',
+    'keepalive-time',
+  ]) {
+    flags.push(`--${timeout}`, '60');
+  }
+  return flags;
+}
+
 describe('the connection cap', () => {
   const CAP = 20;
   let sidecar: SidecarProcess;
   beforeAll(async () => {
     // Long timeouts: only the cap can close a connection promptly here.
     sidecar = await startSidecar({
-      args: [
-        '--health-listen',
-        '127.0.0.1:0',
-        '--max-connections',
-        String(CAP),
-        '--handshake-timeout',
-        '60',
-        '--request-timeout',
-        '60',
-        '--idle-timeout',
-        '60',
-        '--keepalive-time',
-        '60',
-      ],
+      args: withLongTimeouts(CAP),
     });
   });
   afterAll(() => killSidecar(sidecar));
@@ -340,20 +345,7 @@ describe('stream reset floods', () => {
   beforeAll(async () => {
     // Long timeouts and keepalive: only the server's own reaction can free a connection here.
     sidecar = await startSidecar({
-      args: [
-        '--health-listen',
-        '127.0.0.1:0',
-        '--max-connections',
-        String(CAP),
-        '--handshake-timeout',
-        '60',
-        '--request-timeout',
-        '60',
-        '--idle-timeout',
-        '60',
-        '--keepalive-time',
-        '60',
-      ],
+      args: withLongTimeouts(CAP),
     });
   });
   afterAll(() => killSidecar(sidecar));
@@ -521,20 +513,7 @@ describe('the probe listener', () => {
   beforeAll(async () => {
     // Long timeouts: on the API listener a silent connection stays for a minute.
     sidecar = await startSidecar({
-      args: [
-        '--health-listen',
-        '127.0.0.1:0',
-        '--max-connections',
-        String(CAP),
-        '--handshake-timeout',
-        '60',
-        '--request-timeout',
-        '60',
-        '--idle-timeout',
-        '60',
-        '--keepalive-time',
-        '60',
-      ],
+      args: withLongTimeouts(CAP),
     });
   });
   afterAll(() => killSidecar(sidecar));

@@ -506,22 +506,32 @@ async function grpcRawCall(
     }
     stream.end(frame);
     await new Promise<void>((resolve) => stream.on('close', () => resolve()));
-    const bin = status['grpc-status-details-bin'];
-    const info =
-      typeof bin === 'string'
-        ? fromBinary(StatusSchema, Buffer.from(bin, 'base64'))
-            .details.map((d) => anyUnpack(d, ErrorInfoSchema))
-            .find((i) => i !== undefined)
-        : undefined;
-    return {
-      code: String(status['grpc-status']),
-      message: decodeURIComponent(String(status['grpc-message'] ?? '')),
-      reason: info?.reason,
-      limit: info?.metadata.limit,
-    };
+    return statusOf(status);
   } finally {
     session.close();
   }
+}
+
+/** The gRPC status in a call's trailers (or trailers-only headers), with its ErrorInfo's reason. */
+function statusOf(status: http2.IncomingHttpHeaders): {
+  code: string;
+  message: string;
+  reason?: string;
+  limit?: string;
+} {
+  const bin = status['grpc-status-details-bin'];
+  const info =
+    typeof bin === 'string'
+      ? fromBinary(StatusSchema, Buffer.from(bin, 'base64'))
+          .details.map((d) => anyUnpack(d, ErrorInfoSchema))
+          .find((i) => i !== undefined)
+      : undefined;
+  return {
+    code: String(status['grpc-status']),
+    message: decodeURIComponent(String(status['grpc-message'] ?? '')),
+    reason: info?.reason,
+    limit: info?.metadata.limit,
+  };
 }
 
 /**
@@ -548,19 +558,7 @@ async function grpcHeadersOnly(
     const status = await new Promise<http2.IncomingHttpHeaders>((resolve) =>
       stream.once('response', resolve),
     );
-    const bin = status['grpc-status-details-bin'];
-    const info =
-      typeof bin === 'string'
-        ? fromBinary(StatusSchema, Buffer.from(bin, 'base64'))
-            .details.map((d) => anyUnpack(d, ErrorInfoSchema))
-            .find((i) => i !== undefined)
-        : undefined;
-    return {
-      code: String(status['grpc-status']),
-      message: decodeURIComponent(String(status['grpc-message'] ?? '')),
-      reason: info?.reason,
-      limit: info?.metadata.limit,
-    };
+    return statusOf(status);
   } finally {
     session.destroy();
   }
