@@ -86,6 +86,10 @@ export class ReflectionIndex {
         return ext ? this.#filesOf(ext.file) : this.#notFound('extension not found');
       }
       case 'allExtensionNumbersOfType': {
+        // As grpc-go's reflection answers it: a type the server does not know is not found.
+        if (this.#registry.getMessage(m.value) === undefined) {
+          return this.#notFound(`type ${m.value} not found`);
+        }
         const numbers: number[] = [];
         for (const file of this.#files.values()) {
           for (const ext of file.extensions) {

@@ -154,6 +154,21 @@ describe('server reflection of the sidecar process', () => {
       );
     });
 
+    it(`lists a known type's extension numbers and answers NOT_FOUND for an unknown type over ${version}`, async () => {
+      const [known, unknown] = await reflect(client, version, [
+        { case: 'allExtensionNumbersOfType', value: 'agenthooks.v1.HookEvent' },
+        { case: 'allExtensionNumbersOfType', value: 'agenthooks.v1.NoSuchType' },
+      ]);
+      expect(known?.messageResponse).toMatchObject({
+        case: 'allExtensionNumbersResponse',
+        value: { baseTypeName: 'agenthooks.v1.HookEvent', extensionNumber: [] },
+      });
+      expect(unknown?.messageResponse).toMatchObject({
+        case: 'errorResponse',
+        value: { errorCode: grpc.status.NOT_FOUND },
+      });
+    });
+
     it(`serves the proto comments of HookService and ErrorReason over ${version}`, async () => {
       const answers = await reflect(client, version, [
         { case: 'fileContainingSymbol', value: 'agenthooks.v1.HookService.DecideToolCall' },
