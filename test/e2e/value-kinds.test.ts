@@ -9,7 +9,7 @@
 import { create } from '@bufbuild/protobuf';
 import { ValueSchema } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
+import { createConnectTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
 import type * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Executor } from '../../gen/agenthooks/v1/events_pb.js';
@@ -299,26 +299,31 @@ describe('Values JSON cannot write', () => {
     expect(await ended).toEqual(malformed('reply.mock.result.error'));
   });
 
-  it('answers a kindless Value over Connect binary as over gRPC', async () => {
-    await control('op-connect', 'HOOK_TYPE_AFTER_TOOL_CALL');
+  it.each([
+    [
+      'Connect binary',
+      (baseUrl: string) =>
+        createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true }),
+    ],
+    [
+      'gRPC-Web',
+      (baseUrl: string) =>
+        createGrpcWebTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true }),
+    ],
+  ])('answers a kindless Value over %s as over gRPC', async (protocol, transport) => {
+    const operationId = `op-${protocol.replace(/\W/g, '').toLowerCase()}`;
+    await control(operationId, 'HOOK_TYPE_AFTER_TOOL_CALL');
     const before = receiver.count();
-    const connect = createClient(
-      HookService,
-      createConnectTransport({
-        baseUrl: `http://${sidecar.http}`,
-        httpVersion: '1.1',
-        useBinaryFormat: true,
-      }),
-    );
+    const client = createClient(HookService, transport(`http://${sidecar.http}`));
     let error: unknown;
     try {
-      await connect.decideToolResult({
+      await client.decideToolResult({
         event: {
           context: {
             toolCallId: 'call_cb',
             identifier: 'fs',
             apiName: 'write',
-            operationId: 'op-connect',
+            operationId,
             executor: Executor.SERVER,
           },
           result: { content: 'failed', error: create(ValueSchema) },
