@@ -512,6 +512,14 @@ async function grpcRawCall(
   }
 }
 
+/** A registration of one `onComplete` webhook on `operationId`, for the deadline tests. */
+function registration(operationId: string) {
+  return create(RegisterHooksRequestSchema, {
+    operationId,
+    hooks: [{ id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } }],
+  });
+}
+
 /** The gRPC status in a call's trailers (or trailers-only headers), with its ErrorInfo's reason. */
 function statusOf(status: http2.IncomingHttpHeaders): {
   code: string;
@@ -1582,13 +1590,6 @@ describe('protocol parity of a deadline', () => {
   it('runs no call whose deadline passed while its body was on the way, on any protocol', async () => {
     const sidecar = await startSidecar();
     try {
-      const registration = (operationId: string) =>
-        create(RegisterHooksRequestSchema, {
-          operationId,
-          hooks: [
-            { id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } },
-          ],
-        });
       const http = sidecar.http as string;
       // The deadline is 100 ms; the body comes 500 ms after the headers.
       const json = await post(
@@ -1802,13 +1803,6 @@ describe('protocol parity of a deadline that ends a running method', () => {
   it('runs no call whose deadline had passed when it arrived (a timeout of 0), on any protocol', async () => {
     const sidecar = await startSidecar();
     try {
-      const registration = (operationId: string) =>
-        create(RegisterHooksRequestSchema, {
-          operationId,
-          hooks: [
-            { id: 'h', type: HookType.ON_COMPLETE, webhook: { url: 'http://127.0.0.1:9/x' } },
-          ],
-        });
       const expired = {
         code: String(grpc.status.DEADLINE_EXCEEDED),
         message: 'the call’s deadline passed before its request arrived',
