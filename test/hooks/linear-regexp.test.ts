@@ -124,7 +124,14 @@ describe('compileLinearRegExp', () => {
   it('answers like JavaScript RegExp for generated linear patterns and inputs', () => {
     fc.assert(
       fc.property(pattern, fc.array(input, { minLength: 1, maxLength: 5 }), (source, inputs) => {
-        const linear = compileLinearRegExp(source);
+        let linear: ReturnType<typeof compileLinearRegExp>;
+        try {
+          linear = compileLinearRegExp(source);
+        } catch (e: unknown) {
+          // A generated pattern past the program bound is refused by design (tested below).
+          if (e instanceof TooComplexError) return;
+          throw e;
+        }
         const js = new RegExp(source);
         for (const text of inputs)
           expect(linear.test(text), `${source} on ${JSON.stringify(text)}`).toBe(js.test(text));
