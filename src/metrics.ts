@@ -55,10 +55,18 @@ export class Metrics {
     labelNames: ['hook_type', 'code'] as const,
     registers: [this.registry],
   });
-  readonly #streamEvents = new Gauge({
+  /**
+   * DispatchStream events in flight, changed twice per event: a plain count,
+   * read into its gauge when scraped, costs a stream nothing of prom-client's.
+   */
+  #streamEventsInFlight = 0;
+  readonly #streamEvents: Gauge = new Gauge({
     name: 'agenthooks_dispatch_stream_events_in_flight',
     help: 'DispatchStream events read and not yet acknowledged, over every stream',
     registers: [this.registry],
+    collect: () => {
+      this.#streamEvents.set(this.#streamEventsInFlight);
+    },
   });
   readonly #streamBytes = new Gauge({
     name: 'agenthooks_dispatch_stream_bytes_in_flight',
@@ -197,7 +205,7 @@ export class Metrics {
 
   /** Adds `delta` to the DispatchStream events in flight. */
   streamEvents(delta: number): void {
-    this.#streamEvents.inc(delta);
+    this.#streamEventsInFlight += delta;
   }
 
   /** Adds `delta` to the bytes of large DispatchStream events being delivered. */

@@ -9,10 +9,19 @@
  * checks the bytes against it.
  */
 import type { DescMessage, MessageShape } from '@bufbuild/protobuf';
+import type { HookOutcome } from '../../gen/agenthooks/v1/decisions_pb.js';
 import {
   type DispatchStreamResponse,
   DispatchStreamResponseSchema,
 } from '../../gen/agenthooks/v1/service_pb.js';
+
+/**
+ * The ack of an event no hook failed on, as `create(DispatchStreamResponseSchema,
+ * { eventId, outcomes })` makes it, without its reflective walk of the fields.
+ */
+export function plainAck(eventId: string, outcomes: HookOutcome[] = []): DispatchStreamResponse {
+  return { $typeName: 'agenthooks.v1.DispatchStreamResponse', eventId, outcomes };
+}
 
 /** Tag of `event_id` (field 1, length-delimited). */
 const EVENT_ID_TAG = 0x0a;

@@ -73,6 +73,7 @@ import {
 } from '../hooks/validate.js';
 import { type ModifyDeps, type ModifySeen, runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
+import { plainAck } from '../server/response-codec.js';
 import { largeWireBytes } from '../server/wire-bytes.js';
 import type { DecisionStore } from '../store/store.js';
 import { AsyncQueue } from './async-queue.js';
@@ -293,8 +294,7 @@ export function createHookService(
             MAX_EVENT_ID_BYTES,
             'An event id',
           );
-          const outcomes = await dispatchOne(request.event, ctx.signal);
-          return create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes });
+          return plainAck(request.eventId, await dispatchOne(request.event, ctx.signal));
         } catch (e: unknown) {
           const err = toConnectError(e);
           if (isServerSide(err.code)) {
@@ -374,9 +374,7 @@ export function createHookService(
             // is acked now, without a turn through the promise chain.
             const outcomes = noOutcomesNow(request.event as HookEvent, route);
             if (outcomes !== undefined) {
-              acks.push(
-                create(DispatchStreamResponseSchema, { eventId: request.eventId, outcomes }),
-              );
+              acks.push(plainAck(request.eventId, outcomes));
               continue;
             }
           }

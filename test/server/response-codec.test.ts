@@ -8,7 +8,27 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { HookOutcomeSchema } from '../../gen/agenthooks/v1/decisions_pb.js';
 import { DispatchStreamResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import { encodePlainAck } from '../../src/server/response-codec.js';
+import { encodePlainAck, plainAck } from '../../src/server/response-codec.js';
+
+describe('plainAck', () => {
+  it('is the message create() makes, keys and prototype included', () => {
+    const outcome = create(HookOutcomeSchema, { hookId: 'audit' });
+    for (const [eventId, outcomes] of [
+      ['evt_1', []],
+      ['', []],
+      ['evt_2', [outcome]],
+    ] as const) {
+      const made = create(DispatchStreamResponseSchema, { eventId, outcomes: [...outcomes] });
+      const plain = plainAck(eventId, [...outcomes]);
+      expect(plain).toStrictEqual(made);
+      expect(Object.keys(plain)).toEqual(Object.keys(made));
+      expect(Object.getPrototypeOf(plain)).toBe(Object.getPrototypeOf(made));
+      expect(toBinary(DispatchStreamResponseSchema, plain)).toEqual(
+        toBinary(DispatchStreamResponseSchema, made),
+      );
+    }
+  });
+});
 
 describe('encodePlainAck', () => {
   it('writes what toBinary writes for an ack with its event id alone', () => {
