@@ -56,6 +56,14 @@ export interface PairedParams {
   readonly connectSeconds: number;
   /** Events of the stream measurement (over {@link STREAMS} streams). */
   readonly streamEvents: number;
+  /**
+   * Events streamed, unmeasured, before it, to each side. The stream row
+   * measures the steady state of a long-running process: measured in chunks
+   * of 10,000 events from a fresh start, the sidecar's CPU per event settles
+   * after about 50,000 (the floor's, with less code to compile, after about
+   * 30,000); BENCHMARKS.md has the curve.
+   */
+  readonly streamWarmupEvents: number;
 }
 
 export const DEFAULT_PAIRED: PairedParams = {
@@ -66,6 +74,7 @@ export const DEFAULT_PAIRED: PairedParams = {
   openWarmSeconds: 2,
   connectSeconds: 2,
   streamEvents: 40_000,
+  streamWarmupEvents: 60_000,
 };
 
 export const QUICK_PAIRED: PairedParams = {
@@ -76,6 +85,7 @@ export const QUICK_PAIRED: PairedParams = {
   openWarmSeconds: 0.5,
   connectSeconds: 1,
   streamEvents: 8000,
+  streamWarmupEvents: 2000,
 };
 
 /** Fractions of the sidecar's closed-loop maximum the open loop offers. */
@@ -598,7 +608,7 @@ const streamScenario: Scenario = {
             streamCallCount: Math.round(count / STREAMS),
             binary,
           }).then((r) => requireClean(`${side.label} stream`, r));
-        await load(Math.round(events * WARMUP_FRACTION))();
+        await load(ctx.paired.streamWarmupEvents)();
         const { result, cpuMs, window } = await withCpu(side.pid, load(events));
         return {
           eps: events / result.seconds,
