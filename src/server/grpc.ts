@@ -45,6 +45,7 @@ import { countNodes, mayExceedNodes } from './message-nodes.js';
 import { handDecoderOf } from './request-codec.js';
 import { RequestStream, readsRequestStream } from './request-stream.js';
 import { handEncoderOf } from './response-codec.js';
+import { attachSink, type StreamSink } from './stream-sink.js';
 import { holdsValues, valueProblem, valueRefusal } from './value-kinds.js';
 import { noteWireBytes } from './wire-bytes.js';
 
@@ -475,7 +476,10 @@ async function writeAll(
   signal: AbortSignal,
   oneAtATime: boolean,
 ): Promise<void> {
-  for await (const response of responses) {
+  const iterator = responses[Symbol.asyncIterator]();
+  // A response ready while this loop waits for the next is written at once by the sink.
+  if (!oneAtATime) attachSink(iterator, transportSink(call, signal));
+  for await (const response of { [Symbol.asyncIterator]: () => iterator }) {
     if (oneAtATime) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -501,4 +505,47 @@ async function writeAll(
     });
     signal.throwIfAborted();
   }
+}
+
+/**
+ * Responses a call's buffer holds before its sink waits for it to drain. Only
+ * `DispatchStream`'s acks go through a sink (an event id and its outcomes).
+ */
+const SINK_ROOM = 64;
+
+/**
+ * Writes a stream's responses to its call as they are produced ({@link StreamSink}).
+ * Its two listeners are added once per call: a full buffer can come every few
+ * acks, and adding an abort listener each time cost a stream more than the
+ * write itself.
+ */
+function transportSink(
+  call: grpc.ServerWritableStream<object, object> | grpc.ServerDuplexStream<object, object>,
+  signal: AbortSignal,
+): StreamSink<object> {
+  let waiting: ((writable: boolean) => void) | undefined;
+  const resume = (writable: boolean) => {
+    const then = waiting;
+    waiting = undefined;
+    then?.(writable);
+  };
+  const onDrain = () => resume(true);
+  const onEnded = () => {
+    call.off('drain', onDrain);
+    resume(false);
+  };
+  call.on('drain', onDrain);
+  signal.addEventListener('abort', onEnded, { once: true });
+  return {
+    // grpc-js writes a call's messages one at a time, and its buffer reports
+    // full at 16: a burst of acks filled it every few events and sent each
+    // next event down the waiting path. The sink takes small responses, so
+    // it waits only from SINK_ROOM on; 'drain' still follows, the buffer having
+    // reported full.
+    write: (response) => call.write(response) || call.writableLength < SINK_ROOM,
+    drained: (then) => {
+      if (signal.aborted) then(false);
+      else waiting = then;
+    },
+  };
 }

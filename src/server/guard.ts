@@ -25,6 +25,7 @@ import {
   toConnectError,
   unimplementedError,
 } from './errors.js';
+import { attachSink, type SinkTarget, type StreamSink } from './stream-sink.js';
 
 /** Checks a call before it runs; a thrown error answers the call. */
 export type Admission = (method: DescMethod, ctx: HandlerContext) => void;
@@ -125,7 +126,7 @@ function traceStream(method: DescMethod, plain: AnyMethod, tracing: Tracing): An
 }
 
 /** The responses of a traced stream: the end, a failure or an early return ends the span. */
-class TracedStream implements AsyncIterableIterator<unknown> {
+class TracedStream implements AsyncIterableIterator<unknown>, SinkTarget<unknown> {
   readonly #inner: AsyncIterator<unknown>;
   readonly #span: RpcSpan;
 
@@ -136,6 +137,10 @@ class TracedStream implements AsyncIterableIterator<unknown> {
 
   [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
     return this;
+  }
+
+  attachSink(sink: StreamSink<unknown>): void {
+    attachSink(this.#inner, sink);
   }
 
   next(): Promise<IteratorResult<unknown>> {
@@ -285,11 +290,13 @@ function guardStream(
  * implementation's: that costs a resumption and several promises per
  * response, and a stream answers one per event.
  */
-class GuardedStream implements AsyncIterableIterator<unknown> {
+class GuardedStream implements AsyncIterableIterator<unknown>, SinkTarget<unknown> {
   readonly #method: DescMethod;
   readonly #options: GuardOptions;
   #start: (() => AsyncIterator<unknown>) | undefined;
   #inner: AsyncIterator<unknown> | undefined;
+  /** The transport's sink, handed to the implementation's responses once they exist. */
+  #sink: StreamSink<unknown> | undefined;
   #started = 0;
   #finished = false;
   /** Whether the call entered {@link GuardOptions.calls} and has not left it yet. */
@@ -305,6 +312,12 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
     return this;
   }
 
+  /** Responses written through the sink bypass `next()`; its end and failure still come through it. */
+  attachSink(sink: StreamSink<unknown>): void {
+    this.#sink = sink;
+    if (this.#inner !== undefined) attachSink(this.#inner, sink);
+  }
+
   next(): Promise<IteratorResult<unknown>> {
     if (this.#finished) return Promise.resolve({ value: undefined, done: true });
     let inner = this.#inner;
@@ -318,6 +331,7 @@ class GuardedStream implements AsyncIterableIterator<unknown> {
         return Promise.reject(this.#failed(e));
       }
       this.#inner = inner;
+      if (this.#sink !== undefined) attachSink(inner, this.#sink);
       this.#entered = this.#options.calls !== undefined;
       this.#options.calls?.enter();
     }

@@ -7,9 +7,11 @@
  * a resumption and several promises per message.
  */
 
+import type { SinkTarget, StreamSink } from '../server/stream-sink.js';
+
 /** What a queue tells its owner as the consumer drains it. */
 export interface AsyncQueueOptions<T> {
-  /** Called each time the consumer takes an item, with the item. */
+  /** Called each time the consumer (or the sink) takes an item, with the item. */
   readonly onTake?: (item: T) => void;
   /** Called once when the iteration ends: drained after `close`, failed, or returned early. */
   readonly onEnd?: () => void;
@@ -17,9 +19,18 @@ export interface AsyncQueueOptions<T> {
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true });
 
-/** A queue that is also an async iterator, ending once closed and drained. */
-export class AsyncQueue<T> implements AsyncIterableIterator<T> {
+/**
+ * A queue that is also an async iterator, ending once closed and drained.
+ * With a sink attached ({@link StreamSink}), an item pushed while the
+ * consumer waits in `next()` is written through the sink at once instead;
+ * while the sink's transport is full, items queue, and the sink writes them
+ * once it drained. The end (close or failure) comes after them.
+ */
+export class AsyncQueue<T> implements AsyncIterableIterator<T>, SinkTarget<T> {
   readonly #items: T[] = [];
+  #sink: StreamSink<T> | undefined;
+  /** True while the sink's transport is full: pushed items queue. */
+  #sinkFull = false;
   readonly #options: AsyncQueueOptions<T>;
   #closed = false;
   #failed = false;
@@ -32,11 +43,21 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#options = options;
   }
 
+  attachSink(sink: StreamSink<T>): void {
+    this.#sink = sink;
+  }
+
   /** Adds an item; ignored once closed. */
   push(item: T): void {
     if (this.#closed) return;
     const wake = this.#wake;
     if (wake !== undefined) {
+      // The consumer waits, so it wrote every item before: the sink writes this one now.
+      if (this.#sink !== undefined) {
+        if (this.#sinkFull) this.#items.push(item);
+        else this.#write(item);
+        return;
+      }
       this.#unpark();
       this.#options.onTake?.(item);
       wake({ value: item, done: false });
@@ -49,7 +70,8 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
   close(): void {
     if (this.#closed) return;
     this.#closed = true;
-    if (this.#wake !== undefined) this.#settle();
+    // The end waits for the items queued while the sink's transport was full.
+    if (this.#wake !== undefined && this.#items.length === 0) this.#settle();
   }
 
   /** Ends the iteration with `e` after the items already queued; ignored once ended. */
@@ -58,7 +80,7 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#failed = true;
     this.#failure = e;
     this.#closed = true;
-    if (this.#wake !== undefined) this.#settle();
+    if (this.#wake !== undefined && this.#items.length === 0) this.#settle();
   }
 
   /** Number of items waiting. */
@@ -107,6 +129,35 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T> {
     this.#unpark();
     wake?.(DONE);
     return Promise.resolve(DONE);
+  }
+
+  /** Writes `item` through the sink; a full transport holds the next ones until it drains. */
+  #write(item: T): void {
+    const sink = this.#sink as StreamSink<T>;
+    this.#options.onTake?.(item);
+    let room: boolean;
+    try {
+      room = sink.write(item);
+    } catch (e: unknown) {
+      // As a write by the consumer that failed: the iteration fails with it.
+      this.#sink = undefined;
+      this.fail(e);
+      return;
+    }
+    if (room) return;
+    this.#sinkFull = true;
+    sink.drained((writable) => {
+      this.#sinkFull = false;
+      if (!writable) {
+        // The call ended: what queued can no longer be written.
+        this.#items.length = 0;
+      }
+      // Written while the consumer still waits; once it runs again, it takes them itself.
+      while (this.#wake !== undefined && this.#items.length > 0 && !this.#sinkFull) {
+        this.#write(this.#items.shift() as T);
+      }
+      if (this.#wake !== undefined && this.#closed && this.#items.length === 0) this.#settle();
+    });
   }
 
   /** Answers the waiting consumer once closed and drained. */

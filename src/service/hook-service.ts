@@ -73,6 +73,7 @@ import {
 } from '../hooks/validate.js';
 import { type ModifyDeps, type ModifySeen, runModifyingHooks } from '../modify/run.js';
 import { INTERNAL_REASON, isServerSide, toConnectError, toStatus } from '../server/errors.js';
+import { type TakesNow, takesNow } from '../server/request-stream.js';
 import { plainAck } from '../server/response-codec.js';
 import { largeWireBytes } from '../server/wire-bytes.js';
 import type { DecisionStore } from '../store/store.js';
@@ -254,11 +255,19 @@ export function createHookService(
       // The events this stream added to the in-flight gauge and has not taken back.
       let counted = 0;
       let freed: (() => void) | undefined;
+      // Wakes the reader waiting for room, once: every ack taken while it
+      // waits would otherwise resolve its promise again, and V8 reports each
+      // such resolve to Node's rejection tracker.
+      const free = () => {
+        const wake = freed;
+        freed = undefined;
+        wake?.();
+      };
       const bytes = new StreamBytes(streamBudget);
       const onAbort = () => {
         acks.close();
         // A reader waiting for room stops: the acks it waits on will not be taken.
-        freed?.();
+        free();
       };
       const acks = new AsyncQueue<DispatchStreamResponse>({
         // An event stays in flight until the transport takes its ack.
@@ -266,7 +275,7 @@ export function createHookService(
           inFlight -= 1;
           counted -= 1;
           deps.metrics?.streamEvents(-1);
-          freed?.();
+          free();
         },
         onEnd: () => {
           ctx.signal.removeEventListener('abort', onAbort);
@@ -321,7 +330,7 @@ export function createHookService(
       const iterator = requests[Symbol.asyncIterator]();
       const onDrain = () => {
         void iterator.return?.();
-        freed?.();
+        free();
       };
       draining?.addEventListener('abort', onDrain, { once: true });
       const reader = (async () => {
@@ -335,76 +344,135 @@ export function createHookService(
         }
       })();
       async function readAll(): Promise<void> {
-        for await (const request of { [Symbol.asyncIterator]: () => iterator }) {
-          if (drained()) return;
-          // An id too long to echo in every ack ends the stream, as a malformed request does.
-          checkIdentifierLength(
-            request.eventId,
-            'eventId',
-            REASON.EVENT_ID_TOO_LONG,
-            MAX_EVENT_ID_BYTES,
-            'An event id',
-          );
-          // At the bound, stop reading: gRPC flow control then pushes back on the producer.
-          while (inFlight >= maxInFlight && !ctx.signal.aborted && !drained()) {
-            await new Promise<void>((resolve) => {
-              freed = resolve;
-            });
-            freed = undefined;
-          }
-          if (ctx.signal.aborted || drained()) return;
-          inFlight += 1;
-          counted += 1;
-          deps.metrics?.streamEvents(1);
-          let route: EventRoute | undefined;
-          try {
-            // An event without a valid id is acked with the error, through `ackOf`.
-            route =
-              request.eventId === '' || request.eventId.includes('\0')
-                ? undefined
-                : routeOf(request.event);
-          } catch {
-            route = undefined;
-          }
-          // Invalid events are acknowledged with their error, in arrival order.
-          const key = route?.operationId ?? '';
-          const last = tails.get(key);
-          if (route !== undefined && (last === undefined || last.settled)) {
-            // Nothing of this operation is pending: an event no hook matches
-            // is acked now, without a turn through the promise chain.
-            const outcomes = noOutcomesNow(request.event as HookEvent, route);
-            if (outcomes !== undefined) {
-              acks.push(plainAck(request.eventId, outcomes));
-              continue;
-            }
-          }
-          // A large event waits for room in the byte budget; what the stream
-          // holds is given back once the event is delivered (its ack is small).
-          const size = largeWireBytes(request);
-          if (size > 0) {
-            if (!(await bytes.take(size, ctx.signal))) return;
-            deps.metrics?.streamBytes(size);
-          }
-          const previous = last?.done ?? Promise.resolve();
-          const tail: StreamTail = { done: previous, settled: false };
-          tail.done = previous.then(async () => {
-            let ack: DispatchStreamResponse;
+        const now = takesNow(iterator) ? iterator : undefined;
+        for (;;) {
+          const next = now !== undefined ? await readWhileAcked(now) : await iterator.next();
+          if (next.done === true || !(await accept(next.value))) return;
+        }
+      }
+      /**
+       * Reads requests in the turns they arrive in, acking each at once while
+       * one can be ({@link ackedNow}); resolves with the first that cannot,
+       * or the end of the requests.
+       */
+      function readWhileAcked(
+        stream: TakesNow<DispatchStreamRequest>,
+      ): Promise<IteratorResult<DispatchStreamRequest>> {
+        return new Promise((resolve, reject) => {
+          const read = (): void => {
             try {
-              ack = await ackOf(request);
-            } finally {
-              if (size > 0) {
-                bytes.release(size);
-                deps.metrics?.streamBytes(-size);
+              for (;;) {
+                const next = stream.take(read);
+                // Nothing yet: `read` runs again when a request arrives.
+                if (next === undefined) return;
+                if (next.done === true || !ackedNow(next.value)) {
+                  resolve(next);
+                  return;
+                }
               }
+            } catch (e: unknown) {
+              reject(e);
             }
-            acks.push(ack);
-            tail.settled = true;
+          };
+          read();
+        });
+      }
+      /** The checks every event passes as it is read; throws what ends the stream. */
+      function checkRead(request: DispatchStreamRequest): void {
+        // An id too long to echo in every ack ends the stream, as a malformed request does.
+        checkIdentifierLength(
+          request.eventId,
+          'eventId',
+          REASON.EVENT_ID_TOO_LONG,
+          MAX_EVENT_ID_BYTES,
+          'An event id',
+        );
+      }
+      /** Counts an event in flight, from its read until the transport takes its ack. */
+      function countIn(): void {
+        inFlight += 1;
+        counted += 1;
+        deps.metrics?.streamEvents(1);
+      }
+      /** The event's route, or `undefined` for one acked with its error (in its turn). */
+      function routeOfRead(request: DispatchStreamRequest): EventRoute | undefined {
+        if (request.eventId === '' || request.eventId.includes('\0')) return undefined;
+        try {
+          return routeOf(request.event);
+        } catch {
+          return undefined;
+        }
+      }
+      /**
+       * Acks an event now, when nothing makes it wait: room in flight, nothing of
+       * its operation pending, and no hook it matches. False leaves it to
+       * {@link accept}, untouched.
+       */
+      function ackedNow(request: DispatchStreamRequest): boolean {
+        if (drained() || ctx.signal.aborted || inFlight >= maxInFlight) return false;
+        checkRead(request);
+        const route = routeOfRead(request);
+        if (route === undefined) return false;
+        const last = tails.get(route.operationId);
+        if (last !== undefined && !last.settled) return false;
+        const outcomes = noOutcomesNow(request.event as HookEvent, route);
+        if (outcomes === undefined) return false;
+        countIn();
+        acks.push(plainAck(request.eventId, outcomes));
+        return true;
+      }
+      /** Takes one event read: acked at once, or in its operation's turn. False once reading stops. */
+      async function accept(request: DispatchStreamRequest): Promise<boolean> {
+        if (drained()) return false;
+        checkRead(request);
+        // At the bound, stop reading: gRPC flow control then pushes back on the producer.
+        while (inFlight >= maxInFlight && !ctx.signal.aborted && !drained()) {
+          await new Promise<void>((resolve) => {
+            freed = resolve;
           });
-          tails.set(key, tail);
-          if (tails.size > STREAM_TAILS_SWEEP_AT) {
-            for (const [id, t] of tails) if (t.settled) tails.delete(id);
+        }
+        if (ctx.signal.aborted || drained()) return false;
+        countIn();
+        const route = routeOfRead(request);
+        // Invalid events are acknowledged with their error, in arrival order.
+        const key = route?.operationId ?? '';
+        const last = tails.get(key);
+        if (route !== undefined && (last === undefined || last.settled)) {
+          // Nothing of this operation is pending: an event no hook matches
+          // is acked now, without a turn through the promise chain.
+          const outcomes = noOutcomesNow(request.event as HookEvent, route);
+          if (outcomes !== undefined) {
+            acks.push(plainAck(request.eventId, outcomes));
+            return true;
           }
         }
+        // A large event waits for room in the byte budget; what the stream
+        // holds is given back once the event is delivered (its ack is small).
+        const size = largeWireBytes(request);
+        if (size > 0) {
+          if (!(await bytes.take(size, ctx.signal))) return false;
+          deps.metrics?.streamBytes(size);
+        }
+        const previous = last?.done ?? Promise.resolve();
+        const tail: StreamTail = { done: previous, settled: false };
+        tail.done = previous.then(async () => {
+          let ack: DispatchStreamResponse;
+          try {
+            ack = await ackOf(request);
+          } finally {
+            if (size > 0) {
+              bytes.release(size);
+              deps.metrics?.streamBytes(-size);
+            }
+          }
+          acks.push(ack);
+          tail.settled = true;
+        });
+        tails.set(key, tail);
+        if (tails.size > STREAM_TAILS_SWEEP_AT) {
+          for (const [id, t] of tails) if (t.settled) tails.delete(id);
+        }
+        return true;
       }
       ctx.signal.addEventListener('abort', onAbort);
       // A request the transport could not decode fails the stream (after the acks before it).

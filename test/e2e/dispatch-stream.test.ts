@@ -383,6 +383,67 @@ describe('DispatchStream', () => {
     }
   });
 
+  it('stops reading at its bound while its client reads no acks, then acks every event once, in order', async () => {
+    const bound = 16;
+    const sidecar = await startSidecar({ args: ['--stream-max-in-flight', String(bound)] });
+    const client = hookClient(sidecar.grpc);
+    try {
+      // Known to the sidecar, with no afterStep hook: each event is acked as it is read.
+      await unary(client, 'RegisterHooks', {
+        operationId: 'op-unread',
+        hooks: [
+          { id: 'before', type: 'HOOK_TYPE_BEFORE_STEP', webhook: { url: 'http://127.0.0.1:9/' } },
+        ],
+      });
+      const call = client.DispatchStream() as grpc.ClientDuplexStream<LoaderObject, LoaderObject>;
+      // Paused before its data listener, so the client reads no ack until it resumes.
+      call.pause();
+      const acks: string[] = [];
+      const done = new Promise<void>((resolve, reject) => {
+        call.on('data', (a: LoaderObject) => {
+          expect(a.error).toBeFalsy();
+          acks.push(a.eventId as string);
+        });
+        call.on('end', resolve);
+        call.on('error', reject);
+      });
+      const total = 100_000;
+      let written = 0;
+      // Read while the client writes: once the transport holds all the acks it
+      // can, the stream keeps the rest in flight up to its bound, then stops reading.
+      const stalled = eventually(
+        () => metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight'),
+        (n) => n >= bound,
+      );
+      let writtenAtStall = -1;
+      void stalled.then(
+        () => {
+          writtenAtStall = written;
+          call.resume();
+        },
+        () => call.resume(),
+      );
+      for (; written < total; written++) {
+        if (call.write({ eventId: String(written), event: afterStep('op-unread', written) })) {
+          continue;
+        }
+        await new Promise((resolve) => call.once('drain', resolve));
+      }
+      call.end();
+      await done;
+      // Held at the bound, not past it, and the client pushed back long before
+      // its last event (about 30,000 events fit the HTTP/2 windows and buffers).
+      expect(await stalled).toBe(bound);
+      expect(writtenAtStall).toBeGreaterThan(0);
+      expect(writtenAtStall).toBeLessThan(total * 0.6);
+      expect(acks).toEqual(Array.from({ length: total }, (_, i) => String(i)));
+      expect(await metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight')).toBe(0);
+    } finally {
+      client.close();
+      await killSidecar(sidecar);
+    }
+  }, 120_000);
+
   it('stops reading at its bound while the receiver stalls, and its memory stays flat over 100,000 events', async () => {
     const bound = 16;
     const receiver = await startReceiver();

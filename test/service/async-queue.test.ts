@@ -114,3 +114,132 @@ describe('AsyncQueue', () => {
     expect(await drain(queue)).toEqual([c]);
   });
 });
+
+/** A transport's side of a sink: what it was given, a buffer of `room` items, and its drain. */
+function transport(room: number) {
+  const state = {
+    written: [] as number[],
+    buffered: 0,
+    resume: undefined as ((writable: boolean) => void) | undefined,
+  };
+  const sink = {
+    write(item: number): boolean {
+      state.written.push(item);
+      state.buffered += 1;
+      return state.buffered < room;
+    },
+    drained(resume: (writable: boolean) => void): void {
+      state.resume = resume;
+    },
+  };
+  /** Sends what the transport buffered, then tells the queue once (true: drained). */
+  const flush = (writable = true) => {
+    state.buffered = 0;
+    const resume = state.resume;
+    state.resume = undefined;
+    resume?.(writable);
+  };
+  return { sink, state, flush };
+}
+
+/** Whether `promise` settled by the time the microtasks queued now have run. */
+async function settled(promise: Promise<unknown>): Promise<boolean> {
+  let done = false;
+  void promise.then(
+    () => {
+      done = true;
+    },
+    () => {
+      done = true;
+    },
+  );
+  await new Promise((resolve) => setImmediate(resolve));
+  return done;
+}
+
+describe('AsyncQueue with a sink', () => {
+  it('writes an item pushed while its consumer waits at once, and leaves the consumer waiting', async () => {
+    const { queue, seen } = counting<number>();
+    const { sink, state } = transport(10);
+    queue.attachSink(sink);
+    // Pushed before the consumer waits: taken through next(), as without a sink.
+    queue.push(1);
+    expect(await queue.next()).toEqual({ value: 1, done: false });
+    const waiting = queue.next();
+    queue.push(2);
+    queue.push(3);
+    expect(state.written).toEqual([2, 3]);
+    expect(seen.taken).toBe(3);
+    expect(await settled(waiting)).toBe(false);
+    queue.close();
+    expect(await waiting).toEqual({ value: undefined, done: true });
+    expect(seen.ended).toBe(1);
+  });
+
+  it('queues while the transport is full, writes the queue in order once it drains, and ends after it', async () => {
+    const { queue, seen } = counting<number>();
+    const { sink, state, flush } = transport(2);
+    queue.attachSink(sink);
+    const waiting = queue.next();
+    for (let i = 1; i <= 5; i++) queue.push(i);
+    // Full after two: the rest wait for the drain, not yet taken.
+    expect(state.written).toEqual([1, 2]);
+    expect(seen.taken).toBe(2);
+    queue.close();
+    expect(await settled(waiting)).toBe(false);
+    flush();
+    expect(state.written).toEqual([1, 2, 3, 4]);
+    expect(await settled(waiting)).toBe(false);
+    flush();
+    expect(state.written).toEqual([1, 2, 3, 4, 5]);
+    expect(seen.taken).toBe(5);
+    expect(await waiting).toEqual({ value: undefined, done: true });
+    expect(seen.ended).toBe(1);
+  });
+
+  it('fails a waiting consumer only once what queued before the failure was written', async () => {
+    const { queue } = counting<number>();
+    const { sink, state, flush } = transport(1);
+    queue.attachSink(sink);
+    const waiting = queue.next();
+    queue.push(1);
+    queue.push(2);
+    queue.push(3);
+    expect(state.written).toEqual([1]);
+    // A failure ends the wait only after the queue: the consumer is not answered yet.
+    queue.fail(new Error('gone'));
+    expect(await settled(waiting)).toBe(false);
+    flush();
+    expect(state.written).toEqual([1, 2]);
+    flush();
+    expect(state.written).toEqual([1, 2, 3]);
+    await expect(waiting).rejects.toThrow('gone');
+  });
+
+  it('drops what queued when the call ended before it drained', async () => {
+    const { queue, seen } = counting<number>();
+    const { sink, state, flush } = transport(1);
+    queue.attachSink(sink);
+    const waiting = queue.next();
+    queue.push(1);
+    queue.push(2);
+    queue.close();
+    flush(false);
+    expect(state.written).toEqual([1]);
+    expect(seen.taken).toBe(1);
+    expect(await waiting).toEqual({ value: undefined, done: true });
+  });
+
+  it('fails the iteration with the error of a write that throws', async () => {
+    const { queue } = counting<number>();
+    queue.attachSink({
+      write: () => {
+        throw new Error('write failed');
+      },
+      drained: () => {},
+    });
+    const waiting = queue.next();
+    queue.push(1);
+    await expect(waiting).rejects.toThrow('write failed');
+  });
+});
