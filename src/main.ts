@@ -6,30 +6,17 @@
  * of email enrichment.
  */
 import { rmSync } from 'node:fs';
-import { setFlagsFromString } from 'node:v8';
 import { type App, openApp } from './app.js';
 import { OPTIONS, parseServeConfig, serveHelp } from './config/config.js';
 import { didYouMean } from './config/did-you-mean.js';
 import { AgentHooksError } from './errors.js';
+import { applyHeapPolicy } from './heap-policy.js';
 import { createLogger, routeProcessOutput } from './log.js';
 import { routeGrpcLogs } from './server/grpc-log.js';
 import { createServer, readTransportSecurity } from './server/server.js';
 import { startTracing, type Tracing } from './tracing/tracing.js';
 import { runUsersCommand } from './users/import.js';
 import { packageVersion } from './version.js';
-
-/**
- * How far V8's old space may grow past the live heap before a full GC, in
- * percent. A sidecar shares its pod's memory with the runtime, so it keeps
- * the heap well under V8's own growth (up to 4x the live size: under a
- * streamed load of 100,000 events that took RSS up by about 90 MB). Too
- * little room costs CPU instead: at 25% a live heap of 20 MB left 5 MB, and
- * a decision load ran a full GC every second or so (c=64 CPU per call 1.82x
- * the floor's; 1.23-1.46x at 40%). With the bundled build (`scripts/bundle.mjs`)
- * 40% keeps RSS under 150 MiB at 10,000 operations (BENCHMARKS.md). A flag
- * given on the node command line wins.
- */
-export const HEAP_GROWING_PERCENT = 40;
 
 const USAGE = `Usage: agenthooks <command> [options]
 
@@ -98,10 +85,8 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   withoutProtoAccessor();
-  if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) {
-    // Read by V8 at each full GC, so setting it at start-up takes effect.
-    setFlagsFromString(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`);
-  }
+  // A flag given on the node command line wins over the sidecar's policy.
+  if (!process.execArgv.some((a) => a.startsWith('--heap-growing-percent'))) applyHeapPolicy();
   const logger = createLogger({ level: config.logLevel });
   // From here on stderr holds only JSON lines: grpc-js, console.* (connect-node,
   // the QStash SDK) and process warnings go through the logger, redacted.

@@ -1,0 +1,41 @@
+/**
+ * The sidecar's heap policy: 40% of the live heap as room for a heap that
+ * holds no large requests, more room for a small heap while request bytes
+ * are held outside it, never more than V8's own growth.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  EXTERNAL_ROOM_FACTOR,
+  growingPercentFor,
+  HEAP_GROWING_PERCENT,
+  MAX_EXTERNAL_ROOM_BYTES,
+} from '../src/heap-policy.js';
+
+const MB = 2 ** 20;
+
+describe('growingPercentFor', () => {
+  it('keeps 40% when the bytes outside the heap ask for less room', () => {
+    expect(growingPercentFor(15 * MB, 0)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(15 * MB, 2 * MB)).toBe(HEAP_GROWING_PERCENT);
+    // A large heap's 40% is room enough for the most the external bytes ask.
+    expect(growingPercentFor(70 * MB, 100 * MB)).toBe(HEAP_GROWING_PERCENT);
+  });
+
+  it('gives a small heap the room the bytes held outside it ask for, up to its bound', () => {
+    const live = 15 * MB;
+    const external = 8 * MB;
+    const percent = growingPercentFor(live, external);
+    expect(percent).toBe(Math.ceil(((EXTERNAL_ROOM_FACTOR * external) / live) * 100));
+    expect((live * percent) / 100).toBeGreaterThanOrEqual(EXTERNAL_ROOM_FACTOR * external);
+    // Bounded: 100 MB outside asks no more room than the bound.
+    expect(growingPercentFor(live, 100 * MB)).toBe(
+      Math.ceil((MAX_EXTERNAL_ROOM_BYTES / live) * 100),
+    );
+  });
+
+  it("never passes V8's own largest growth, and keeps 40% for a heap it cannot read", () => {
+    expect(growingPercentFor(2 * MB, 100 * MB)).toBe(300);
+    expect(growingPercentFor(0, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(Number.NaN, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
+  });
+});
