@@ -242,12 +242,6 @@ class ValueReader extends WireReader {
       return true;
     }
     const end = this.varint() + this.pos;
-    if (!holdsValues(schema)) {
-      // Nothing in it to check: passed over as a whole (bytes that do not
-      // decode are fromBinary's to refuse).
-      this.pos = end;
-      return true;
-    }
     return schema.typeName === VALUE_TYPE
       ? this.#value(schema, end, depth + 1)
       : this.message(schema, end, depth + 1);
