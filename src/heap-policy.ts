@@ -41,7 +41,8 @@ const MAX_GROWING_PERCENT = 300;
  * @example growingPercentFor(15 * 2 ** 20, 8 * 2 ** 20) // 107: 16 MB of room past 15 MB
  */
 export function growingPercentFor(liveBytes: number, externalBytes: number): number {
-  const room = Math.min(MAX_EXTERNAL_ROOM_BYTES, EXTERNAL_ROOM_FACTOR * Math.max(0, externalBytes));
+  const external = Number.isFinite(externalBytes) && externalBytes > 0 ? externalBytes : 0;
+  const room = Math.min(MAX_EXTERNAL_ROOM_BYTES, EXTERNAL_ROOM_FACTOR * external);
   if (!(liveBytes > 0)) return HEAP_GROWING_PERCENT;
   const forRoom = Math.ceil((room / liveBytes) * 100);
   return Math.min(MAX_GROWING_PERCENT, Math.max(HEAP_GROWING_PERCENT, forRoom));
@@ -54,9 +55,12 @@ function percentNow(): number {
 }
 
 /**
- * Applies the policy now and after each full GC (V8 reads the flag when it
- * sets the next limit, at the end of a full GC). Answers a function that
- * stops following the heap.
+ * Applies the policy now and after each full GC. V8 reads the flag when it
+ * sets the next limit, at the end of a full GC, and the observer hears of a
+ * GC after it ended: the percent a GC leads to applies from the one after.
+ * The live size read is the whole heap's (new space and code included),
+ * which V8's old-space factor is not applied to: the room is a little under
+ * what the percent says. Answers a function that stops following the heap.
  */
 export function applyHeapPolicy(): () => void {
   let current = percentNow();

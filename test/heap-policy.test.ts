@@ -33,9 +33,11 @@ describe('growingPercentFor', () => {
     );
   });
 
-  it("never passes V8's own largest growth, and keeps 40% for a heap it cannot read", () => {
+  it("never passes V8's own largest growth, and keeps 40% for sizes it cannot read", () => {
     expect(growingPercentFor(2 * MB, 100 * MB)).toBe(300);
     expect(growingPercentFor(0, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
     expect(growingPercentFor(Number.NaN, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(15 * MB, Number.NaN)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(15 * MB, Number.POSITIVE_INFINITY)).toBe(HEAP_GROWING_PERCENT);
   });
 });

@@ -15,6 +15,11 @@ export interface AsyncQueueOptions<T> {
   readonly onTake?: (item: T) => void;
   /** Called once when the iteration ends: drained after `close`, failed, or returned early. */
   readonly onEnd?: () => void;
+  /**
+   * Whether a transport may attach a sink ({@link AsyncQueue.attachSink}); a
+   * queue whose items can be taken back ({@link AsyncQueue.remove}) takes none.
+   */
+  readonly takesSink?: boolean;
 }
 
 const DONE: IteratorReturnResult<undefined> = Object.freeze({ value: undefined, done: true });
@@ -43,8 +48,9 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T>, SinkTarget<T> {
     this.#options = options;
   }
 
+  /** Ignored unless the queue was made {@link AsyncQueueOptions.takesSink}. */
   attachSink(sink: StreamSink<T>): void {
-    this.#sink = sink;
+    if (this.#options.takesSink === true) this.#sink = sink;
   }
 
   /** Adds an item; ignored once closed. */
@@ -139,8 +145,10 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T>, SinkTarget<T> {
     try {
       room = sink.write(item);
     } catch (e: unknown) {
-      // As a write by the consumer that failed: the iteration fails with it.
+      // As a write by the consumer that failed: the iteration fails with it,
+      // and what queued behind the item is not written.
       this.#sink = undefined;
+      this.#items.length = 0;
       this.fail(e);
       return;
     }
@@ -153,7 +161,12 @@ export class AsyncQueue<T> implements AsyncIterableIterator<T>, SinkTarget<T> {
         this.#items.length = 0;
       }
       // Written while the consumer still waits; once it runs again, it takes them itself.
-      while (this.#wake !== undefined && this.#items.length > 0 && !this.#sinkFull) {
+      while (
+        this.#sink !== undefined &&
+        this.#wake !== undefined &&
+        this.#items.length > 0 &&
+        !this.#sinkFull
+      ) {
         this.#write(this.#items.shift() as T);
       }
       if (this.#wake !== undefined && this.#closed && this.#items.length === 0) this.#settle();

@@ -269,7 +269,11 @@ export function createHookService(
         // A reader waiting for room stops: the acks it waits on will not be taken.
         free();
       };
+      // True once the acks ended: an event read after it is never acked, nor counted.
+      let acksEnded = false;
       const acks = new AsyncQueue<DispatchStreamResponse>({
+        // The transport may write acks as they are pushed (see `stream-sink.ts`).
+        takesSink: true,
         // An event stays in flight until the transport takes its ack.
         onTake: () => {
           inFlight -= 1;
@@ -278,6 +282,7 @@ export function createHookService(
           free();
         },
         onEnd: () => {
+          acksEnded = true;
           ctx.signal.removeEventListener('abort', onAbort);
           // Events whose acks were never taken leave the gauge with the stream.
           deps.metrics?.streamEvents(-counted);
@@ -345,9 +350,16 @@ export function createHookService(
       })();
       async function readAll(): Promise<void> {
         const now = takesNow(iterator) ? iterator : undefined;
-        for (;;) {
-          const next = now !== undefined ? await readWhileAcked(now) : await iterator.next();
-          if (next.done === true || !(await accept(next.value))) return;
+        let ended = false;
+        try {
+          for (;;) {
+            const next = now !== undefined ? await readWhileAcked(now) : await iterator.next();
+            ended = next.done === true;
+            if (ended || !(await accept(next.value))) return;
+          }
+        } finally {
+          // Stopped before the requests ended (or failed): the transport stops reading them.
+          if (!ended) void iterator.return?.();
         }
       }
       /**
@@ -391,6 +403,7 @@ export function createHookService(
       /** Counts an event in flight, from its read until the transport takes its ack. */
       function countIn(): void {
         inFlight += 1;
+        if (acksEnded) return;
         counted += 1;
         deps.metrics?.streamEvents(1);
       }

@@ -416,9 +416,15 @@ describe('DispatchStream', () => {
         (n) => n >= bound,
       );
       let writtenAtStall = -1;
+      let waitingForDrain = false;
+      const stall = { blocked: false, stillAtBound: -1, writtenAfter: -1 };
       void stalled.then(
-        () => {
+        async () => {
           writtenAtStall = written;
+          stall.blocked = waitingForDrain;
+          // Read again after a /metrics round trip: nothing read and nothing written meanwhile.
+          stall.stillAtBound = await metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight');
+          stall.writtenAfter = written;
           call.resume();
         },
         () => call.resume(),
@@ -427,7 +433,9 @@ describe('DispatchStream', () => {
         if (call.write({ eventId: String(written), event: afterStep('op-unread', written) })) {
           continue;
         }
+        waitingForDrain = true;
         await new Promise((resolve) => call.once('drain', resolve));
+        waitingForDrain = false;
       }
       call.end();
       await done;
@@ -436,6 +444,8 @@ describe('DispatchStream', () => {
       expect(await stalled).toBe(bound);
       expect(writtenAtStall).toBeGreaterThan(0);
       expect(writtenAtStall).toBeLessThan(total * 0.6);
+      // The client was pushed back: it waited for room that did not come while stalled.
+      expect(stall).toEqual({ blocked: true, stillAtBound: bound, writtenAfter: writtenAtStall });
       expect(acks).toEqual(Array.from({ length: total }, (_, i) => String(i)));
       expect(await metric(sidecar, 'agenthooks_dispatch_stream_events_in_flight')).toBe(0);
     } finally {

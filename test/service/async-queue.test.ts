@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { AsyncQueue } from '../../src/service/async-queue.js';
 
-function counting<T>() {
+function counting<T>(takesSink = false) {
   const seen = { taken: 0, ended: 0 };
   const queue = new AsyncQueue<T>({
     onTake: () => {
@@ -15,6 +15,7 @@ function counting<T>() {
     onEnd: () => {
       seen.ended += 1;
     },
+    takesSink,
   });
   return { queue, seen };
 }
@@ -159,7 +160,7 @@ async function settled(promise: Promise<unknown>): Promise<boolean> {
 
 describe('AsyncQueue with a sink', () => {
   it('writes an item pushed while its consumer waits at once, and leaves the consumer waiting', async () => {
-    const { queue, seen } = counting<number>();
+    const { queue, seen } = counting<number>(true);
     const { sink, state } = transport(10);
     queue.attachSink(sink);
     // Pushed before the consumer waits: taken through next(), as without a sink.
@@ -177,7 +178,7 @@ describe('AsyncQueue with a sink', () => {
   });
 
   it('queues while the transport is full, writes the queue in order once it drains, and ends after it', async () => {
-    const { queue, seen } = counting<number>();
+    const { queue, seen } = counting<number>(true);
     const { sink, state, flush } = transport(2);
     queue.attachSink(sink);
     const waiting = queue.next();
@@ -198,7 +199,7 @@ describe('AsyncQueue with a sink', () => {
   });
 
   it('fails a waiting consumer only once what queued before the failure was written', async () => {
-    const { queue } = counting<number>();
+    const { queue } = counting<number>(true);
     const { sink, state, flush } = transport(1);
     queue.attachSink(sink);
     const waiting = queue.next();
@@ -217,7 +218,7 @@ describe('AsyncQueue with a sink', () => {
   });
 
   it('drops what queued when the call ended before it drained', async () => {
-    const { queue, seen } = counting<number>();
+    const { queue, seen } = counting<number>(true);
     const { sink, state, flush } = transport(1);
     queue.attachSink(sink);
     const waiting = queue.next();
@@ -230,16 +231,39 @@ describe('AsyncQueue with a sink', () => {
     expect(await waiting).toEqual({ value: undefined, done: true });
   });
 
-  it('fails the iteration with the error of a write that throws', async () => {
-    const { queue } = counting<number>();
+  it('fails the iteration with the error of a write that throws, and writes nothing after it', async () => {
+    const { queue } = counting<number>(true);
+    const { sink, state, flush } = transport(1);
+    let throwing = false;
     queue.attachSink({
-      write: () => {
-        throw new Error('write failed');
+      write: (item) => {
+        if (throwing) throw new Error('write failed');
+        return sink.write(item);
       },
-      drained: () => {},
+      drained: sink.drained,
     });
     const waiting = queue.next();
     queue.push(1);
+    queue.push(2);
+    queue.push(3);
+    throwing = true;
+    flush();
     await expect(waiting).rejects.toThrow('write failed');
+    expect(state.written).toEqual([1]);
+    queue.push(4);
+    expect(await queue.next()).toEqual({ value: undefined, done: true });
+  });
+
+  it('takes no sink unless made to, so items it can take back stay in it', async () => {
+    const { queue, seen } = counting<number>();
+    const { sink, state } = transport(10);
+    queue.attachSink(sink);
+    const waiting = queue.next();
+    queue.push(1);
+    expect(await waiting).toEqual({ value: 1, done: false });
+    queue.push(2);
+    expect(queue.remove(2)).toBe(true);
+    expect(state.written).toEqual([]);
+    expect(seen.taken).toBe(1);
   });
 });
