@@ -425,14 +425,23 @@ export function createHookService(
         if (drained() || ctx.signal.aborted || inFlight >= maxInFlight) return false;
         checkRead(request);
         const route = routeOfRead(request);
-        if (route === undefined) return false;
-        const last = tails.get(route.operationId);
-        if (last !== undefined && !last.settled) return false;
-        const outcomes = noOutcomesNow(request.event as HookEvent, route);
+        const outcomes = route === undefined ? undefined : outcomesAtOnce(request, route);
         if (outcomes === undefined) return false;
         countIn();
         acks.push(plainAck(request.eventId, outcomes));
         return true;
+      }
+      /**
+       * The outcomes (none) of an event that can be acked at once: nothing of its
+       * operation pending and no hook it matches; `undefined` when it takes its turn.
+       */
+      function outcomesAtOnce(
+        request: DispatchStreamRequest,
+        route: EventRoute,
+      ): HookOutcome[] | undefined {
+        const last = tails.get(route.operationId);
+        if (last !== undefined && !last.settled) return undefined;
+        return noOutcomesNow(request.event as HookEvent, route);
       }
       /** Takes one event read: acked at once, or in its operation's turn. False once reading stops. */
       async function accept(request: DispatchStreamRequest): Promise<boolean> {
@@ -447,18 +456,15 @@ export function createHookService(
         if (ctx.signal.aborted || drained()) return false;
         countIn();
         const route = routeOfRead(request);
+        // Without a turn through the promise chain when nothing makes it wait.
+        const outcomes = route === undefined ? undefined : outcomesAtOnce(request, route);
+        if (outcomes !== undefined) {
+          acks.push(plainAck(request.eventId, outcomes));
+          return true;
+        }
         // Invalid events are acknowledged with their error, in arrival order.
         const key = route?.operationId ?? '';
         const last = tails.get(key);
-        if (route !== undefined && (last === undefined || last.settled)) {
-          // Nothing of this operation is pending: an event no hook matches
-          // is acked now, without a turn through the promise chain.
-          const outcomes = noOutcomesNow(request.event as HookEvent, route);
-          if (outcomes !== undefined) {
-            acks.push(plainAck(request.eventId, outcomes));
-            return true;
-          }
-        }
         // A large event waits for room in the byte budget; what the stream
         // holds is given back once the event is delivered (its ack is small).
         const size = largeWireBytes(request);
