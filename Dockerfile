@@ -40,6 +40,7 @@ COPY scripts/bundle.mjs ./scripts/bundle.mjs
 COPY gen ./gen
 COPY src ./src
 RUN npm run build \
+ && rm -f dist/src/main.js.map \
  && npm prune --omit=dev \
  && rm -rf /root/.npm
 

@@ -38,6 +38,12 @@ await build({
   banner: {
     js: "import { createRequire as __agenthooksCreateRequire } from 'node:module'; const require = __agenthooksCreateRequire(import.meta.url);",
   },
+  // A source map beside the bundle, not linked from it (Node never reads
+  // it): the bench's profiles map the bundle's functions back to their
+  // modules through it (src/..., undici/..., node_modules/...). The image
+  // leaves it out.
+  sourcemap: 'external',
+  sourcesContent: false,
   logLevel: 'warning',
   // 2.5 MB is expected: the dependencies are the point.
   logOverride: { 'large-file': 'silent' },

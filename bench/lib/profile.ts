@@ -8,7 +8,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { SourceMap } from 'node:module';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** A node of a V8 CPU profile. */
@@ -141,7 +141,14 @@ export function sourceLocation(
   if (entry?.originalSource === undefined || entry.originalLine === undefined) {
     return `${file}:${line + 1}`;
   }
-  return `${file.replace(/\.js$/, '.ts')}:${entry.originalLine + 1}`;
+  // The source as the map names it, relative to the map: a module of ours
+  // (`src/hooks/control.ts`) or, in the bundle, a dependency's file
+  // (`undici/lib/dispatcher/client.js`).
+  const original = shortLocation(
+    resolve(join(repoRoot, 'dist', dirname(file)), entry.originalSource),
+    repoRoot,
+  );
+  return `${original}:${entry.originalLine + 1}`;
 }
 
 /** A span of a profile to keep, on its own clock (CLOCK_MONOTONIC microseconds). */
@@ -171,7 +178,9 @@ export function summariseProfile(
     const file = shortLocation(node.callFrame.url, repoRoot);
     const { lineNumber, columnNumber } = node.callFrame;
     const location = file === '' ? '' : sourceLocation(file, lineNumber, columnNumber, repoRoot);
-    keyOf.set(node.id, { name, location, area: areaOf(name, file), us: 0 });
+    // The area of the source the location maps to (the bundle holds every module).
+    const source = location === '' ? '' : location.replace(/:\d+$/, '');
+    keyOf.set(node.id, { name, location, area: areaOf(name, source), us: 0 });
   }
   const self = new Map<string, Weighted>();
   const inclusive = new Map<string, Weighted>();
