@@ -180,10 +180,7 @@ function serializeMessage(schema: DescMessage, value: object): Buffer {
 function responseSerializer(schema: DescMessage): (value: object) => Buffer {
   const byHand = handEncoderOf(schema);
   if (byHand === undefined) return (value) => serializeMessage(schema, value);
-  return (value) => {
-    const message = create(schema, value as Record<string, unknown>);
-    return byHand(message) ?? serializeMessage(schema, message);
-  };
+  return (value) => byHand(value) ?? serializeMessage(schema, value);
 }
 
 /**

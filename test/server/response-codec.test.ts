@@ -4,11 +4,26 @@
  * than its id is left to `toBinary`.
  */
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+import { DurationSchema } from '@bufbuild/protobuf/wkt';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { HookOutcomeSchema } from '../../gen/agenthooks/v1/decisions_pb.js';
-import { DispatchStreamResponseSchema } from '../../gen/agenthooks/v1/service_pb.js';
-import { encodePlainAck, plainAck } from '../../src/server/response-codec.js';
+import {
+  DecisionSchema,
+  type HookOutcome,
+  HookOutcomeSchema,
+} from '../../gen/agenthooks/v1/decisions_pb.js';
+import { ToolResultSchema } from '../../gen/agenthooks/v1/events_pb.js';
+import {
+  DecideToolCallResponseSchema,
+  DecideToolResultResponseSchema,
+  DispatchStreamResponseSchema,
+} from '../../gen/agenthooks/v1/service_pb.js';
+import {
+  encodeDecisionResponse,
+  encodePlainAck,
+  handEncoderOf,
+  plainAck,
+} from '../../src/server/response-codec.js';
 
 describe('plainAck', () => {
   it('is the message create() makes, keys and prototype included', () => {
@@ -82,5 +97,148 @@ describe('encodePlainAck', () => {
     expect(withUnknown.$unknown).toBeDefined();
     for (const ack of [withOutcome, withError, withUnknown])
       expect(encodePlainAck(ack)).toBe(undefined);
+  });
+});
+
+/** Any int32, the small values a response holds most, and negatives (ten bytes on the wire). */
+const int32 = fc.oneof(
+  fc.integer({ min: -2, max: 300 }),
+  fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+);
+const text = fc.oneof(fc.constant(''), fc.string(), fc.string({ unit: 'binary', maxLength: 40 }));
+
+const outcome = fc
+  .record({
+    hookId: text,
+    hookType: int32,
+    operationId: text,
+    source: int32,
+    status: int32,
+    errorCode: text,
+    message: fc.oneof(text, fc.string({ minLength: 130, maxLength: 300 })),
+    httpStatus: int32,
+    duration: fc.option(
+      fc.record({
+        seconds: fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+        nanos: int32,
+      }),
+      { nil: undefined },
+    ),
+    critical: fc.boolean(),
+    point: int32,
+    plugin: text,
+  })
+  .map(({ duration, ...fields }) =>
+    create(HookOutcomeSchema, {
+      ...fields,
+      duration: duration === undefined ? undefined : create(DurationSchema, duration),
+    }),
+  );
+
+const decision = fc.oneof(
+  fc.constant(create(DecisionSchema, {})),
+  int32.map((controlsConsulted) =>
+    create(DecisionSchema, { outcome: { case: 'allow', value: { controlsConsulted } } }),
+  ),
+  fc
+    .record({ reason: text, classification: int32, hookId: text, operationId: text })
+    .map((value) => create(DecisionSchema, { outcome: { case: 'deny', value } })),
+);
+
+/** A decision response as a handler returns it: an init object of messages, fields optional. */
+const response = fc.record(
+  {
+    decision,
+    outcomes: fc.array(outcome, { maxLength: 4 }),
+    unknownOperations: fc.array(text, { maxLength: 3 }),
+    decisionId: text,
+  },
+  { requiredKeys: [] },
+);
+
+describe('encodeDecisionResponse', () => {
+  it('writes what create and toBinary write, for both decision responses', () => {
+    fc.assert(
+      fc.property(response, fc.boolean(), (init, asMessage) => {
+        for (const schema of [DecideToolCallResponseSchema, DecideToolResultResponseSchema]) {
+          const value = asMessage ? create(schema, init) : init;
+          const bytes = encodeDecisionResponse(value);
+          const expected = toBinary(schema, create(schema, init));
+          expect(bytes).toBeDefined();
+          expect(Buffer.from(bytes ?? [])).toEqual(Buffer.from(expected));
+        }
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('is the encoder of both decision responses, and of no request', () => {
+    expect(handEncoderOf(DecideToolCallResponseSchema)).toBe(encodeDecisionResponse);
+    expect(handEncoderOf(DecideToolResultResponseSchema)).toBe(encodeDecisionResponse);
+    expect(handEncoderOf(HookOutcomeSchema)).toBe(undefined);
+  });
+
+  it('leaves a mock, a blocked result, unknown fields and init objects inside to toBinary', () => {
+    const result = create(ToolResultSchema, {});
+    const withUnknown = fromBinary(
+      DecideToolCallResponseSchema,
+      new Uint8Array([0x22, 0x01, 0x64, 0xa0, 0x06, 0x01]),
+    );
+    expect(withUnknown.$unknown).toBeDefined();
+    const outcomeWithUnknown = fromBinary(HookOutcomeSchema, new Uint8Array([0xa0, 0x06, 0x01]));
+    const leftAlone: unknown[] = [
+      { decision: create(DecisionSchema, { outcome: { case: 'mock', value: { result } } }) },
+      {
+        decision: create(DecisionSchema, {
+          outcome: { case: 'deny', value: { reason: 'r', blockedResult: result } },
+        }),
+      },
+      withUnknown,
+      { outcomes: [outcomeWithUnknown] },
+      // Init objects where a message is expected: create() would fill them in.
+      { decision: { outcome: { case: 'allow', value: { controlsConsulted: 1 } } } },
+      { outcomes: [{ hookId: 'h' }] },
+      {
+        outcomes: [
+          { ...create(HookOutcomeSchema, { hookId: 'h' }), duration: { seconds: 1n, nanos: 0 } },
+        ],
+      },
+      // Values of another type.
+      { decisionId: 7 },
+      { unknownOperations: ['op', 1] },
+      { outcomes: 'none' },
+      null,
+    ];
+    for (const value of leftAlone) expect(encodeDecisionResponse(value)).toBe(undefined);
+  });
+
+  it('writes a typical allow of one control in its 80-odd bytes', () => {
+    const delivered: HookOutcome = create(HookOutcomeSchema, {
+      hookId: 'policy-0',
+      hookType: 2,
+      operationId: 'op_bench',
+      source: 1,
+      status: 1,
+      httpStatus: 200,
+      duration: create(DurationSchema, { nanos: 1_234_567 }),
+      critical: true,
+    });
+    const init = {
+      decision: create(DecisionSchema, {
+        outcome: { case: 'allow', value: { controlsConsulted: 1 } },
+      }),
+      outcomes: [delivered],
+      unknownOperations: [],
+      decisionId: 'dec_01JXYZABCDEFGHJKMNPQRSTVWX',
+    };
+    const bytes = encodeDecisionResponse(init);
+    expect(Buffer.from(bytes ?? [])).toEqual(
+      Buffer.from(
+        toBinary(DecideToolCallResponseSchema, create(DecideToolCallResponseSchema, init)),
+      ),
+    );
+    expect(fromBinary(DecideToolCallResponseSchema, bytes ?? new Uint8Array()).outcomes[0]).toEqual(
+      delivered,
+    );
   });
 });
