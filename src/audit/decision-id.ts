@@ -11,6 +11,10 @@ function timeGroups(ms: number): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}`;
 }
 
+/** The millisecond of the last id and its time groups with the version digit: decisions come several a millisecond under load. */
+let lastMs = Number.NaN;
+let lastPrefix = '';
+
 /**
  * A new decision id for a decision made at `ms` (epoch milliseconds): the
  * time, then 74 random bits.
@@ -18,8 +22,12 @@ function timeGroups(ms: number): string {
  * @example newDecisionId(Date.now()) // '019ad2c1-7e4a-7f3b-9c1d-0a2b3c4d5e6f'
  */
 export function newDecisionId(ms: number): string {
+  if (ms !== lastMs) {
+    lastPrefix = `${timeGroups(ms)}-7`;
+    lastMs = ms;
+  }
   // randomUUID(): xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx; keep what follows its version digit.
-  return `${timeGroups(ms)}-7${randomUUID().slice(15)}`;
+  return lastPrefix + randomUUID().slice(15);
 }
 
 /**

@@ -18,6 +18,15 @@ describe('decision ids', () => {
     expect(newDecisionId(5)).not.toBe(newDecisionId(5));
   });
 
+  it('carry each id its own time, however the times of successive ids go', () => {
+    const times = [7, 7, 1_700_000_000_000, 7, 0x123456789abc, 0x123456789abc, 8];
+    for (const ms of times) {
+      const id = newDecisionId(ms);
+      expect(id).toMatch(UUID_V7);
+      expect(id.slice(0, 13).replace('-', '')).toBe(ms.toString(16).padStart(12, '0'));
+    }
+  });
+
   it('derive a publication id from the tool call id and time alone', () => {
     const id = publicationDecisionId('call_1', 1_700_000_000_000);
     expect(id).toMatch(UUID_V7);
