@@ -5,7 +5,7 @@
  * `agenthooks_control_errors_allowed_total`: control failures let through by
  * `onError: continue`, like Envoy's `failure_mode_allowed`.
  */
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, type Metric, Registry } from 'prom-client';
 
 /** Latency buckets in seconds, from a fast decision to a slow webhook. */
 const LATENCY_BUCKETS = [
@@ -14,36 +14,238 @@ const LATENCY_BUCKETS = [
 /** Store latency buckets in seconds: SQLite calls take microseconds. */
 const STORE_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1];
 
+/** A metric's label values and their names, as prom-client takes them. */
+type Labels = Record<string, string>;
+
+/**
+ * The cells of a labelled metric, one per combination of label values,
+ * found through a map per label: prom-client builds a labels object, checks
+ * it and hashes it into a string on every `inc` and `observe`, several
+ * microseconds of each decision, which counts four metrics. Up to three
+ * labels; the label values come from small fixed sets (methods, codes,
+ * outcomes), as prom-client's own would.
+ */
+class Cells<C> {
+  readonly #root = new Map<string, Map<string, Map<string, C>>>();
+  readonly #names: readonly string[];
+  readonly #make: (labels: Labels) => C;
+  /** Every cell, in the order made. */
+  readonly all: C[] = [];
+
+  constructor(names: readonly string[], make: (labels: Labels) => C) {
+    this.#names = names;
+    this.#make = make;
+  }
+
+  /** The cell of label values `a`, `b` and `c` (give only as many as the metric has labels). */
+  get(a: string, b = '', c = ''): C {
+    let byB = this.#root.get(a);
+    if (byB === undefined) {
+      byB = new Map();
+      this.#root.set(a, byB);
+    }
+    let byC = byB.get(b);
+    if (byC === undefined) {
+      byC = new Map();
+      byB.set(b, byC);
+    }
+    let cell = byC.get(c);
+    if (cell === undefined) {
+      const values = [a, b, c];
+      const labels: Labels = {};
+      for (const [i, name] of this.#names.entries()) labels[name] = values[i] as string;
+      cell = this.#make(labels);
+      byC.set(c, cell);
+      this.all.push(cell);
+    }
+    return cell;
+  }
+}
+
+/** Increments of one label set not yet handed to prom-client. */
+interface CounterCell {
+  readonly labels: Labels;
+  pending: number;
+}
+
+/**
+ * A prom-client counter whose increments are additions to its cells,
+ * handed to the counter when it is collected (a scrape): the exposition is
+ * prom-client's, the same at every scrape as if each had been counted then.
+ */
+export class CellCounter<N extends string> {
+  readonly #cells: Cells<CounterCell>;
+
+  constructor(options: {
+    name: string;
+    help: string;
+    labelNames: readonly N[];
+    registers: Registry[];
+  }) {
+    const cells = new Cells<CounterCell>(options.labelNames, (labels) => ({ labels, pending: 0 }));
+    this.#cells = cells;
+    new Counter<N>({
+      ...options,
+      collect() {
+        for (const cell of cells.all) {
+          if (cell.pending === 0) continue;
+          this.inc(cell.labels as Partial<Record<N, string>>, cell.pending);
+          cell.pending = 0;
+        }
+      },
+    });
+  }
+
+  /** Adds one to the count of label values `a`, `b`, `c`, in the order of `labelNames`. */
+  inc(a: string, b?: string, c?: string): void {
+    this.#cells.get(a, b, c).pending += 1;
+  }
+}
+
+/** A metric as the registry renders it (what prom-client's own `get()` answers). */
+interface RenderedMetric {
+  readonly name: string;
+  readonly help: string;
+  readonly type: 'histogram';
+  readonly values: {
+    readonly labels: Record<string, string | number>;
+    readonly value: number;
+    readonly metricName: string;
+  }[];
+  readonly aggregator: 'sum';
+}
+
+/** One label set of a histogram: its count per bucket (not cumulative), sum and count. */
+interface HistogramCell {
+  readonly labels: Labels;
+  readonly buckets: number[];
+  sum: number;
+  count: number;
+}
+
+/**
+ * A histogram kept in cells and rendered by the registry as prom-client
+ * renders its own (`_bucket` with `le`, cumulative, then `+Inf`, `_sum`
+ * and `_count`, per label set in the order first observed).
+ */
+export class CellHistogram {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'histogram' as const;
+  readonly aggregator = 'sum' as const;
+  readonly #bounds: readonly number[];
+  #cells: Cells<HistogramCell>;
+  readonly #labelNames: readonly string[];
+
+  constructor(options: {
+    name: string;
+    help: string;
+    labelNames: readonly string[];
+    buckets: readonly number[];
+    registers: Registry[];
+  }) {
+    this.name = options.name;
+    this.help = options.help;
+    this.#bounds = [...options.buckets].sort((x, y) => x - y);
+    this.#labelNames = options.labelNames;
+    this.#cells = this.#newCells();
+    for (const registry of options.registers) {
+      registry.registerMetric(this as unknown as Metric);
+    }
+  }
+
+  #newCells(): Cells<HistogramCell> {
+    const size = this.#bounds.length;
+    return new Cells<HistogramCell>(this.#labelNames, (labels) => ({
+      labels,
+      buckets: new Array<number>(size).fill(0),
+      sum: 0,
+      count: 0,
+    }));
+  }
+
+  /** Observes `value` for label values `a`, `b` (in the order of `labelNames`). */
+  observe(a: string, b: string, value: number): void {
+    if (!Number.isFinite(value)) return;
+    const cell = this.#cells.get(a, b);
+    cell.sum += value;
+    cell.count += 1;
+    const bounds = this.#bounds;
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= (bounds[i] as number)) {
+        cell.buckets[i] = (cell.buckets[i] as number) + 1;
+        return;
+      }
+    }
+  }
+
+  /** What the registry renders, as prom-client's histogram answers it. */
+  async get(): Promise<RenderedMetric> {
+    const values: RenderedMetric['values'] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const cell of this.#cells.all) {
+      let cumulative = 0;
+      for (const [i, le] of this.#bounds.entries()) {
+        cumulative += cell.buckets[i] as number;
+        values.push({ labels: { le, ...cell.labels }, value: cumulative, metricName: bucket });
+      }
+      values.push({
+        labels: { le: '+Inf', ...cell.labels },
+        value: cell.count,
+        metricName: bucket,
+      });
+      values.push({ labels: { ...cell.labels }, value: cell.sum, metricName: `${this.name}_sum` });
+      values.push({
+        labels: { ...cell.labels },
+        value: cell.count,
+        metricName: `${this.name}_count`,
+      });
+    }
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values,
+      aggregator: this.aggregator,
+    };
+  }
+
+  /** Forgets every observation (the registry's `resetMetrics`). */
+  reset(): void {
+    this.#cells = this.#newCells();
+  }
+}
+
 /** The metrics a sidecar records. */
 export class Metrics {
   /** The registry `/metrics` renders. */
   readonly registry = new Registry();
-  readonly #rpcCalls = new Counter({
+  readonly #rpcCalls = new CellCounter({
     name: 'agenthooks_rpc_calls_total',
     help: 'RPCs answered, by method and gRPC status code name',
     labelNames: ['method', 'code'] as const,
     registers: [this.registry],
   });
-  readonly #rpcLatency = new Histogram({
+  readonly #rpcLatency = new CellHistogram({
     name: 'agenthooks_rpc_duration_seconds',
     help: 'RPC latency, by method and gRPC status code name',
     labelNames: ['method', 'code'] as const,
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
-  readonly #hookOutcomes = new Counter({
+  readonly #hookOutcomes = new CellCounter({
     name: 'agenthooks_hook_outcomes_total',
     help: 'Hooks run (webhooks, handlers, controls, modifying hooks), by hook type (modify:<point> for a modifying hook), source and outcome',
     labelNames: ['hook_type', 'source', 'outcome'] as const,
     registers: [this.registry],
   });
-  readonly #webhookResults = new Counter({
+  readonly #webhookResults = new CellCounter({
     name: 'agenthooks_webhook_results_total',
     help: 'Webhook requests, by kind (notification, control or modify) and result code (ok, timeout, http_error, network_error, response_too_large, invalid_response, configuration, destination_denied, cancelled)',
     labelNames: ['kind', 'code'] as const,
     registers: [this.registry],
   });
-  readonly #decisions = new Counter({
+  readonly #decisions = new CellCounter({
     name: 'agenthooks_decisions_total',
     help: 'Tool-call and tool-result decisions, by phase and outcome (allow, deny, mock)',
     labelNames: ['phase', 'outcome'] as const,
@@ -140,7 +342,7 @@ export class Metrics {
     help: 'Estimated payload bytes held by the detached deliveries in flight',
     registers: [this.registry],
   });
-  readonly #storeLatency = new Histogram({
+  readonly #storeLatency = new CellHistogram({
     name: 'agenthooks_store_operation_duration_seconds',
     help: 'Store call latency, by operation and result (ok or the error reason)',
     labelNames: ['operation', 'result'] as const,
@@ -179,23 +381,23 @@ export class Metrics {
 
   /** Records an answered RPC. */
   rpc(method: string, code: string, seconds: number): void {
-    this.#rpcCalls.inc({ method, code });
-    this.#rpcLatency.observe({ method, code }, seconds);
+    this.#rpcCalls.inc(method, code);
+    this.#rpcLatency.observe(method, code, seconds);
   }
 
   /** Records one hook that ran. */
   hookOutcome(hookType: string, source: string, outcome: string): void {
-    this.#hookOutcomes.inc({ hook_type: hookType, source, outcome });
+    this.#hookOutcomes.inc(hookType, source, outcome);
   }
 
   /** Records one webhook request's result. */
   webhookResult(kind: 'notification' | 'control' | 'modify', code: string): void {
-    this.#webhookResults.inc({ kind, code });
+    this.#webhookResults.inc(kind, code);
   }
 
   /** Records a decision. */
   decision(phase: string, outcome: string): void {
-    this.#decisions.inc({ phase, outcome });
+    this.#decisions.inc(phase, outcome);
   }
 
   /** Records a control failure that `onError: continue` let through. */
@@ -267,7 +469,7 @@ export class Metrics {
 
   /** Records a store call. */
   storeCall(operation: string, result: string, seconds: number): void {
-    this.#storeLatency.observe({ operation, result }, seconds);
+    this.#storeLatency.observe(operation, result, seconds);
   }
 
   /** Records decision audit entries a sink wrote. */
