@@ -367,11 +367,22 @@ export class Metrics {
     labelNames: ['sink'] as const,
     registers: [this.registry],
   });
-  readonly #auditBuffered = new Gauge({
+  /**
+   * Entries each audit sink holds, set on every decision: read into its
+   * gauge when scraped, so a decision costs a `Map` write, not prom-client's
+   * labelled `set`.
+   */
+  readonly #auditBufferedBySink = new Map<string, number>();
+  readonly #auditBuffered: Gauge = new Gauge({
     name: 'agenthooks_audit_buffered_entries',
     help: 'Decision audit entries buffered and not yet written, by sink',
     labelNames: ['sink'] as const,
     registers: [this.registry],
+    collect: () => {
+      for (const [sink, entries] of this.#auditBufferedBySink) {
+        this.#auditBuffered.set({ sink }, entries);
+      }
+    },
   });
 
   /** Creates the metrics, with Node's process metrics (memory, event loop lag, GC). */
@@ -489,6 +500,6 @@ export class Metrics {
 
   /** Sets the decision audit entries a sink holds. */
   auditBuffered(sink: string, entries: number): void {
-    this.#auditBuffered.set({ sink }, entries);
+    this.#auditBufferedBySink.set(sink, entries);
   }
 }

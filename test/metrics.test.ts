@@ -121,4 +121,18 @@ describe('metric cells', () => {
       expect(text).toContain(line);
     }
   });
+
+  it("show each audit sink's buffered entries as last set, at the scrape", async () => {
+    const metrics = new Metrics();
+    metrics.auditBuffered('store', 3);
+    metrics.auditBuffered('http', 7);
+    metrics.auditBuffered('store', 1);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('agenthooks_audit_buffered_entries{sink="store"} 1');
+    expect(text).toContain('agenthooks_audit_buffered_entries{sink="http"} 7');
+    metrics.auditBuffered('http', 0);
+    expect(await metrics.registry.metrics()).toContain(
+      'agenthooks_audit_buffered_entries{sink="http"} 0',
+    );
+  });
 });
