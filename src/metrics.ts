@@ -100,6 +100,12 @@ export class CellCounter<N extends string> {
   inc(a: string, b?: string, c?: string): void {
     this.#cells.get(a, b, c).pending += 1;
   }
+
+  /** Adds `n` (a count, zero or more) to the count of label value `a`. */
+  add(n: number, a: string): void {
+    if (!(n >= 0) || !Number.isFinite(n)) throw new RangeError(`a count must be >= 0, got ${n}`);
+    this.#cells.get(a).pending += n;
+  }
 }
 
 /** A metric as the registry renders it (what prom-client's own `get()` answers). */
@@ -349,13 +355,13 @@ export class Metrics {
     buckets: STORE_BUCKETS,
     registers: [this.registry],
   });
-  readonly #auditWritten = new Counter({
+  readonly #auditWritten = new CellCounter({
     name: 'agenthooks_audit_entries_written_total',
     help: 'Decision audit entries written, by sink (store, stdout, http)',
     labelNames: ['sink'] as const,
     registers: [this.registry],
   });
-  readonly #auditDropped = new Counter({
+  readonly #auditDropped = new CellCounter({
     name: 'agenthooks_audit_entries_dropped_total',
     help: "Decision audit entries dropped, by sink: oldest first past a sink's buffer (--audit-buffer), or refused for good by the HTTP endpoint",
     labelNames: ['sink'] as const,
@@ -485,12 +491,12 @@ export class Metrics {
 
   /** Records decision audit entries a sink wrote. */
   auditWritten(sink: string, entries: number): void {
-    this.#auditWritten.inc({ sink }, entries);
+    this.#auditWritten.add(entries, sink);
   }
 
   /** Records decision audit entries a sink dropped. */
   auditDropped(sink: string, entries: number): void {
-    this.#auditDropped.inc({ sink }, entries);
+    this.#auditDropped.add(entries, sink);
   }
 
   /** Records a failed decision audit write. */

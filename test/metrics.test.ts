@@ -135,4 +135,23 @@ describe('metric cells', () => {
       'agenthooks_audit_buffered_entries{sink="http"} 0',
     );
   });
+
+  it('add counts to one label, as prom-client counts them, and refuse a negative one', async () => {
+    const ours = new Registry();
+    const theirs = new Registry();
+    const config = { name: 't_written_total', help: 'written', labelNames: ['sink'] as const };
+    const counter = new CellCounter({ ...config, registers: [ours] });
+    const reference = new Counter({ ...config, registers: [theirs] });
+    for (const [sink, n] of [
+      ['store', 120],
+      ['http', 3],
+      ['store', 0.5],
+    ] as const) {
+      counter.add(n, sink);
+      reference.inc({ sink }, n);
+    }
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    expect(() => counter.add(-1, 'store')).toThrow(RangeError);
+    expect(() => counter.add(Number.NaN, 'store')).toThrow(RangeError);
+  });
 });
