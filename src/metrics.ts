@@ -85,7 +85,10 @@ export class CellCounter<N extends string> {
     const cells = new Cells<CounterCell>(options.labelNames, (labels) => ({ labels, pending: 0 }));
     this.#cells = cells;
     new Counter<N>({
-      ...options,
+      name: options.name,
+      help: options.help,
+      labelNames: options.labelNames,
+      registers: options.registers,
       collect() {
         for (const cell of cells.all) {
           if (cell.pending === 0) continue;
