@@ -386,11 +386,7 @@ class SqliteStoreImpl implements SqliteStore {
    * deletes (another deletion only leaves it high, which costs a read).
    * Undefined until counted; a reopened file is counted again, and so is a
    * file another connection committed to since the count (another process
-   * sharing it may have parked a call: see {@link #parkedVersion}). A store
-   * holding the serving lock skips that check: `PRAGMA data_version` starts a
-   * read transaction (two `fcntl` locks and a `stat`), 10-15 µs of each
-   * decision's CPU at c=64, and the lock keeps every other sidecar off the
-   * file, as the hook cache already assumes.
+   * sharing it may have parked a call: see {@link #parkedVersion}).
    */
   #parkedRows: number | undefined;
   /** The connection's `data_version` when {@link #parkedRows} was counted. */
@@ -479,13 +475,6 @@ class SqliteStoreImpl implements SqliteStore {
   async getParkedCall(toolCallId: string): Promise<ParkedCallRecord | undefined> {
     // Every decision asks; most files hold no parked call at all.
     if (this.#parkedRows === 0) {
-      if (this.#lock !== undefined) {
-        // The serving process's store: no other sidecar parks calls in its
-        // file (the tools beside it do not park), so zero still holds. The
-        // closed or lost store still fails the read.
-        this.#current('read a parked call');
-        return undefined;
-      }
       // Zero holds only while no other connection committed since the count.
       const version = this.#run('getParkedCall', 'read a parked call', 'read', (c) =>
         c.dataVersion(),

@@ -203,37 +203,6 @@ describe('ParkStore (SQLite)', () => {
       }
     });
 
-    it('answers a serving store (it holds the lock) with no parked call without a read', async () => {
-      const calls: string[] = [];
-      const observe = (operation: string) => {
-        calls.push(operation);
-      };
-      const serving = openSqliteStore(temp.path(), { lockWaitMs: 0, observe });
-      const tool = openSqliteStore(temp.path(), { observe });
-      try {
-        expect(serving.locked).toBe(true);
-        // Both count the file's parked calls once...
-        expect(await serving.getParkedCall('call-1')).toBeUndefined();
-        expect(await tool.getParkedCall('call-1')).toBeUndefined();
-        calls.length = 0;
-        // ...then only the store without the lock reads again (`data_version`)
-        // before it trusts its count of zero.
-        expect(await serving.getParkedCall('call-2')).toBeUndefined();
-        expect(calls).toEqual([]);
-        expect(await tool.getParkedCall('call-2')).toBeUndefined();
-        expect(calls).toEqual(['getParkedCall']);
-        // Its own park still counts, and a closed store still fails the read.
-        await serving.parkCall(parkedCall('call-3', ['op-a']));
-        expect(await serving.getParkedCall('call-3')).toMatchObject({ toolCallId: 'call-3' });
-      } finally {
-        await serving.close();
-        await tool.close();
-      }
-      await expect(serving.getParkedCall('call-4')).rejects.toMatchObject({
-        reason: 'STORE_CLOSED',
-      });
-    });
-
     it('keeps the record across a reopen of the file', async () => {
       const first = openSqliteStore(temp.path());
       const record = parkedCall('call-1', ['op-1', 'op-2']);
