@@ -2,6 +2,7 @@
  * @module Parked calls and deferred-result placeholders (migration 003 and
  * the ParkStore of the SQLite store), on real files in a temporary folder.
  */
+import { rmSync, symlinkSync } from 'node:fs';
 import { equals, toBinary, toJson, toJsonString } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
 import {
@@ -11,6 +12,7 @@ import {
 } from '../../gen/agenthooks/v1/events_pb.js';
 import { ParkKind } from '../../gen/agenthooks/v1/service_pb.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { lockPathOf } from '../../src/store/sqlite-lock.js';
 import { assertFreshBuild, useStoreChildren } from './child.js';
 import { parkedCall, toolCallContext, toolResult, useTempStore, webhookHook } from './helpers.js';
 
@@ -200,6 +202,37 @@ describe('ParkStore (SQLite)', () => {
       } finally {
         await reader.close();
         await writer.close();
+      }
+    });
+
+    it('finds a call parked by a second sidecar the serving lock did not keep out', async () => {
+      // Each holds "the" lock: one through a symlink (another lock file), one
+      // started after the first one's lock file was removed.
+      const serving = openSqliteStore(temp.path(), { lockWaitMs: 0 });
+      const link = `${temp.path()}-link`;
+      symlinkSync(temp.path(), link);
+      const viaLink = openSqliteStore(link, { lockWaitMs: 0 });
+      try {
+        expect([serving.locked, viaLink.locked]).toEqual([true, true]);
+        expect(await serving.getParkedCall('call-link')).toBeUndefined();
+        await viaLink.parkCall(parkedCall('call-link', ['op-a']));
+        expect(await serving.getParkedCall('call-link')).toMatchObject({ toolCallId: 'call-link' });
+
+        rmSync(lockPathOf(temp.path()));
+        const second = openSqliteStore(temp.path(), { lockWaitMs: 0 });
+        try {
+          expect(second.locked).toBe(true);
+          await second.parkCall(parkedCall('call-second', ['op-b']));
+          expect(await serving.getParkedCall('call-second')).toMatchObject({
+            toolCallId: 'call-second',
+          });
+        } finally {
+          await second.close();
+        }
+      } finally {
+        await viaLink.close();
+        await serving.close();
+        rmSync(link, { force: true });
       }
     });
 
