@@ -125,6 +125,24 @@ function isPlainMessage(value: unknown, typeName: string): boolean {
   );
 }
 
+/** The int32 range: `toBinary` refuses a number outside it, or one with a fraction. */
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+/** The int64 range of a Duration's seconds. */
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** Whether `n` is what `toBinary` writes as an int32 (an enum too): a whole number in range. */
+function isInt32(n: unknown): boolean {
+  return typeof n === 'number' && Number.isInteger(n) && n >= INT32_MIN && n <= INT32_MAX;
+}
+
+/** Whether every value is a string (`toBinary` would convert anything else, or throw). */
+function areStrings(...values: unknown[]): boolean {
+  for (const v of values) if (typeof v !== 'string') return false;
+  return true;
+}
+
 /** Body bytes of a Decision this encoder writes, or -1 when it leaves it to `toBinary`. */
 function decisionSize(decision: Decision): number {
   const outcome = decision.outcome;
@@ -132,12 +150,20 @@ function decisionSize(decision: Decision): number {
     case undefined:
       return 0;
     case 'allow': {
-      if (!isPlainMessage(outcome.value, 'agenthooks.v1.Allow')) return -1;
-      return messageFieldSize(1, varintFieldSize(1, outcome.value.controlsConsulted));
+      const allow = outcome.value;
+      if (!isPlainMessage(allow, 'agenthooks.v1.Allow') || !isInt32(allow.controlsConsulted)) {
+        return -1;
+      }
+      return messageFieldSize(1, varintFieldSize(1, allow.controlsConsulted));
     }
     case 'deny': {
       const deny = outcome.value;
-      if (!isPlainMessage(deny, 'agenthooks.v1.Deny') || deny.blockedResult !== undefined) {
+      if (
+        !isPlainMessage(deny, 'agenthooks.v1.Deny') ||
+        deny.blockedResult !== undefined ||
+        !areStrings(deny.reason, deny.hookId, deny.operationId) ||
+        !isInt32(deny.classification)
+      ) {
         return -1;
       }
       return messageFieldSize(2, denySize(deny));
@@ -176,12 +202,36 @@ function writeDecision(w: WireWriter, decision: Decision, size: number): void {
   }
 }
 
-/** Whether every item is a HookOutcome message whose duration, if any, is one too. */
+/**
+ * Whether every item is a HookOutcome message whose fields hold values of
+ * their types (as `create` and decoding make them; a field set by hand to
+ * anything else is left to `toBinary`), and whose duration, if any, is a
+ * Duration message of the same kind.
+ */
 function arePlainOutcomes(outcomes: readonly unknown[]): outcomes is HookOutcome[] {
-  for (const o of outcomes) {
-    if (!isPlainMessage(o, 'agenthooks.v1.HookOutcome')) return false;
-    const duration = (o as HookOutcome).duration;
-    if (duration !== undefined && !isPlainMessage(duration, 'google.protobuf.Duration')) {
+  for (const item of outcomes) {
+    if (!isPlainMessage(item, 'agenthooks.v1.HookOutcome')) return false;
+    const o = item as HookOutcome;
+    if (
+      !areStrings(o.hookId, o.operationId, o.errorCode, o.message, o.plugin) ||
+      !isInt32(o.hookType) ||
+      !isInt32(o.source) ||
+      !isInt32(o.status) ||
+      !isInt32(o.httpStatus) ||
+      !isInt32(o.point) ||
+      typeof o.critical !== 'boolean'
+    ) {
+      return false;
+    }
+    const duration = o.duration;
+    if (
+      duration !== undefined &&
+      (!isPlainMessage(duration, 'google.protobuf.Duration') ||
+        typeof duration.seconds !== 'bigint' ||
+        duration.seconds < INT64_MIN ||
+        duration.seconds > INT64_MAX ||
+        !isInt32(duration.nanos))
+    ) {
       return false;
     }
   }
@@ -197,8 +247,15 @@ function arePlainOutcomes(outcomes: readonly unknown[]): outcomes is HookOutcome
  */
 export function encodeDecisionResponse(value: unknown): Buffer | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
-  const r = value as DecisionResponseFields;
+  const r = value as DecisionResponseFields & { readonly $typeName?: unknown };
   if (r.$unknown !== undefined) return undefined;
+  // A message (not an init object) has every field; `toBinary` refuses one without.
+  if (
+    r.$typeName !== undefined &&
+    (r.outcomes === undefined || r.unknownOperations === undefined || r.decisionId === undefined)
+  ) {
+    return undefined;
+  }
   const { decision, outcomes = [], unknownOperations = [], decisionId = '' } = r;
   if (
     !Array.isArray(outcomes) ||

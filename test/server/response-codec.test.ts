@@ -8,7 +8,9 @@ import { DurationSchema } from '@bufbuild/protobuf/wkt';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  AllowSchema,
   DecisionSchema,
+  DenySchema,
   type HookOutcome,
   HookOutcomeSchema,
 } from '../../gen/agenthooks/v1/decisions_pb.js';
@@ -172,7 +174,7 @@ describe('encodeDecisionResponse', () => {
     );
   });
 
-  it('is the encoder of both decision responses, and of no request', () => {
+  it('is the encoder of both decision responses, and of no other message', () => {
     expect(handEncoderOf(DecideToolCallResponseSchema)).toBe(encodeDecisionResponse);
     expect(handEncoderOf(DecideToolResultResponseSchema)).toBe(encodeDecisionResponse);
     expect(handEncoderOf(HookOutcomeSchema)).toBe(undefined);
@@ -239,6 +241,101 @@ describe('encodeDecisionResponse', () => {
     );
     expect(fromBinary(DecideToolCallResponseSchema, bytes ?? new Uint8Array()).outcomes[0]).toEqual(
       delivered,
+    );
+  });
+
+  it('writes nothing toBinary would not, and never throws, whatever the fields hold', () => {
+    // Real messages whose fields were set by hand to anything: a valid value,
+    // a number out of the int32 range or with a fraction, a value of another type.
+    const anyInt32 = fc.oneof(
+      int32,
+      fc.double(),
+      fc.constantFrom(Number.NaN, 2 ** 32 + 1, -(2 ** 31) - 1, 1.5),
+      fc.string({ maxLength: 3 }),
+      fc.boolean(),
+    );
+    const anyString = fc.oneof(text, fc.integer(), fc.constant(null), fc.boolean());
+    const anyBool = fc.oneof(fc.boolean(), fc.constantFrom(0, 1, '', 'yes', null));
+    const anySeconds = fc.oneof(
+      fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }),
+      fc.constantFrom(2n ** 63n, 2n ** 64n, -(2n ** 63n) - 1n),
+      fc.integer(),
+    );
+    const anyOutcome = fc
+      .record({
+        hookId: anyString,
+        hookType: anyInt32,
+        operationId: anyString,
+        source: anyInt32,
+        status: anyInt32,
+        errorCode: anyString,
+        message: anyString,
+        httpStatus: anyInt32,
+        duration: fc.option(fc.record({ seconds: anySeconds, nanos: anyInt32 }), {
+          nil: undefined,
+        }),
+        critical: anyBool,
+        point: anyInt32,
+        plugin: anyString,
+      })
+      .map(({ duration, ...fields }) =>
+        Object.assign(create(HookOutcomeSchema), fields, {
+          duration:
+            duration === undefined ? undefined : Object.assign(create(DurationSchema), duration),
+        }),
+      );
+    const anyDecision = fc.oneof(
+      anyInt32.map((controlsConsulted) =>
+        create(DecisionSchema, {
+          outcome: {
+            case: 'allow',
+            value: Object.assign(create(AllowSchema), { controlsConsulted }),
+          },
+        }),
+      ),
+      fc
+        .record({
+          reason: anyString,
+          classification: anyInt32,
+          hookId: anyString,
+          operationId: anyString,
+        })
+        .map((fields) =>
+          create(DecisionSchema, {
+            outcome: { case: 'deny', value: Object.assign(create(DenySchema), fields) },
+          }),
+        ),
+    );
+    const anyResponse = fc.record(
+      {
+        decision: anyDecision,
+        outcomes: fc.array(anyOutcome, { maxLength: 3 }),
+        unknownOperations: fc.array(anyString, { maxLength: 2 }),
+        decisionId: anyString,
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(anyResponse, fc.boolean(), (init, typed) => {
+        for (const schema of [DecideToolCallResponseSchema, DecideToolResultResponseSchema]) {
+          // As a message: the type name on the init object itself.
+          const value = typed ? Object.assign({ $typeName: schema.typeName }, init) : init;
+          let expected: Uint8Array | undefined;
+          try {
+            expected = toBinary(schema, create(schema, value as never));
+          } catch {
+            expected = undefined;
+          }
+          let bytes: Buffer | undefined;
+          expect(() => {
+            bytes = encodeDecisionResponse(value);
+          }).not.toThrow();
+          if (bytes === undefined) continue;
+          expect(expected).toBeDefined();
+          expect(Buffer.from(bytes)).toEqual(Buffer.from(expected ?? []));
+        }
+      }),
+      { numRuns: 3000 },
     );
   });
 });
