@@ -84,7 +84,7 @@ export class CellCounter<N extends string> {
   }) {
     const cells = new Cells<CounterCell>(options.labelNames, (labels) => ({ labels, pending: 0 }));
     this.#cells = cells;
-    new Counter<N>({
+    const counter = new Counter<N>({
       name: options.name,
       help: options.help,
       labelNames: options.labelNames,
@@ -97,6 +97,12 @@ export class CellCounter<N extends string> {
         }
       },
     });
+    // A reset (the registry's `resetMetrics`) forgets what is not collected yet too.
+    const reset = counter.reset.bind(counter);
+    counter.reset = () => {
+      for (const cell of cells.all) cell.pending = 0;
+      reset();
+    };
   }
 
   /** Adds one to the count of label values `a`, `b`, `c`, in the order of `labelNames`. */
@@ -135,7 +141,9 @@ interface HistogramCell {
 /**
  * A histogram kept in cells and rendered by the registry as prom-client
  * renders its own (`_bucket` with `le`, cumulative, then `+Inf`, `_sum`
- * and `_count`, per label set in the order first observed).
+ * and `_count`, per label set in the order first observed). The sidecar's
+ * registry sets no default labels; with some, prom-client would place them
+ * after `le` and this after the metric's own labels.
  */
 export class CellHistogram {
   readonly name: string;

@@ -93,12 +93,20 @@ describe('metric cells', () => {
     expect(await ours.metrics()).toContain('t_duration_seconds_count{method="m",code="OK"} 1');
   });
 
-  it('forget every observation on a reset of the registry', async () => {
+  it('forget every count and observation on a reset of the registry, collected or not', async () => {
     const ours = new Registry();
+    const counter = new CellCounter({ ...COUNTER, registers: [ours] });
     const histogram = new CellHistogram({ ...HISTOGRAM, registers: [ours] });
+    counter.inc('m', 'OK');
+    await ours.metrics();
+    counter.inc('m', 'CANCELLED');
     histogram.observe('m', 'OK', 0.5);
     ours.resetMetrics();
-    expect(await ours.metrics()).not.toContain('t_duration_seconds_count');
+    const text = await ours.metrics();
+    expect(text).not.toContain('t_duration_seconds_count');
+    expect(text).not.toContain('t_calls_total{');
+    counter.inc('m', 'OK');
+    expect(await ours.metrics()).toContain('t_calls_total{method="m",code="OK"} 1');
   });
 
   it("are the sidecar's decision metrics, counted as the calls come", async () => {
