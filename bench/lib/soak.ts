@@ -56,8 +56,39 @@ interface Sample {
   /** Seconds since the load started. */
   readonly t: number;
   readonly rssMb: number;
+  /** RssAnon: the JS heap, malloc'd memory (SQLite's cache, buffers) and stacks. */
+  readonly anonMb: number;
+  /** V8's heap as the sidecar's `/metrics` reports it: reserved and in use. */
+  readonly heapTotalMb: number;
+  readonly heapUsedMb: number;
+  /** Bytes V8 counts outside its heap (ArrayBuffers, Buffers). */
+  readonly externalMb: number;
   readonly dbMb: number;
   readonly operations: number;
+}
+
+/** The V8 heap gauges of the sidecar's `/metrics`, in MiB (NaN when absent). */
+async function heapOf(httpAddress: string | undefined): Promise<{
+  heapTotalMb: number;
+  heapUsedMb: number;
+  externalMb: number;
+}> {
+  const text =
+    httpAddress === undefined
+      ? ''
+      : await fetch(`http://${httpAddress}/metrics`).then(
+          (r) => r.text(),
+          () => '',
+        );
+  const gauge = (name: string) => {
+    const match = new RegExp(`^agenthooks_${name} (\\S+)`, 'm').exec(text);
+    return match === null ? Number.NaN : Number(match[1]) / BYTES_PER_MIB;
+  };
+  return {
+    heapTotalMb: gauge('nodejs_heap_size_total_bytes'),
+    heapUsedMb: gauge('nodejs_heap_size_used_bytes'),
+    externalMb: gauge('nodejs_external_memory_bytes'),
+  };
 }
 
 /** Least-squares slope of `y` over `x`. */
@@ -121,20 +152,24 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
 
     const startedAt = Date.now();
     const endAt = startedAt + options.minutes * S_PER_MIN * MS_PER_S;
-    const sample = () => {
+    const sample = async () => {
       const t = (Date.now() - startedAt) / MS_PER_S;
-      const s = {
+      const memory = memoryOf(sidecar.pid);
+      const heap = await heapOf(sidecar.http);
+      const s: Sample = {
         t,
-        rssMb: memoryOf(sidecar.pid).rssMb,
+        rssMb: memory.rssMb,
+        anonMb: memory.anonMb,
+        ...heap,
         dbMb: dbMb(sidecar.db),
         operations: finished,
       };
       samples.push(s);
       log(
-        `soak ${t.toFixed(0)} s: RSS ${s.rssMb.toFixed(1)} MiB, database ${s.dbMb.toFixed(1)} MiB, ${finished} operations (${failed} failed, ${skipped} skipped)`,
+        `soak ${t.toFixed(0)} s: RSS ${s.rssMb.toFixed(1)} MiB (anon ${s.anonMb.toFixed(1)}, heap ${s.heapUsedMb.toFixed(1)} of ${s.heapTotalMb.toFixed(1)}, external ${s.externalMb.toFixed(1)}), database ${s.dbMb.toFixed(1)} MiB, ${finished} operations (${failed} failed, ${skipped} skipped)`,
       );
     };
-    sample();
+    await sample();
     await new Promise<void>((resolve) => {
       // A tick per operation, on the wall clock: late ticks catch up, so the offered rate holds.
       const tick = setInterval(() => {
@@ -166,9 +201,9 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
           resolve();
         }
       }, MS_PER_S / Math.max(1, options.rate));
-      const sampler = setInterval(sample, SAMPLE_EVERY_S * MS_PER_S);
+      const sampler = setInterval(() => void sample(), SAMPLE_EVERY_S * MS_PER_S);
     });
-    sample();
+    await sample();
     const peakMb = memoryOf(sidecar.pid).peakMb;
     const first = samples[0] as Sample;
     const end = samples.at(-1) as Sample;
