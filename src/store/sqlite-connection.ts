@@ -187,6 +187,14 @@ export function whyNotAgentHooksDatabase(path: string, busyTimeoutMs: number): s
   }
 }
 
+/**
+ * The page cache of a connection, in KiB (`PRAGMA cache_size` as a negative
+ * number). The soak (`npm run bench -- --soak`, 60 operations/s) held 16 MiB
+ * more RSS with better-sqlite3's 16 MB than with this, at no CPU cost
+ * measured (BENCHMARKS.md, "The SQLite page cache").
+ */
+export const SQLITE_CACHE_KIB = 4096;
+
 /** Sets up a fresh connection and returns its page size; order matters, see each comment. */
 function configure(db: Database.Database, settings: ConnectionSettings): number {
   // Waits this long for another connection's lock instead of failing at once
@@ -203,6 +211,12 @@ function configure(db: Database.Database, settings: ConnectionSettings): number 
   // SQLite leaves foreign keys off unless each connection asks; the cascades
   // from operations to hooks and from parked calls to their links need them.
   db.pragma('foreign_keys = ON');
+  // better-sqlite3 builds SQLite with a 16 MB page cache per connection
+  // (SQLITE_DEFAULT_CACHE_SIZE=-16000); it fills as the file grows and is
+  // never given back, a sixth of the sidecar's memory at steady state (see
+  // SQLITE_CACHE_KIB). The hook cache answers decisions, so the pages SQLite
+  // needs are the indexes' hot edges; others come from the OS's page cache.
+  db.pragma(`cache_size = -${SQLITE_CACHE_KIB}`);
   const pageSize = db.pragma('page_size', { simple: true }) as number;
   if (settings.maxSizeBytes !== undefined) {
     // A per-connection limit, not stored in the file, so every reopened

@@ -6,6 +6,7 @@ import { HookType } from '../../gen/agenthooks/v1/events_pb.js';
 import { HookSchema } from '../../gen/agenthooks/v1/hooks_pb.js';
 import { MIN_DB_MAX_SIZE_BYTES } from '../../src/config/config.js';
 import { openSqliteStore } from '../../src/store/sqlite.js';
+import { openConnection, SQLITE_CACHE_KIB } from '../../src/store/sqlite-connection.js';
 import { controlHook, TEMPLATED_HEADER, useTempStore, webhookHook } from './helpers.js';
 
 describe('SqliteStore', () => {
@@ -329,6 +330,21 @@ describe('SqliteStore', () => {
 });
 
 describe('opening the store', () => {
+  const temp = useTempStore();
+
+  it("bounds SQLite's page cache of each connection, first open and reopen alike", () => {
+    // better-sqlite3's build default is 16 MB, held for good once the file is that large.
+    for (const create of [true, false]) {
+      const connection = openConnection(temp.path(), { busyTimeoutMs: 0, create });
+      try {
+        expect(connection.db.pragma('cache_size', { simple: true })).toBe(-SQLITE_CACHE_KIB);
+      } finally {
+        connection.close();
+      }
+    }
+    expect(SQLITE_CACHE_KIB).toBeLessThan(16_000);
+  });
+
   it('fails at once, naming the folder, when the database folder cannot be made (/proc)', () => {
     // Node's recursive mkdir spins forever here; the store makes one level at a time.
     expect(() => openSqliteStore('/proc/agenthooks/x.db')).toThrow(
