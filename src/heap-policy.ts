@@ -17,6 +17,14 @@
  * up to {@link MAX_EXTERNAL_ROOM_BYTES}: a sidecar holding no large requests
  * keeps the 40% (three times was too much for the `rss-10k` row: 149 MiB
  * against 142).
+ *
+ * And 40% of the 20-25 MB live heap of a sidecar under a steady decision
+ * load is 8-10 MB of room: a full GC every second or two, whose pause (about
+ * 7.5 ms) an open loop at 80% of the sidecar's maximum turns into a p99 of
+ * 30-48 ms (the floor's: 9-15). So the room is never under
+ * {@link MIN_ROOM_BYTES} either, which a heap of 30 MB and more has from 40%
+ * anyway. 16 MB bought no tail measurable over 12 and cost the `rss-10k` row
+ * 5 MiB more (BENCHMARKS.md, "The room under the heap").
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
@@ -30,6 +38,9 @@ export const EXTERNAL_ROOM_FACTOR = 2;
 /** The most room the bytes held outside the heap ask for. */
 export const MAX_EXTERNAL_ROOM_BYTES = 24 * 1024 * 1024;
 
+/** The least room past the live heap, whatever its size. */
+export const MIN_ROOM_BYTES = 12 * 1024 * 1024;
+
 /** V8's own largest growth (a factor of 4), which the policy never passes. */
 const MAX_GROWING_PERCENT = 300;
 
@@ -42,7 +53,10 @@ const MAX_GROWING_PERCENT = 300;
  */
 export function growingPercentFor(liveBytes: number, externalBytes: number): number {
   const external = Number.isFinite(externalBytes) && externalBytes > 0 ? externalBytes : 0;
-  const room = Math.min(MAX_EXTERNAL_ROOM_BYTES, EXTERNAL_ROOM_FACTOR * external);
+  const room = Math.max(
+    MIN_ROOM_BYTES,
+    Math.min(MAX_EXTERNAL_ROOM_BYTES, EXTERNAL_ROOM_FACTOR * external),
+  );
   if (!(liveBytes > 0)) return HEAP_GROWING_PERCENT;
   const forRoom = Math.ceil((room / liveBytes) * 100);
   return Math.min(MAX_GROWING_PERCENT, Math.max(HEAP_GROWING_PERCENT, forRoom));

@@ -1,7 +1,7 @@
 /**
- * The sidecar's heap policy: 40% of the live heap as room for a heap that
- * holds no large requests, more room for a small heap while request bytes
- * are held outside it, never more than V8's own growth.
+ * The sidecar's heap policy: 40% of the live heap as room for a large heap
+ * that holds no large requests, at least a fixed room for a small one, more
+ * while request bytes are held outside it, never more than V8's own growth.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -9,21 +9,34 @@ import {
   growingPercentFor,
   HEAP_GROWING_PERCENT,
   MAX_EXTERNAL_ROOM_BYTES,
+  MIN_ROOM_BYTES,
 } from '../src/heap-policy.js';
 
 const MB = 2 ** 20;
 
 describe('growingPercentFor', () => {
-  it('keeps 40% when the bytes outside the heap ask for less room', () => {
-    expect(growingPercentFor(15 * MB, 0)).toBe(HEAP_GROWING_PERCENT);
-    expect(growingPercentFor(15 * MB, 2 * MB)).toBe(HEAP_GROWING_PERCENT);
+  it('keeps 40% for a heap whose 40% is more than the least room', () => {
+    expect(growingPercentFor(60 * MB, 0)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(60 * MB, 2 * MB)).toBe(HEAP_GROWING_PERCENT);
     // A large heap's 40% is room enough for the most the external bytes ask.
     expect(growingPercentFor(70 * MB, 100 * MB)).toBe(HEAP_GROWING_PERCENT);
   });
 
+  it('gives a small heap the least room in bytes, not 40% of little', () => {
+    for (const live of [5 * MB, 15 * MB, 30 * MB]) {
+      const percent = growingPercentFor(live, 0);
+      expect(percent).toBe(Math.ceil((MIN_ROOM_BYTES / live) * 100));
+      expect((live * percent) / 100).toBeGreaterThanOrEqual(MIN_ROOM_BYTES);
+    }
+    // The floor is where 40% takes over.
+    expect(growingPercentFor((MIN_ROOM_BYTES * 100) / HEAP_GROWING_PERCENT, 0)).toBe(
+      HEAP_GROWING_PERCENT,
+    );
+  });
+
   it('gives a small heap the room the bytes held outside it ask for, up to its bound', () => {
     const live = 15 * MB;
-    const external = 8 * MB;
+    const external = 12 * MB;
     const percent = growingPercentFor(live, external);
     expect(percent).toBe(Math.ceil(((EXTERNAL_ROOM_FACTOR * external) / live) * 100));
     expect((live * percent) / 100).toBeGreaterThanOrEqual(EXTERNAL_ROOM_FACTOR * external);
@@ -37,7 +50,7 @@ describe('growingPercentFor', () => {
     expect(growingPercentFor(2 * MB, 100 * MB)).toBe(300);
     expect(growingPercentFor(0, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
     expect(growingPercentFor(Number.NaN, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
-    expect(growingPercentFor(15 * MB, Number.NaN)).toBe(HEAP_GROWING_PERCENT);
-    expect(growingPercentFor(15 * MB, Number.POSITIVE_INFINITY)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(60 * MB, Number.NaN)).toBe(HEAP_GROWING_PERCENT);
+    expect(growingPercentFor(60 * MB, Number.POSITIVE_INFINITY)).toBe(HEAP_GROWING_PERCENT);
   });
 });
