@@ -190,8 +190,9 @@ export function whyNotAgentHooksDatabase(path: string, busyTimeoutMs: number): s
 /**
  * The page cache of a connection, in KiB (`PRAGMA cache_size` as a negative
  * number). The soak (`npm run bench -- --soak`, 60 operations/s) held 16 MiB
- * more RSS with better-sqlite3's 16 MB than with this, at no CPU cost
- * measured (BENCHMARKS.md, "The SQLite page cache").
+ * more RSS with better-sqlite3's 16 MB than with this; the decision CPU
+ * rows, 100,000 stored operations included, stayed within their spread
+ * (BENCHMARKS.md, "The SQLite page cache").
  */
 export const SQLITE_CACHE_KIB = 4096;
 
