@@ -8,7 +8,9 @@
  * complete (one webhook). Operations start at a fixed rate whatever the
  * answers do, with a bound on those in flight.
  *
- * It reports RSS every sample, the least-squares slope of RSS over the last
+ * It reports RSS every sample (with RssAnon, and V8's heap and external
+ * bytes as the sidecar's `/metrics` gives them: `null` in the file when it
+ * did not answer in time), the least-squares slope of RSS over the last
  * {@link SLOPE_WINDOW_MIN} minutes (MiB per minute), the peak (VmHWM), and
  * the database file's size, and writes them to `bench/results/soak.json`.
  */
@@ -32,6 +34,8 @@ export const SLOPE_WINDOW_MIN = 10;
 export const SLOPE_LIMIT_MIB_PER_MIN = 0.5;
 /** Target of the peak RSS, MiB. */
 export const PEAK_LIMIT_MIB = 150;
+/** How long a sample waits for the sidecar's `/metrics`. */
+const METRICS_TIMEOUT_MS = 2_000;
 /** Seconds between two memory samples. */
 const SAMPLE_EVERY_S = 10;
 /** Operations in flight at most; past it a tick is skipped and counted. */
@@ -67,7 +71,7 @@ interface Sample {
   readonly operations: number;
 }
 
-/** The V8 heap gauges of the sidecar's `/metrics`, in MiB (NaN when absent). */
+/** The V8 heap gauges of the sidecar's `/metrics`, in MiB (NaN when it did not answer them). */
 async function heapOf(httpAddress: string | undefined): Promise<{
   heapTotalMb: number;
   heapUsedMb: number;
@@ -76,10 +80,11 @@ async function heapOf(httpAddress: string | undefined): Promise<{
   const text =
     httpAddress === undefined
       ? ''
-      : await fetch(`http://${httpAddress}/metrics`).then(
-          (r) => r.text(),
-          () => '',
-        );
+      : await fetch(`http://${httpAddress}/metrics`, {
+          signal: AbortSignal.timeout(METRICS_TIMEOUT_MS),
+        })
+          .then((r) => (r.ok ? r.text() : ''))
+          .catch(() => '');
   const gauge = (name: string) => {
     const match = new RegExp(`^agenthooks_${name} (\\S+)`, 'm').exec(text);
     return match === null ? Number.NaN : Number(match[1]) / BYTES_PER_MIB;
@@ -152,22 +157,36 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
 
     const startedAt = Date.now();
     const endAt = startedAt + options.minutes * S_PER_MIN * MS_PER_S;
-    const sample = async () => {
+    // One sample at a time, in order: a tick that finds one waiting for
+    // `/metrics` is skipped. Everything but the heap is read at the tick.
+    let sampling: Promise<void> | undefined;
+    let samplingError: unknown;
+    const sample = async (): Promise<void> => {
+      if (sampling !== undefined) return;
       const t = (Date.now() - startedAt) / MS_PER_S;
       const memory = memoryOf(sidecar.pid);
-      const heap = await heapOf(sidecar.http);
-      const s: Sample = {
-        t,
-        rssMb: memory.rssMb,
-        anonMb: memory.anonMb,
-        ...heap,
-        dbMb: dbMb(sidecar.db),
-        operations: finished,
-      };
-      samples.push(s);
-      log(
-        `soak ${t.toFixed(0)} s: RSS ${s.rssMb.toFixed(1)} MiB (anon ${s.anonMb.toFixed(1)}, heap ${s.heapUsedMb.toFixed(1)} of ${s.heapTotalMb.toFixed(1)}, external ${s.externalMb.toFixed(1)}), database ${s.dbMb.toFixed(1)} MiB, ${finished} operations (${failed} failed, ${skipped} skipped)`,
-      );
+      const db = dbMb(sidecar.db);
+      const operations = finished;
+      const counts = `${finished} operations (${failed} failed, ${skipped} skipped)`;
+      sampling = heapOf(sidecar.http).then((heap) => {
+        const s: Sample = {
+          t,
+          rssMb: memory.rssMb,
+          anonMb: memory.anonMb,
+          ...heap,
+          dbMb: db,
+          operations,
+        };
+        samples.push(s);
+        log(
+          `soak ${t.toFixed(0)} s: RSS ${s.rssMb.toFixed(1)} MiB (anon ${s.anonMb.toFixed(1)}, heap ${s.heapUsedMb.toFixed(1)} of ${s.heapTotalMb.toFixed(1)}, external ${s.externalMb.toFixed(1)}), database ${s.dbMb.toFixed(1)} MiB, ${counts}`,
+        );
+      });
+      try {
+        await sampling;
+      } finally {
+        sampling = undefined;
+      }
     };
     await sample();
     await new Promise<void>((resolve) => {
@@ -201,8 +220,14 @@ export async function runSoak(options: SoakOptions): Promise<boolean> {
           resolve();
         }
       }, MS_PER_S / Math.max(1, options.rate));
-      const sampler = setInterval(() => void sample(), SAMPLE_EVERY_S * MS_PER_S);
+      const sampler = setInterval(() => {
+        sample().catch((e: unknown) => {
+          samplingError ??= e;
+        });
+      }, SAMPLE_EVERY_S * MS_PER_S);
     });
+    await sampling;
+    if (samplingError !== undefined) throw samplingError;
     await sample();
     const peakMb = memoryOf(sidecar.pid).peakMb;
     const first = samples[0] as Sample;
