@@ -15,16 +15,18 @@
  * V8's own growth; 18 with this policy). So after each full GC the room is also at least
  * {@link EXTERNAL_ROOM_FACTOR} times the bytes then held outside the heap,
  * up to {@link MAX_EXTERNAL_ROOM_BYTES}: a sidecar holding no large requests
- * keeps the 40% (three times was too much for the `rss-10k` row: 149 MiB
- * against 142).
+ * keeps the room below (three times was too much for the `rss-10k` row: 149
+ * MiB against 142).
  *
  * And 40% of the 20-25 MB live heap of a sidecar under a steady decision
  * load is 8-10 MB of room: a full GC every second or two, whose pause (about
  * 7.5 ms) an open loop at 80% of the sidecar's maximum turns into a p99 of
- * 30-48 ms (the floor's: 9-15). So the room is never under
- * {@link MIN_ROOM_BYTES} either, which a heap of 30 MB and more has from 40%
- * anyway. 16 MB bought no tail measurable over 12 and cost the `rss-10k` row
- * 5 MiB more (BENCHMARKS.md, "The room under the heap").
+ * 29-49 ms (the floor's: 8-20). So the room asked for is at least
+ * {@link MIN_ROOM_BYTES} too, which a heap of 30 MB and more has from 40%
+ * anyway (a heap under 4 MB gets V8's largest growth instead, and V8 applies
+ * the percent to its old space only, so the room is a little under it).
+ * 16 MB bought no tail measurable over 12 and cost the `rss-10k` row 5 MiB
+ * more (BENCHMARKS.md, "The room under the heap").
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { getHeapStatistics, setFlagsFromString } from 'node:v8';
@@ -38,7 +40,7 @@ export const EXTERNAL_ROOM_FACTOR = 2;
 /** The most room the bytes held outside the heap ask for. */
 export const MAX_EXTERNAL_ROOM_BYTES = 24 * 1024 * 1024;
 
-/** The least room past the live heap, whatever its size. */
+/** The least room past the live heap the policy asks for (see the module's comment). */
 export const MIN_ROOM_BYTES = 12 * 1024 * 1024;
 
 /** V8's own largest growth (a factor of 4), which the policy never passes. */
@@ -47,7 +49,8 @@ const MAX_GROWING_PERCENT = 300;
 /**
  * The growing percent for a live heap of `liveBytes` while `externalBytes`
  * are held outside it: {@link HEAP_GROWING_PERCENT}, or more when that leaves
- * less room than the external bytes ask for.
+ * less room than {@link MIN_ROOM_BYTES} or than the external bytes ask for,
+ * never more than V8's own largest growth.
  *
  * @example growingPercentFor(15 * 2 ** 20, 8 * 2 ** 20) // 107: 16 MB of room past 15 MB
  */

@@ -23,20 +23,21 @@ describe('growingPercentFor', () => {
   });
 
   it('gives a small heap the least room in bytes, not 40% of little', () => {
-    for (const live of [5 * MB, 15 * MB, 30 * MB]) {
+    for (const live of [5 * MB, 15 * MB, 29 * MB]) {
       const percent = growingPercentFor(live, 0);
       expect(percent).toBe(Math.ceil((MIN_ROOM_BYTES / live) * 100));
       expect((live * percent) / 100).toBeGreaterThanOrEqual(MIN_ROOM_BYTES);
     }
-    // The floor is where 40% takes over.
-    expect(growingPercentFor((MIN_ROOM_BYTES * 100) / HEAP_GROWING_PERCENT, 0)).toBe(
-      HEAP_GROWING_PERCENT,
-    );
+    expect(growingPercentFor(29 * MB, 0)).toBeGreaterThan(HEAP_GROWING_PERCENT);
+    // External bytes that ask for less room than the floor do not lower it.
+    expect(growingPercentFor(15 * MB, 4 * MB)).toBe(growingPercentFor(15 * MB, 0));
+    // A tiny heap gets V8's largest growth, which is less than the floor.
+    expect(growingPercentFor(2 * MB, 0)).toBe(300);
   });
 
   it('gives a small heap the room the bytes held outside it ask for, up to its bound', () => {
     const live = 15 * MB;
-    const external = 12 * MB;
+    const external = 9 * MB;
     const percent = growingPercentFor(live, external);
     expect(percent).toBe(Math.ceil(((EXTERNAL_ROOM_FACTOR * external) / live) * 100));
     expect((live * percent) / 100).toBeGreaterThanOrEqual(EXTERNAL_ROOM_FACTOR * external);
@@ -50,7 +51,10 @@ describe('growingPercentFor', () => {
     expect(growingPercentFor(2 * MB, 100 * MB)).toBe(300);
     expect(growingPercentFor(0, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
     expect(growingPercentFor(Number.NaN, 8 * MB)).toBe(HEAP_GROWING_PERCENT);
-    expect(growingPercentFor(60 * MB, Number.NaN)).toBe(HEAP_GROWING_PERCENT);
-    expect(growingPercentFor(60 * MB, Number.POSITIVE_INFINITY)).toBe(HEAP_GROWING_PERCENT);
+    // Unreadable external bytes count as none: the floor's room, not the external bound's.
+    expect(growingPercentFor(15 * MB, Number.NaN)).toBe(growingPercentFor(15 * MB, 0));
+    expect(growingPercentFor(15 * MB, Number.POSITIVE_INFINITY)).toBe(
+      growingPercentFor(15 * MB, 0),
+    );
   });
 });

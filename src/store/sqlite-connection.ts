@@ -189,10 +189,11 @@ export function whyNotAgentHooksDatabase(path: string, busyTimeoutMs: number): s
 
 /**
  * The page cache of a connection, in KiB (`PRAGMA cache_size` as a negative
- * number). The soak (`npm run bench -- --soak`, 60 operations/s) held 16 MiB
+ * number). The soak (`npm run bench -- --soak`, 60 operations/s) held 15 MiB
  * more RSS with better-sqlite3's 16 MB than with this; the decision CPU
  * rows, 100,000 stored operations included, stayed within their spread
- * (BENCHMARKS.md, "The SQLite page cache").
+ * (BENCHMARKS.md, "The soak's 8 MiB were not a regression"). SQLite sizes
+ * its in-memory sorts from it too: a larger sort spills to a temp file.
  */
 export const SQLITE_CACHE_KIB = 4096;
 

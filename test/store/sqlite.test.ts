@@ -332,7 +332,7 @@ describe('SqliteStore', () => {
 describe('opening the store', () => {
   const temp = useTempStore();
 
-  it("bounds SQLite's page cache of each connection, first open and reopen alike", () => {
+  it("bounds SQLite's page cache of a connection, on a new file and an existing one", () => {
     // better-sqlite3's build default is 16 MB, held for good once the file is that large.
     for (const create of [true, false]) {
       const connection = openConnection(temp.path(), { busyTimeoutMs: 0, create });
