@@ -137,14 +137,20 @@ function isInt32(n: unknown): boolean {
   return typeof n === 'number' && Number.isInteger(n) && n >= INT32_MIN && n <= INT32_MAX;
 }
 
-/** Whether every value is a string (`toBinary` would convert anything else, or throw). */
-function areStrings(...values: unknown[]): boolean {
-  for (const v of values) if (typeof v !== 'string') return false;
-  return true;
+/** Whether `v` is a string (`toBinary` would convert anything else, or throw). */
+function isString(v: unknown): boolean {
+  return typeof v === 'string';
 }
 
-/** Body bytes of a Decision this encoder writes, or -1 when it leaves it to `toBinary`. */
-function decisionSize(decision: Decision): number {
+/** A Decision's field number of its `allow` and `deny` outcomes. */
+const ALLOW_FIELD = 1;
+const DENY_FIELD = 2;
+
+/**
+ * Body bytes of a Decision's outcome message (its Allow or Deny; 0 with no
+ * outcome), or -1 when this encoder leaves the Decision to `toBinary`.
+ */
+function outcomeBodySize(decision: Decision): number {
   const outcome = decision.outcome;
   switch (outcome.case) {
     case undefined:
@@ -154,19 +160,21 @@ function decisionSize(decision: Decision): number {
       if (!isPlainMessage(allow, 'agenthooks.v1.Allow') || !isInt32(allow.controlsConsulted)) {
         return -1;
       }
-      return messageFieldSize(1, varintFieldSize(1, allow.controlsConsulted));
+      return varintFieldSize(1, allow.controlsConsulted);
     }
     case 'deny': {
       const deny = outcome.value;
       if (
         !isPlainMessage(deny, 'agenthooks.v1.Deny') ||
         deny.blockedResult !== undefined ||
-        !areStrings(deny.reason, deny.hookId, deny.operationId) ||
+        !isString(deny.reason) ||
+        !isString(deny.hookId) ||
+        !isString(deny.operationId) ||
         !isInt32(deny.classification)
       ) {
         return -1;
       }
-      return messageFieldSize(2, denySize(deny));
+      return denySize(deny);
     }
     default:
       return -1;
@@ -182,19 +190,20 @@ function denySize(deny: Deny): number {
   );
 }
 
-function writeDecision(w: WireWriter, decision: Decision, size: number): void {
+/** Writes the Decision field: `size` bytes of body, its outcome's body `outcomeBody` of them. */
+function writeDecision(w: WireWriter, decision: Decision, size: number, outcomeBody: number): void {
   w.tag(DECISION_FIELD, LEN);
   w.varint(size);
   const outcome = decision.outcome;
   if (outcome.case === 'allow') {
     const allow: Allow = outcome.value;
-    w.tag(1, LEN);
-    w.varint(varintFieldSize(1, allow.controlsConsulted));
+    w.tag(ALLOW_FIELD, LEN);
+    w.varint(outcomeBody);
     writeVarint(w, 1, allow.controlsConsulted);
   } else if (outcome.case === 'deny') {
     const deny = outcome.value;
-    w.tag(2, LEN);
-    w.varint(denySize(deny));
+    w.tag(DENY_FIELD, LEN);
+    w.varint(outcomeBody);
     writeString(w, 1, deny.reason);
     writeVarint(w, 2, deny.classification);
     writeString(w, 3, deny.hookId);
@@ -213,7 +222,11 @@ function arePlainOutcomes(outcomes: readonly unknown[]): outcomes is HookOutcome
     if (!isPlainMessage(item, 'agenthooks.v1.HookOutcome')) return false;
     const o = item as HookOutcome;
     if (
-      !areStrings(o.hookId, o.operationId, o.errorCode, o.message, o.plugin) ||
+      !isString(o.hookId) ||
+      !isString(o.operationId) ||
+      !isString(o.errorCode) ||
+      !isString(o.message) ||
+      !isString(o.plugin) ||
       !isInt32(o.hookType) ||
       !isInt32(o.source) ||
       !isInt32(o.status) ||
@@ -266,10 +279,18 @@ export function encodeDecisionResponse(value: unknown): Buffer | undefined {
   }
   let size = 0;
   let decisionBody = 0;
+  let outcomeBody = 0;
   if (decision !== undefined) {
     if (!isPlainMessage(decision, 'agenthooks.v1.Decision')) return undefined;
-    decisionBody = decisionSize(decision as Decision);
-    if (decisionBody < 0) return undefined;
+    const d = decision as Decision;
+    outcomeBody = outcomeBodySize(d);
+    if (outcomeBody < 0) return undefined;
+    if (d.outcome.case !== undefined) {
+      decisionBody = messageFieldSize(
+        d.outcome.case === 'allow' ? ALLOW_FIELD : DENY_FIELD,
+        outcomeBody,
+      );
+    }
     size += messageFieldSize(DECISION_FIELD, decisionBody);
   }
   if (!arePlainOutcomes(outcomes)) return undefined;
@@ -281,7 +302,7 @@ export function encodeDecisionResponse(value: unknown): Buffer | undefined {
   }
   size += stringSize(DECISION_ID_FIELD, decisionId);
   const w = new WireWriter(size);
-  if (decision !== undefined) writeDecision(w, decision as Decision, decisionBody);
+  if (decision !== undefined) writeDecision(w, decision as Decision, decisionBody, outcomeBody);
   for (let i = 0; i < outcomes.length; i++) {
     writeOutcome(w, OUTCOMES_FIELD, outcomes[i] as HookOutcome, outcomeSizes[i] as number);
   }
